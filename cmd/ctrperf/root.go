@@ -1,0 +1,39 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+)
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "ctrperf",
+		Short: "What does a container cost my workload, and which configuration wins it back?",
+		Long: `ctrperf runs one workload on bare metal and in Docker containers across a
+matrix of configurations, drives real load, samples the system, and reports
+every configuration against the baseline with confidence intervals.
+ctrperf isolate keeps quiet containers fast when a neighbour gets hot.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(
+		newBenchCmd(),
+		newReportCmd(),
+		newCompareCmd(),
+		newLoadCmd(),
+		newObserveCmd(),
+		newIsolateCmd(),
+		newImagesCmd(),
+		newDoctorCmd(),
+		newCleanCmd(),
+		newVersionCmd(),
+	)
+	return root
+}
+
+// notYet is the body of a command whose issue has not landed: it says so and
+// fails, never pretending to work.
+func notYet(what string) func(*cobra.Command, []string) error {
+	return func(*cobra.Command, []string) error {
+		return &exitError{code: 2, msg: what + " is not yet available in this build"}
+	}
+}

@@ -1,0 +1,87 @@
+// Package observe samples what the machine did during a run: per-device disk
+// statistics computed as iostat -x does, per-CPU time as mpstat does,
+// interrupts and softirqs per CPU, context switches, run queue and memory,
+// per-container cgroup CPU / throttling / memory / block I/O, and the CPU of
+// the processes that make up the container infrastructure (dockerd,
+// containerd, shims, docker-proxy) and of the load generator.
+//
+// Every kernel file is read through injectable roots (proc, sys, cgroup) so
+// that parsers are tested on fixture trees. A sampler that fails is recorded
+// as unavailable with its reason; the others carry on.
+package observe
+
+// Series is what the observers recorded during one run. It is stored as-is in
+// the run's RunRecord; reports compute summaries and timelines from it.
+type Series struct {
+	IntervalS float64 `json:"interval_s"`
+	// Unavailable maps a sampler name ("disk", "cpu", "interrupts",
+	// "containers", "processes", ...) to why it produced nothing.
+	Unavailable map[string]string `json:"unavailable,omitempty"`
+	Samples     []Sample          `json:"samples"`
+}
+
+// Sample is one interval's worth of rates and levels. T is the end of the
+// interval in seconds since the observer started.
+type Sample struct {
+	T float64 `json:"t"`
+	// CPU per CPU ("cpu0", "cpu1", ...) plus "all", in percent of the interval.
+	CPU map[string]CPUPercent `json:"cpu,omitempty"`
+	// Disks per device name (sda, vda, loop0, ...), as iostat -x computes them.
+	Disks map[string]DiskStats `json:"disks,omitempty"`
+	// Interrupts per IRQ (number or name as in /proc/interrupts) and per CPU, per second.
+	Interrupts map[string][]float64 `json:"interrupts,omitempty"`
+	// Softirqs per kind (NET_RX, BLOCK, ...) and per CPU, per second.
+	Softirqs map[string][]float64 `json:"softirqs,omitempty"`
+	// System-wide levels and rates.
+	ContextSwitchesPerS float64 `json:"ctxt_per_s,omitempty"`
+	RunQueue            float64 `json:"runq,omitempty"` // procs_running
+	BlockedProcs        float64 `json:"blocked,omitempty"`
+	MemUsedBytes        float64 `json:"mem_used_bytes,omitempty"`
+	MemAvailableBytes   float64 `json:"mem_available_bytes,omitempty"`
+	// Containers per container name.
+	Containers map[string]ContainerStats `json:"containers,omitempty"`
+	// Processes per process group name ("dockerd", "containerd",
+	// "containerd-shim", "docker-proxy", "loadgen", ...).
+	Processes map[string]ProcessStats `json:"processes,omitempty"`
+}
+
+// CPUPercent is the split of one CPU's time over an interval, in percent.
+type CPUPercent struct {
+	User    float64 `json:"user"`
+	Nice    float64 `json:"nice,omitempty"`
+	System  float64 `json:"system"`
+	IOWait  float64 `json:"iowait"`
+	IRQ     float64 `json:"irq"`
+	SoftIRQ float64 `json:"softirq"`
+	Steal   float64 `json:"steal"`
+	Idle    float64 `json:"idle"`
+}
+
+// DiskStats are iostat -x figures for one device over one interval.
+type DiskStats struct {
+	ReadsPerS    float64 `json:"r_s"`
+	WritesPerS   float64 `json:"w_s"`
+	ReadKBPerS   float64 `json:"rkb_s"`
+	WriteKBPerS  float64 `json:"wkb_s"`
+	ReadAwaitMs  float64 `json:"r_await"`
+	WriteAwaitMs float64 `json:"w_await"`
+	AvgQueueSize float64 `json:"aqu_sz"`
+	UtilPercent  float64 `json:"util"`
+}
+
+// ContainerStats come from one container's cgroup.
+type ContainerStats struct {
+	CPUPercent       float64 `json:"cpu_pct"` // 100 = one full CPU
+	ThrottledPeriods float64 `json:"throttled_periods,omitempty"`
+	ThrottledS       float64 `json:"throttled_s,omitempty"`
+	MemBytes         float64 `json:"mem_bytes,omitempty"`
+	BlkReadBPerS     float64 `json:"blk_read_b_s,omitempty"`
+	BlkWriteBPerS    float64 `json:"blk_write_b_s,omitempty"`
+}
+
+// ProcessStats sum the processes of one group.
+type ProcessStats struct {
+	CPUPercent float64 `json:"cpu_pct"` // 100 = one full CPU
+	Count      int     `json:"count"`
+	RSSBytes   float64 `json:"rss_bytes,omitempty"`
+}

@@ -1,0 +1,91 @@
+// Package results holds what a benchmark run measured, as raw records: one
+// RunRecord per run, appended to OUT/results.jsonl as soon as the run ends.
+// Statistics and reports are always recomputed from these records.
+package results
+
+import (
+	"time"
+
+	"ctrperf/internal/engine"
+	"ctrperf/internal/observe"
+)
+
+// Status of a run.
+type Status string
+
+const (
+	StatusOK     Status = "ok"
+	StatusFailed Status = "failed"  // deployed or driven, but failed; Error says why
+	StatusNotRun Status = "not_run" // could not be attempted (e.g. storage driver unavailable)
+)
+
+// Operation is what one labelled operation (a scenario step, "get", "set",
+// "write", ...) measured during the measured window.
+type Operation struct {
+	Count  int64            `json:"count"`            // completed attempts incl. errors
+	Errors map[string]int64 `json:"errors,omitempty"` // by kind: timeout, refused, reset, http_5xx, ...
+	Bytes  int64            `json:"bytes,omitempty"`  // bytes received
+	// Histogram of latencies in microseconds, HdrHistogram V2 compressed
+	// encoding in base64 (see EncodeHistogram). Empty when the tool gave no
+	// per-request latencies.
+	Histogram string `json:"hist,omitempty"`
+	// Percentiles in ms when a wrapped tool reports only those (fio, sysbench).
+	PercentilesMs map[string]float64 `json:"percentiles_ms,omitempty"`
+	MeanMs        float64            `json:"mean_ms,omitempty"` // when no histogram is available
+}
+
+// ErrorCount sums all error kinds.
+func (o *Operation) ErrorCount() int64 {
+	var n int64
+	for _, v := range o.Errors {
+		n += v
+	}
+	return n
+}
+
+// LoadStats describe the load generator's side of a run.
+type LoadStats struct {
+	Mode         string  `json:"mode"`                    // open, closed, tool
+	TargetRate   float64 `json:"target_rate,omitempty"`   // sessions or requests per second asked for
+	AchievedRate float64 `json:"achieved_rate,omitempty"` // started per second
+	Concurrency  int     `json:"concurrency,omitempty"`
+	// Late counts requests that could not be started at their intended time
+	// (all workers busy); their latency still counts from the intended time.
+	Late int64 `json:"late,omitempty"`
+	// Generator CPU seconds (user+system) over the measured window, and the
+	// CPUs it was pinned to.
+	CPUSeconds float64 `json:"cpu_s,omitempty"`
+	CPUSet     string  `json:"cpuset,omitempty"`
+}
+
+// Measurement is what a workload driver returns for one measured window.
+type Measurement struct {
+	DurationS  float64               `json:"duration_s"`
+	Operations map[string]*Operation `json:"operations,omitempty"`
+	// Metrics at the workload level, e.g. throughput_per_s (always, the
+	// primary rate), elapsed_s, or a tool's own figures (fio bw, iops).
+	Metrics map[string]float64 `json:"metrics,omitempty"`
+	Load    *LoadStats         `json:"load,omitempty"`
+	// Tools and their versions (fio-3.33, sysbench 1.0.20, ...).
+	Tools map[string]string `json:"tools,omitempty"`
+	// Notes are warnings the driver wants in the report.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// RunRecord is one line of results.jsonl.
+type RunRecord struct {
+	Plan       string          `json:"plan"`
+	RunID      string          `json:"run_id"`
+	Index      int             `json:"index"`      // position in the run order, 0-based
+	Config     string          `json:"config"`     // configuration name
+	Repetition int             `json:"repetition"` // 0-based
+	Knobs      map[string]any  `json:"knobs,omitempty"`
+	Workload   string          `json:"workload"`
+	Start      time.Time       `json:"start"`
+	End        time.Time       `json:"end"`
+	Status     Status          `json:"status"`
+	Error      string          `json:"error,omitempty"`
+	Engine     *engine.Info    `json:"engine,omitempty"`
+	Result     *Measurement    `json:"result,omitempty"`
+	System     *observe.Series `json:"system,omitempty"`
+}
