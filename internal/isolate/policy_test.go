@@ -1,0 +1,288 @@
+package isolate
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/utils/cpuset"
+)
+
+// flat: n CPUs, one per core, one socket (this machine: 2 CPUs, no SMT).
+func flat(n int) Topology {
+	var t Topology
+	for i := 0; i < n; i++ {
+		t.CPUs = append(t.CPUs, CPU{ID: i, Core: i})
+	}
+	return t
+}
+
+// smt: cores × 2 threads per socket, Intel numbering (sibling of cpu i is i+cores*sockets).
+func smt(sockets, coresPerSocket int) Topology {
+	var t Topology
+	n := sockets * coresPerSocket
+	for thread := 0; thread < 2; thread++ {
+		for s := 0; s < sockets; s++ {
+			for c := 0; c < coresPerSocket; c++ {
+				t.CPUs = append(t.CPUs, CPU{ID: thread*n + s*coresPerSocket + c, Core: c, Socket: s})
+			}
+		}
+	}
+	return t
+}
+
+func ctrs(n int, cpus int) []Container {
+	var out []Container
+	for i := 0; i < n; i++ {
+		out = append(out, Container{ID: fmt.Sprintf("c%02d", i), Name: fmt.Sprintf("tenant%d", i), CPUs: cpus})
+	}
+	return out
+}
+
+func TestDecidePlacement(t *testing.T) {
+	tests := []struct {
+		desc       string
+		top        Topology
+		params     Params
+		containers []Container
+		wantCPUs   map[string]string
+		wantPool   string
+		oversub    bool
+	}{
+		{"2 CPUs, one tenant gets the non-reserved CPU", flat(2), Params{}, ctrs(1, 0),
+			map[string]string{"c00": "1"}, "0", false},
+		{"2 CPUs, three tenants share CPU 1 and the pool stays", flat(2), Params{}, ctrs(3, 0),
+			map[string]string{"c00": "1", "c01": "1", "c02": "1"}, "0", true},
+		{"16 CPUs with SMT: two-CPU tenants get whole cores", smt(1, 8), Params{CPUsPerContainer: 2}, ctrs(2, 0),
+			map[string]string{"c00": "1,9", "c01": "2,10"}, "0,3-8,11-15", false},
+		{"16 CPUs with SMT: one-CPU tenants pack onto one core's siblings", smt(1, 8), Params{}, ctrs(2, 0),
+			map[string]string{"c00": "1", "c01": "9"}, "0,2-8,10-15", false},
+		{"64 CPUs two sockets: eight 2-CPU tenants, reserved core 0 of socket 0", smt(2, 16), Params{CPUsPerContainer: 2}, ctrs(8, 0),
+			map[string]string{"c00": "1,33", "c07": "8,40"}, "0,9-32,41-63", false},
+		{"per-container CPU count from the label", flat(8), Params{}, []Container{{ID: "a", CPUs: 3}, {ID: "b"}},
+			map[string]string{"a": "1-3", "b": "4"}, "0,5-7", false},
+		{"MinShared 2 reserves two CPUs", flat(4), Params{MinShared: 2}, ctrs(2, 0),
+			map[string]string{"c00": "2", "c01": "3"}, "0-1", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			d := Decide(tc.top, tc.params, nil, tc.containers, nil)
+			for id, want := range tc.wantCPUs {
+				if got := d.Placements[id].CPUs.String(); got != want {
+					t.Errorf("%s: cpus %q, want %q (reason %s)", id, got, want, d.Placements[id].Reason)
+				}
+			}
+			if got := d.SharedPool.String(); got != tc.wantPool {
+				t.Errorf("pool %q, want %q", got, tc.wantPool)
+			}
+			if d.Oversubscribed != tc.oversub {
+				t.Errorf("oversubscribed %v, want %v", d.Oversubscribed, tc.oversub)
+			}
+		})
+	}
+}
+
+// step runs the policy over a sequence of usage samples for one hot candidate.
+func TestHysteresisAndPolicies(t *testing.T) {
+	top := flat(4) // pool {0}, tenants a,b,c get 1,2,3
+	cs := []Container{{ID: "a"}, {ID: "b"}, {ID: "c"}}
+	tests := []struct {
+		desc    string
+		policy  Policy
+		usageA  []float64
+		wantHot []bool
+		// cpuset of a after the last sample
+		wantA string
+		// pool after the last sample
+		wantPool string
+	}{
+		{"two saturated samples are not enough", PolicyPaper, []float64{1, 1}, []bool{false, false}, "1", "0"},
+		{"a dip resets the streak", PolicyPaper, []float64{1, 1, 0.2, 1, 1}, []bool{false, false, false, false, false}, "1", "0"},
+		{"paper: hot after three, released to all CPUs, its CPU returns to the pool", PolicyPaper, []float64{1, 0.95, 1}, []bool{false, false, true}, "0-3", "0-1"},
+		{"strict: hot after three, confined to the pool", PolicyStrict, []float64{1, 1, 1}, []bool{false, false, true}, "0-1", "0-1"},
+		{"hot stays hot through four calm samples", PolicyStrict, []float64{1, 1, 1, 0.1, 0.1, 0.1, 0.1}, []bool{false, false, true, true, true, true, true}, "0-1", "0-1"},
+		{"normal again after five calm samples, gets a dedicated CPU back", PolicyPaper, []float64{1, 1, 1, 0.1, 0.1, 0.1, 0.1, 0.1}, []bool{false, false, true, true, true, true, true, false}, "1", "0"},
+		{"a busy hot container does not cool", PolicyPaper, []float64{1, 1, 1, 2.5, 0.1, 0.1, 0.1, 0.1, 1.5}, []bool{false, false, true, true, true, true, true, true, true}, "0-3", "0-1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			var st State
+			var d Decision
+			for i, u := range tc.usageA {
+				d = Decide(top, Params{Policy: tc.policy}, st, cs, map[string]float64{"a": u, "b": 0.1, "c": 0.2})
+				st = d.State
+				if got := d.Placements["a"].Hot; got != tc.wantHot[i] {
+					t.Fatalf("sample %d (usage %.2f): hot=%v, want %v", i, u, got, tc.wantHot[i])
+				}
+				// Quiet tenants never move.
+				if d.Placements["b"].CPUs.String() != "2" || d.Placements["c"].CPUs.String() != "3" {
+					t.Fatalf("sample %d: quiet tenants moved: b=%s c=%s", i, d.Placements["b"].CPUs, d.Placements["c"].CPUs)
+				}
+			}
+			if got := d.Placements["a"].CPUs.String(); got != tc.wantA {
+				t.Errorf("a cpus %q, want %q", got, tc.wantA)
+			}
+			if got := d.SharedPool.String(); got != tc.wantPool {
+				t.Errorf("pool %q, want %q", got, tc.wantPool)
+			}
+		})
+	}
+}
+
+func TestStableWhenContainersComeAndGo(t *testing.T) {
+	top := flat(8)
+	d := Decide(top, Params{}, nil, ctrs(3, 0), nil)
+	before := map[string]string{}
+	for id, p := range d.Placements {
+		before[id] = p.CPUs.String()
+	}
+	// c01 leaves, two new ones arrive: the others keep their CPUs.
+	cs := append(ctrs(3, 0)[:1], ctrs(3, 0)[2], Container{ID: "new1"}, Container{ID: "new2"})
+	d2 := Decide(top, Params{}, d.State, cs, nil)
+	for _, id := range []string{"c00", "c02"} {
+		if got := d2.Placements[id].CPUs.String(); got != before[id] {
+			t.Errorf("%s moved from %s to %s", id, before[id], got)
+		}
+	}
+	if _, ok := d2.State["c01"]; ok {
+		t.Errorf("state of removed container c01 kept")
+	}
+	if d2.Placements["new1"].CPUs.Intersection(d2.Placements["new2"].CPUs).Size() != 0 {
+		t.Errorf("new containers share CPUs while free ones exist")
+	}
+}
+
+// TestNeverEmpty drives random churn and usage over several topologies: no
+// placement and no shared pool is ever empty, normal unshared dedicated sets
+// never overlap, and nothing dedicated is in the pool.
+func TestNeverEmpty(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for _, top := range []Topology{flat(1), flat(2), smt(1, 8), smt(2, 16)} {
+		for _, pol := range []Policy{PolicyPaper, PolicyStrict} {
+			var st State
+			live := map[string]Container{}
+			for step := 0; step < 400; step++ {
+				if rng.Intn(3) == 0 {
+					id := fmt.Sprintf("x%d", rng.Intn(40))
+					if _, ok := live[id]; ok {
+						delete(live, id)
+					} else {
+						live[id] = Container{ID: id, CPUs: rng.Intn(3)}
+					}
+				}
+				var cs []Container
+				usage := map[string]float64{}
+				for id, c := range live {
+					cs = append(cs, c)
+					usage[id] = rng.Float64() * 2
+				}
+				d := Decide(top, Params{Policy: pol}, st, cs, usage)
+				st = d.State
+				if d.SharedPool.IsEmpty() {
+					t.Fatalf("%d CPUs %s step %d: empty shared pool", len(top.CPUs), pol, step)
+				}
+				seen := cpuset.New()
+				for id, p := range d.Placements {
+					if p.CPUs.IsEmpty() {
+						t.Fatalf("%d CPUs %s step %d: %s has an empty cpuset", len(top.CPUs), pol, step, id)
+					}
+					if !p.CPUs.IsSubsetOf(top.All()) {
+						t.Fatalf("%s placed outside the machine: %s", id, p.CPUs)
+					}
+					if !p.Hot && !p.Shared && len(top.CPUs) > 1 {
+						if seen.Intersection(p.CPUs).Size() > 0 {
+							t.Fatalf("step %d: %s overlaps another dedicated set without being marked shared", step, id)
+						}
+						if p.CPUs.Intersection(d.SharedPool).Size() > 0 {
+							t.Fatalf("step %d: %s's dedicated CPUs %s are in the pool %s", step, id, p.CPUs, d.SharedPool)
+						}
+						seen = seen.Union(p.CPUs)
+					}
+				}
+				if len(d.State) != len(live) {
+					t.Fatalf("stale state: %d entries for %d containers", len(d.State), len(live))
+				}
+			}
+		}
+	}
+}
+
+func TestIRQRotation(t *testing.T) {
+	pool := cpuset.New(0, 3, 5)
+	var got []int
+	for step := 0; step < 5; step++ {
+		c, err := IRQCPU(pool, step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, c)
+	}
+	if fmt.Sprint(got) != "[0 3 5 0 3]" {
+		t.Errorf("rotation %v", got)
+	}
+	if _, err := IRQCPU(cpuset.New(), 0); err == nil {
+		t.Errorf("empty pool accepted")
+	}
+}
+
+func TestHexMask(t *testing.T) {
+	tests := []struct {
+		desc string
+		set  cpuset.CPUSet
+		n    int
+		want string
+	}{
+		{"cpu0 of 2", cpuset.New(0), 2, "1"},
+		{"cpu1 of 2", cpuset.New(1), 2, "2"},
+		{"both of 2", cpuset.New(0, 1), 2, "3"},
+		{"first and last of 64", cpuset.New(0, 63), 64, "80000000,00000001"},
+		{"none", cpuset.New(), 4, "0"},
+	}
+	for _, tc := range tests {
+		got := HexMask(tc.set, tc.n)
+		if got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.desc, got, tc.want)
+		}
+		back, err := ParseHexMask(got)
+		if err != nil || !back.Equals(tc.set) {
+			t.Errorf("%s: round trip %q -> %s, %v", tc.desc, got, back, err)
+		}
+	}
+	if _, err := ParseHexMask("zz"); err == nil {
+		t.Errorf("bad mask accepted")
+	}
+}
+
+func TestDiscoverTopology(t *testing.T) {
+	root := t.TempDir()
+	cpuDir := filepath.Join(root, "devices", "system", "cpu")
+	write := func(p, s string) {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(cpuDir, "online"), "0-3\n")
+	for i, core := range []int{0, 1, 0, 1} { // 2 cores × 2 threads
+		write(filepath.Join(cpuDir, fmt.Sprintf("cpu%d/topology/core_id", i)), fmt.Sprintf("%d\n", core))
+		write(filepath.Join(cpuDir, fmt.Sprintf("cpu%d/topology/physical_package_id", i)), "0\n")
+	}
+	top, err := DiscoverTopology(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if top.ThreadsPerCore() != 2 || len(top.Cores()) != 2 || top.Cores()[0].String() != "0,2" {
+		t.Errorf("cores %v", top.Cores())
+	}
+	if _, err := DiscoverTopology(t.TempDir()); err == nil {
+		t.Errorf("missing sysfs accepted")
+	}
+	// This machine's real /sys parses too.
+	if _, err := DiscoverTopology("/sys"); err != nil {
+		t.Logf("real /sys: %v", err)
+	}
+}
