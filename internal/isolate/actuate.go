@@ -1,0 +1,272 @@
+package isolate
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"k8s.io/utils/cpuset"
+)
+
+// DefaultIRQPattern selects network interface queue interrupts by name:
+// virtio-net queues (virtioN-input.M / -output.M / -rx / -tx) and the usual
+// physical NIC drivers' queue names.
+const DefaultIRQPattern = `virtio\d+-(input|output|rx|tx)|\b(eth|ens|enp|eno|em|mlx\d*|ixgbe|i40e|ice|bnxt|igb|e1000e?)[\w.-]*`
+
+// IRQ is an interrupt line named in /proc/interrupts.
+type IRQ struct {
+	Num  int
+	Name string // the last column: device / queue name
+}
+
+// ListIRQs returns the numbered IRQs under procRoot whose name matches re.
+func ListIRQs(procRoot string, re *regexp.Regexp) ([]IRQ, error) {
+	f, err := os.Open(filepath.Join(procRoot, "interrupts"))
+	if err != nil {
+		return nil, fmt.Errorf("list IRQs: %w", err)
+	}
+	defer f.Close()
+	all, err := parseInterruptNames(f)
+	if err != nil {
+		return nil, fmt.Errorf("parse %s: %w", f.Name(), err)
+	}
+	var out []IRQ
+	for _, irq := range all {
+		if re == nil || re.MatchString(irq.Name) {
+			out = append(out, irq)
+		}
+	}
+	return out, nil
+}
+
+// parseInterruptNames reads the numbered lines of /proc/interrupts.
+func parseInterruptNames(r io.Reader) ([]IRQ, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	if !sc.Scan() {
+		return nil, errors.New("empty file")
+	}
+	ncpu := len(strings.Fields(sc.Text()))
+	var out []IRQ
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		num, err := strconv.Atoi(strings.TrimSuffix(fields[0], ":"))
+		if err != nil {
+			continue // NMI, LOC, ... are not steerable
+		}
+		rest := fields[1:]
+		if len(rest) > ncpu {
+			rest = rest[ncpu:]
+		} else {
+			rest = nil
+		}
+		name := ""
+		if len(rest) > 0 {
+			name = rest[len(rest)-1]
+		}
+		out = append(out, IRQ{Num: num, Name: name})
+	}
+	return out, sc.Err()
+}
+
+// ErrIRQNotMoved reports an IRQ whose effective affinity did not follow the
+// write (the kernel or the interrupt controller keeps it elsewhere).
+var ErrIRQNotMoved = errors.New("kernel did not move the IRQ")
+
+// ProcIRQ reads and writes /proc/irq/N/smp_affinity_list under a proc root.
+type ProcIRQ struct{ Root string }
+
+// Affinity returns the configured affinity of an IRQ.
+func (p ProcIRQ) Affinity(irq int) (cpuset.CPUSet, error) {
+	return readCPUList(filepath.Join(p.Root, "irq", strconv.Itoa(irq), "smp_affinity_list"))
+}
+
+// SetAffinity writes the affinity and verifies it through
+// effective_affinity_list: the effective CPUs must be within the requested
+// set. It returns the effective set.
+func (p ProcIRQ) SetAffinity(irq int, cpus cpuset.CPUSet) (cpuset.CPUSet, error) {
+	if cpus.IsEmpty() {
+		return cpuset.New(), fmt.Errorf("IRQ %d: refusing an empty affinity", irq)
+	}
+	path := filepath.Join(p.Root, "irq", strconv.Itoa(irq), "smp_affinity_list")
+	if err := os.WriteFile(path, []byte(cpus.String()), 0o644); err != nil {
+		return cpuset.New(), fmt.Errorf("write %q to %s: %w", cpus.String(), path, err)
+	}
+	eff, err := readCPUList(filepath.Join(p.Root, "irq", strconv.Itoa(irq), "effective_affinity_list"))
+	if err != nil {
+		// Older kernels have no effective_affinity: trust the write.
+		if errors.Is(err, os.ErrNotExist) {
+			return cpus, nil
+		}
+		return cpuset.New(), err
+	}
+	if !eff.IsSubsetOf(cpus) {
+		return eff, fmt.Errorf("IRQ %d: asked for %s, effective %s: %w", irq, cpus, eff, ErrIRQNotMoved)
+	}
+	return eff, nil
+}
+
+func readCPUList(path string) (cpuset.CPUSet, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return cpuset.New(), fmt.Errorf("read %s: %w", path, err)
+	}
+	s, err := cpuset.Parse(strings.TrimSpace(string(b)))
+	if err != nil {
+		return cpuset.New(), fmt.Errorf("parse %s %q: %w", path, strings.TrimSpace(string(b)), err)
+	}
+	return s, nil
+}
+
+// SysRPS reads and writes the receive packet steering masks of a network
+// device's queues (/sys/class/net/DEV/queues/rx-N/rps_cpus) under a sys root.
+type SysRPS struct {
+	Root string
+	NCPU int // CPUs on the machine, for the mask width
+}
+
+// Masks returns the rps_cpus of every rx queue of dev, by queue name.
+func (s SysRPS) Masks(dev string) (map[string]string, error) {
+	qdir := filepath.Join(s.Root, "class", "net", dev, "queues")
+	ents, err := os.ReadDir(qdir)
+	if err != nil {
+		return nil, fmt.Errorf("list queues of %s: %w", dev, err)
+	}
+	out := map[string]string{}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), "rx-") {
+			continue
+		}
+		p := filepath.Join(qdir, e.Name(), "rps_cpus")
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", p, err)
+		}
+		out[e.Name()] = strings.TrimSpace(string(b))
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s has no rx queues under %s", dev, qdir)
+	}
+	return out, nil
+}
+
+// SetMask writes one hex mask to an rx queue of dev.
+func (s SysRPS) SetMask(dev, queue, mask string) error {
+	p := filepath.Join(s.Root, "class", "net", dev, "queues", queue, "rps_cpus")
+	if err := os.WriteFile(p, []byte(mask), 0o644); err != nil {
+		return fmt.Errorf("write %q to %s: %w", mask, p, err)
+	}
+	return nil
+}
+
+// Set points every rx queue of dev at cpus.
+func (s SysRPS) Set(dev string, cpus cpuset.CPUSet) error {
+	qs, err := s.Masks(dev)
+	if err != nil {
+		return err
+	}
+	mask := HexMask(cpus, s.NCPU)
+	names := make([]string, 0, len(qs))
+	for q := range qs {
+		names = append(names, q)
+	}
+	sort.Strings(names)
+	for _, q := range names {
+		if err := s.SetMask(dev, q, mask); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// HostVeth finds the host side of a container's eth0: the container's
+// /sys/class/net/eth0/iflink (read through /proc/PID/root, where Docker
+// mounts a sysfs of the container's network namespace) is the ifindex of
+// the peer on the host.
+func HostVeth(procRoot, sysRoot string, pid int) (string, error) {
+	p := filepath.Join(procRoot, strconv.Itoa(pid), "root", "sys", "class", "net", "eth0", "iflink")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", fmt.Errorf("container pid %d has no eth0 (host or none network?): %w", pid, err)
+	}
+	want := strings.TrimSpace(string(b))
+	netDir := filepath.Join(sysRoot, "class", "net")
+	ents, err := os.ReadDir(netDir)
+	if err != nil {
+		return "", fmt.Errorf("list %s: %w", netDir, err)
+	}
+	for _, e := range ents {
+		idx, err := os.ReadFile(filepath.Join(netDir, e.Name(), "ifindex"))
+		if err == nil && strings.TrimSpace(string(idx)) == want {
+			return e.Name(), nil
+		}
+	}
+	return "", fmt.Errorf("no host interface with ifindex %s (peer of pid %d's eth0)", want, pid)
+}
+
+// CPUSetter changes the cpuset of a container.
+type CPUSetter interface {
+	CPUs(ctx context.Context, id string) (string, error)
+	SetCPUs(ctx context.Context, id string, cpus cpuset.CPUSet) error
+}
+
+// CgroupCPUSet writes cpuset.cpus of a container's cgroup directly (v1
+// cpuset controller or v2 unified), like the paper's taskset but for the
+// whole container.
+type CgroupCPUSet struct {
+	Root string // e.g. /sys/fs/cgroup
+	V2   bool
+	// Path maps a container id to its cgroup path relative to the
+	// controller root (e.g. "/docker/<id>").
+	Path func(ctx context.Context, id string) (string, error)
+}
+
+func (c CgroupCPUSet) file(ctx context.Context, id string) (string, error) {
+	rel, err := c.Path(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if c.V2 {
+		return filepath.Join(c.Root, rel, "cpuset.cpus"), nil
+	}
+	return filepath.Join(c.Root, "cpuset", rel, "cpuset.cpus"), nil
+}
+
+// CPUs returns the container's current cpuset.cpus.
+func (c CgroupCPUSet) CPUs(ctx context.Context, id string) (string, error) {
+	f, err := c.file(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", f, err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// SetCPUs writes cpuset.cpus, refusing an empty set.
+func (c CgroupCPUSet) SetCPUs(ctx context.Context, id string, cpus cpuset.CPUSet) error {
+	if cpus.IsEmpty() {
+		return fmt.Errorf("container %s: refusing an empty cpuset", id)
+	}
+	f, err := c.file(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(f, []byte(cpus.String()), 0o644); err != nil {
+		return fmt.Errorf("write %q to %s: %w", cpus.String(), f, err)
+	}
+	return nil
+}
