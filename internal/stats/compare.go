@@ -1,0 +1,131 @@
+package stats
+
+import (
+	"math"
+	"strings"
+)
+
+// Verdicts. A difference is only called when the whole interval of the ratio
+// lies on one side of 1.0.
+const (
+	NoDifference     = "no measurable difference"
+	UndefinedFewRuns = "undefined: fewer than 2 repetitions"
+	UndefinedZero    = "undefined: reference is 0"
+	BothZero         = "both zero"
+)
+
+// Sense says which direction of a metric is better and how to say so.
+type Sense struct {
+	// HigherIsBetter is meaningful only when !Neutral.
+	HigherIsBetter bool
+	Neutral        bool   // no better or worse, only higher or lower
+	Better, Worse  string // verdict words for a better / worse value
+}
+
+// SenseOf classifies a metric by its name: rates are better high, latencies,
+// durations and error rates are better low. Unknown metrics are neutral:
+// the verdict then says only "higher" or "lower".
+func SenseOf(metric string) Sense {
+	switch {
+	case metric == "error_rate" || metric == "errors":
+		return Sense{Better: "fewer errors", Worse: "more errors"}
+	case strings.HasSuffix(metric, "_per_s") || strings.HasSuffix(metric, "_s_rate") ||
+		metric == "iops" || strings.HasPrefix(metric, "bw") || strings.HasSuffix(metric, "_iops") ||
+		strings.HasSuffix(metric, "_bw_kb_s"):
+		return Sense{HigherIsBetter: true, Better: "faster", Worse: "slower"}
+	case strings.HasSuffix(metric, "_ms") || strings.HasSuffix(metric, "_us") ||
+		metric == "elapsed_s" || strings.HasSuffix(metric, "_latency_s"):
+		return Sense{Better: "faster", Worse: "slower"}
+	}
+	return Sense{Neutral: true, Better: "higher", Worse: "lower"}
+}
+
+// Comparison is the ratio of a metric to a reference (the baseline, or the
+// first result set) with its interval and verdict. Ratio and the interval are
+// nil when undefined; Verdict always says why.
+type Comparison struct {
+	Ratio   *float64 `json:"ratio"`
+	CILow   *float64 `json:"ci_low"`
+	CIHigh  *float64 `json:"ci_high"`
+	Verdict string   `json:"verdict"`
+}
+
+// Significant reports whether the verdict is a real difference (better or
+// worse), not "no measurable difference" or undefined.
+func (c Comparison) Significant() bool {
+	return c.CILow != nil && c.Verdict != NoDifference
+}
+
+// RatioCI compares two sets of repetitions by the ratio of their medians,
+// resampling each set independently.
+func (o Options) RatioCI(metric, keyNum string, num []float64, keyDen string, den []float64) Comparison {
+	return CompareReplicates(metric, Median(num), Median(den),
+		o.MedianReplicates(keyNum, num), o.MedianReplicates(keyDen, den),
+		len(num), len(den), o.level())
+}
+
+// CompareReplicates builds the ratio num/den from point estimates and their
+// bootstrap replicates (drawn independently for the two sides, paired by
+// position only because both are independent draws). nNum and nDen are the
+// repetition counts; an interval needs at least two on each side.
+func CompareReplicates(metric string, num, den float64, numReps, denReps []float64, nNum, nDen int, level float64) Comparison {
+	var c Comparison
+	switch {
+	case nNum == 0 || nDen == 0:
+		c.Verdict = UndefinedFewRuns
+		return c
+	case den == 0 && num == 0:
+		c.Verdict = BothZero
+		one := 1.0
+		c.Ratio = &one
+		return c
+	case den == 0:
+		c.Verdict = UndefinedZero
+		return c
+	}
+	r := num / den
+	c.Ratio = &r
+	if nNum < 2 || nDen < 2 {
+		c.Verdict = UndefinedFewRuns
+		return c
+	}
+	n := min(len(numReps), len(denReps))
+	ratios := make([]float64, n)
+	for i := 0; i < n; i++ {
+		ratios[i] = numReps[i] / denReps[i] // 0/0 is NaN and x/0 is Inf: dropped below
+		if numReps[i] == 0 && denReps[i] == 0 {
+			ratios[i] = 1
+		}
+	}
+	lo, hi, ok := percentileInterval(ratios, level)
+	if !ok {
+		c.Verdict = UndefinedZero
+		return c
+	}
+	c.CILow, c.CIHigh = &lo, &hi
+	c.Verdict = Verdict(metric, lo, hi)
+	return c
+}
+
+// Verdict words the interval [lo, hi] of a ratio for metric: an interval that
+// contains 1.0 is never a win or a loss.
+func Verdict(metric string, lo, hi float64) string {
+	if math.IsNaN(lo) || math.IsNaN(hi) {
+		return UndefinedZero
+	}
+	if lo <= 1 && hi >= 1 {
+		return NoDifference
+	}
+	s := SenseOf(metric)
+	higher := lo > 1
+	switch {
+	case s.Neutral && higher:
+		return s.Better // "higher"
+	case s.Neutral:
+		return s.Worse // "lower"
+	case higher == s.HigherIsBetter:
+		return s.Better
+	default:
+		return s.Worse
+	}
+}
