@@ -1,0 +1,85 @@
+package plan
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+
+	"gopkg.in/yaml.v3"
+
+	"ctrperf/internal/engine"
+)
+
+// The canonical form is the plan as run: every configuration spelled out
+// (matrix expanded, plan-level app and load merged in, defaults filled, the
+// quick variant applied) and no matrix or quick section. It is itself a
+// valid plan, parsing it gives the same configurations, and its hash
+// identifies the runs for --resume.
+
+type canonPlan struct {
+	Name           string        `yaml:"name"`
+	Description    string        `yaml:"description,omitempty"`
+	Workload       string        `yaml:"workload"`
+	Repetitions    int           `yaml:"repetitions"`
+	Warmup         string        `yaml:"warmup"`
+	Duration       string        `yaml:"duration"`
+	Seed           int64         `yaml:"seed"`
+	Baseline       string        `yaml:"baseline"`
+	LoadCPUSet     string        `yaml:"load_cpuset,omitempty"`
+	Configurations []canonConfig `yaml:"configurations"`
+}
+
+type canonConfig struct {
+	Name      string             `yaml:"name"`
+	Runtime   string             `yaml:"runtime"`
+	Engine    *engine.EngineSpec `yaml:"engine,omitempty"`
+	Network   string             `yaml:"network,omitempty"`
+	Data      string             `yaml:"data,omitempty"`
+	Topology  string             `yaml:"topology,omitempty"`
+	Resources *canonResources    `yaml:"resources,omitempty"`
+	App       map[string]any     `yaml:"app,omitempty"`
+	Load      map[string]any     `yaml:"load,omitempty"`
+}
+
+type canonResources struct {
+	CPUSet    string  `yaml:"cpuset,omitempty"`
+	CPUShares int64   `yaml:"cpu_shares,omitempty"`
+	CPUs      float64 `yaml:"cpus,omitempty"`
+	Memory    string  `yaml:"memory,omitempty"`
+}
+
+// Canonical renders the plan as run, as YAML.
+func (p *Plan) Canonical() ([]byte, error) {
+	cp := canonPlan{
+		Name: p.Name, Description: p.Description, Workload: p.Workload,
+		Repetitions: p.Repetitions, Warmup: p.Warmup.String(), Duration: p.Duration.String(),
+		Seed: p.Seed, Baseline: p.Baseline, LoadCPUSet: p.LoadCPUSet,
+	}
+	for _, c := range p.Configurations {
+		cc := canonConfig{
+			Name: c.Name, Runtime: string(c.Runtime), Network: string(c.Network),
+			Data: string(c.Data), Topology: c.Topology, App: c.App, Load: c.Load,
+		}
+		if !c.Engine.IsDefault() {
+			e := c.Engine
+			cc.Engine = &e
+		}
+		if c.Resources != (engine.Resources{}) {
+			cc.Resources = &canonResources{CPUSet: c.Resources.CPUSet, CPUShares: c.Resources.CPUShares, CPUs: c.Resources.CPUs}
+			if c.Resources.MemoryBytes != 0 {
+				cc.Resources.Memory = strconv.FormatInt(c.Resources.MemoryBytes, 10)
+			}
+		}
+		cp.Configurations = append(cp.Configurations, cc)
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(cp); err != nil {
+		return nil, fmt.Errorf("render plan %s: %w", p.Name, err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("render plan %s: %w", p.Name, err)
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,632 @@
+// Package plan reads benchmark plan files: a workload, its load profile, a
+// baseline configuration and the configurations to compare, given one by one
+// or as a matrix (cartesian product over knob lists, with excludes).
+//
+// Parsing walks yaml.v3 nodes so that every problem is reported with the
+// file, line and field it comes from and what was expected; unknown keys are
+// errors with a suggestion, and impossible combinations (container networking
+// on the host runtime, engine knobs without Docker, a baseline that names no
+// configuration, ...) are caught before anything runs. The package also
+// decides the run order: repetitions interleaved across configurations,
+// shuffled per round with the plan's seed.
+package plan
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"os"
+	"regexp"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"ctrperf/internal/engine"
+	"ctrperf/internal/workload"
+)
+
+// Defaults for what a plan may leave out.
+const (
+	DefaultRepetitions = 3 // as the source documents did
+	DefaultWarmup      = 5 * time.Second
+	DefaultDuration    = 30 * time.Second
+	// DefaultSeed keeps a plan without a seed reproducible: the same file
+	// always gives the same run order.
+	DefaultSeed = 1
+)
+
+// Plan is a validated plan with its configurations expanded (matrix entries
+// included) and, when asked for, the quick variant applied.
+type Plan struct {
+	File        string
+	Name        string
+	Description string
+	Workload    string
+	Repetitions int
+	Warmup      time.Duration
+	Duration    time.Duration
+	Seed        int64
+	Baseline    string
+	// LoadCPUSet pins the load generator (e.g. "1"), empty for no pinning.
+	LoadCPUSet string
+	// Configurations in file order: explicit ones first, then the matrix's.
+	// Their App and Load already include the plan-level maps.
+	Configurations []Configuration
+	// Quick is the plan's quick variant as written (nil if it has none);
+	// Quicked says it was applied.
+	Quick   *Quick
+	Quicked bool
+}
+
+// Knobs are what distinguishes one configuration from another.
+type Knobs struct {
+	Runtime   engine.Runtime
+	Engine    engine.EngineSpec
+	Network   engine.NetworkMode
+	Data      engine.DataPlacement
+	Topology  string
+	Resources engine.Resources
+	App       map[string]any
+	Load      map[string]any
+
+	// nodes remembers where each knob was set so that checks made after
+	// expansion can still point at a line.
+	nodes map[string]*yaml.Node
+}
+
+// Configuration is one named set of knobs.
+type Configuration struct {
+	Name string
+	Knobs
+	// Origin says where it came from, for messages: "configurations[2]" or
+	// "matrix (network=published, data=volume)".
+	Origin string
+	Line   int
+}
+
+// Quick is the plan's `quick:` section, applied by --quick: fewer, shorter
+// runs of a subset of configurations, for a smoke test of the plan itself.
+type Quick struct {
+	Repetitions int
+	Warmup      *time.Duration
+	Duration    *time.Duration
+	Load        map[string]any
+	Include     []string
+}
+
+// Options select a variant of the plan.
+type Options struct {
+	Quick bool     // apply the quick: section
+	Only  []string // keep only these configurations (and the baseline)
+}
+
+// Load reads and validates a plan file.
+func Load(path string, opt Options) (*Plan, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read plan: %w", err)
+	}
+	return Parse(path, b, opt)
+}
+
+// Parse validates a plan. file names it in errors. The error, if any, is an
+// Errors listing every problem found.
+func Parse(file string, data []byte, opt Options) (*Plan, error) {
+	d := &decoder{file: file}
+	p := d.parse(data, opt)
+	if len(d.errs) > 0 {
+		return nil, d.errs.sorted()
+	}
+	return p, nil
+}
+
+var topKeys = []string{"name", "description", "workload", "load", "app", "repetitions",
+	"warmup", "duration", "seed", "baseline", "load_cpuset", "configurations", "matrix", "quick"}
+
+var configKeys = []string{"name", "runtime", "engine", "network", "data", "topology", "resources", "app", "load"}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+=-]*$`)
+
+func (d *decoder) parse(data []byte, opt Options) *Plan {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		d.errs = append(d.errs, &FieldError{File: d.file, Line: yamlLine(err), Msg: "malformed YAML: " + err.Error()})
+		return nil
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		d.errorf(nil, "", "the plan is empty; expected at least name, workload and configurations")
+		return nil
+	}
+	root := doc.Content[0]
+	pairs, ok := d.mapping(root, "", topKeys)
+	if !ok {
+		return nil
+	}
+	top := map[string]pair{}
+	for _, pr := range pairs {
+		top[pr.key] = pr
+	}
+	p := &Plan{File: d.file, Repetitions: DefaultRepetitions, Warmup: DefaultWarmup, Duration: DefaultDuration, Seed: DefaultSeed}
+
+	required := func(key, what string) (pair, bool) {
+		pr, ok := top[key]
+		if !ok {
+			d.errorf(root, key, "missing; expected %s", what)
+		}
+		return pr, ok
+	}
+	if pr, ok := required("name", "a short plan name like smoke"); ok {
+		if s, ok := d.str(pr.value, "name"); ok {
+			if !nameRE.MatchString(s) {
+				d.errorf(pr.value, "name", "%q: expected letters, digits, '.', '_', '-' (it names output directories)", s)
+			}
+			p.Name = s
+		}
+	}
+	if pr, ok := top["description"]; ok {
+		p.Description, _ = d.str(pr.value, "description")
+	}
+	var wl workload.Workload
+	if pr, ok := required("workload", "a registered workload name"); ok {
+		if s, ok := d.str(pr.value, "workload"); ok {
+			p.Workload = s
+			w, err := workload.Get(s)
+			if err != nil {
+				msg := fmt.Sprintf("unknown workload %q; expected %s", s, oneOf(workload.Names()))
+				if c := closest(s, workload.Names()); c != "" {
+					msg = fmt.Sprintf("unknown workload %q; did you mean %q?", s, c)
+				}
+				d.errorf(pr.value, "workload", "%s", msg)
+			}
+			wl = w
+		}
+	}
+	if pr, ok := top["repetitions"]; ok {
+		if v, ok := d.integer(pr.value, "repetitions"); ok {
+			if v < 1 {
+				d.errorf(pr.value, "repetitions", "%d: expected at least 1 (3 or more for a confidence interval)", v)
+			}
+			p.Repetitions = int(v)
+		}
+	}
+	if pr, ok := top["warmup"]; ok {
+		if v, ok := d.duration(pr.value, "warmup"); ok {
+			if v < 0 {
+				d.errorf(pr.value, "warmup", "%s: expected zero or a positive duration", v)
+			}
+			p.Warmup = v
+		}
+	}
+	if pr, ok := top["duration"]; ok {
+		if v, ok := d.duration(pr.value, "duration"); ok {
+			if v <= 0 {
+				d.errorf(pr.value, "duration", "%s: expected a positive measured window like 30s", v)
+			}
+			p.Duration = v
+		}
+	}
+	if pr, ok := top["seed"]; ok {
+		if v, ok := d.integer(pr.value, "seed"); ok {
+			p.Seed = v
+		}
+	}
+	if pr, ok := top["load_cpuset"]; ok {
+		if s, ok := d.str(pr.value, "load_cpuset"); ok {
+			d.checkCPUSet(pr.value, "load_cpuset", s)
+			p.LoadCPUSet = s
+		}
+	}
+	var planApp, planLoad map[string]any
+	if pr, ok := top["app"]; ok {
+		planApp, _ = d.anyMap(pr.value, "app")
+	}
+	if pr, ok := top["load"]; ok {
+		planLoad, _ = d.anyMap(pr.value, "load")
+	}
+
+	// Configurations, explicit then matrix.
+	var configs []Configuration
+	if pr, ok := top["configurations"]; ok {
+		if items, ok := d.sequence(pr.value, "configurations"); ok {
+			for i, it := range items {
+				if c, ok := d.configuration(it, index("configurations", i)); ok {
+					configs = append(configs, c)
+				}
+			}
+		}
+	}
+	if pr, ok := top["matrix"]; ok {
+		configs = append(configs, d.matrix(pr.value, "matrix")...)
+	}
+	if _, hasC := top["configurations"]; !hasC {
+		if _, hasM := top["matrix"]; !hasM {
+			d.errorf(root, "configurations", "missing; expected a list of configurations and/or a matrix")
+		}
+	}
+	byName := map[string]*Configuration{}
+	for i := range configs {
+		c := &configs[i]
+		if prev, dup := byName[c.Name]; dup {
+			d.errorf(c.nodes["name"], c.Origin+".name", "duplicate configuration name %q (first defined by %s on line %d); names must be unique", c.Name, prev.Origin, prev.Line)
+			continue
+		}
+		byName[c.Name] = c
+	}
+
+	if pr, ok := required("baseline", "the name of the configuration others are compared with"); ok {
+		if s, ok := d.str(pr.value, "baseline"); ok {
+			p.Baseline = s
+			if _, found := byName[s]; !found && len(configs) > 0 {
+				d.errorf(pr.value, "baseline", "%q names no configuration; expected %s", s, oneOf(names(configs)))
+			}
+		}
+	}
+
+	if pr, ok := top["quick"]; ok {
+		p.Quick = d.quick(pr.value, "quick", byName, p.Baseline)
+	}
+	if opt.Quick {
+		if p.Quick == nil {
+			d.errorf(root, "quick", "--quick given but the plan has no quick: section; add one (repetitions, duration, warmup, load, include)")
+		} else {
+			configs = p.applyQuick(configs, p.Quick)
+			planLoad = mergeMaps(planLoad, p.Quick.Load)
+			p.Quicked = true
+		}
+	}
+	if len(opt.Only) > 0 {
+		configs = d.only(configs, opt.Only, p.Baseline)
+	}
+
+	for i := range configs {
+		c := &configs[i]
+		c.App = mergeMaps(planApp, c.App)
+		c.Load = mergeMaps(planLoad, c.Load)
+		if p.Quicked {
+			// The quick variant shrinks the load of every configuration,
+			// including those that set their own.
+			c.Load = mergeMaps(c.Load, p.Quick.Load)
+		}
+		c.applyDefaults()
+		d.checkKnobs(c)
+		if wl != nil {
+			if err := wl.Validate(c.WorkloadConfig()); err != nil {
+				d.errorf(c.node("name"), c.Origin, "configuration %q: workload %s: %v", c.Name, p.Workload, err)
+			}
+		}
+	}
+	p.Configurations = configs
+	return p
+}
+
+// configuration decodes one explicit configuration.
+func (d *decoder) configuration(n *yaml.Node, field string) (Configuration, bool) {
+	c := Configuration{Origin: field, Line: deref(n).Line}
+	c.nodes = map[string]*yaml.Node{}
+	pairs, ok := d.mapping(n, field, configKeys)
+	if !ok {
+		return c, false
+	}
+	hasName := false
+	for _, pr := range pairs {
+		if pr.key == "name" {
+			hasName = true
+			if s, ok := d.str(pr.value, join(field, "name")); ok {
+				if !nameRE.MatchString(s) {
+					d.errorf(pr.value, join(field, "name"), "%q: expected letters, digits, '.', '_', '+', '=', '-' (it names runs and containers)", s)
+				}
+				c.Name = s
+				c.nodes["name"] = pr.value
+				c.Origin = fmt.Sprintf("%s (%s)", field, s)
+			}
+			continue
+		}
+		d.setKnob(&c.Knobs, pr.key, pr.value, join(field, pr.key))
+	}
+	if !hasName {
+		d.errorf(n, join(field, "name"), "missing; every configuration needs a unique name")
+		return c, false
+	}
+	return c, true
+}
+
+var (
+	runtimes   = []string{string(engine.RuntimeHost), string(engine.RuntimeDocker)}
+	networks   = []string{string(engine.NetworkHost), string(engine.NetworkPublished), string(engine.NetworkPublishedExternal), string(engine.NetworkContainerIP)}
+	placements = []string{string(engine.DataLayer), string(engine.DataVolume), string(engine.DataBind), string(engine.DataTmpfs)}
+	topologies = []string{"combined", "split"}
+	// Storage drivers dockerd knows; whether one works here is the engine's
+	// finding at run time (a not_run record), not a validation error.
+	storageDrivers = []string{"overlay2", "overlay", "btrfs", "vfs", "zfs", "fuse-overlayfs", "devicemapper", "aufs"}
+	dataRoots      = []string{"native", "loop-ext4", "loop-xfs", "loop-btrfs"}
+	engineKeys     = []string{"storage_driver", "data_root", "userland_proxy"}
+	resourceKeys   = []string{"cpuset", "cpu_shares", "cpus", "memory"}
+)
+
+// setKnob sets the knob at path ("network", "engine.storage_driver",
+// "app.max_clients", or a whole "engine"/"resources"/"app"/"load" mapping)
+// from a node. Explicit configurations and matrix axes both come through
+// here, so they accept exactly the same values.
+func (d *decoder) setKnob(k *Knobs, path string, n *yaml.Node, field string) {
+	if k.nodes == nil {
+		k.nodes = map[string]*yaml.Node{}
+	}
+	head, rest, nested := cut(path)
+	switch {
+	case nested && (head == "app" || head == "load"):
+		var v any
+		if err := n.Decode(&v); err != nil {
+			d.errorf(n, field, "cannot decode: %v", err)
+			return
+		}
+		m := &k.App
+		if head == "load" {
+			m = &k.Load
+		}
+		if *m == nil {
+			*m = map[string]any{}
+		}
+		(*m)[rest] = v
+		k.nodes[path] = n
+		return
+	case nested && head == "engine":
+		d.setEngine(k, rest, n, field)
+		return
+	case nested && head == "resources":
+		d.setResource(k, rest, n, field)
+		return
+	case nested:
+		d.errorf(n, field, "%q has no sub-knobs", head)
+		return
+	}
+	k.nodes[path] = n
+	switch path {
+	case "runtime":
+		if s, ok := d.enum(n, field, runtimes); ok {
+			k.Runtime = engine.Runtime(s)
+		}
+	case "network":
+		if s, ok := d.enum(n, field, networks); ok {
+			k.Network = engine.NetworkMode(s)
+		}
+	case "data":
+		if s, ok := d.enum(n, field, placements); ok {
+			k.Data = engine.DataPlacement(s)
+		}
+	case "topology":
+		if s, ok := d.enum(n, field, topologies); ok {
+			k.Topology = s
+		}
+	case "engine":
+		if pairs, ok := d.mapping(n, field, engineKeys); ok {
+			for _, pr := range pairs {
+				d.setEngine(k, pr.key, pr.value, join(field, pr.key))
+			}
+		}
+	case "resources":
+		if pairs, ok := d.mapping(n, field, resourceKeys); ok {
+			for _, pr := range pairs {
+				d.setResource(k, pr.key, pr.value, join(field, pr.key))
+			}
+		}
+	case "app", "load":
+		if m, ok := d.anyMap(n, field); ok {
+			if path == "app" {
+				k.App = mergeMaps(k.App, m)
+			} else {
+				k.Load = mergeMaps(k.Load, m)
+			}
+		}
+	default:
+		d.errorf(n, field, "unknown knob")
+	}
+}
+
+func (d *decoder) setEngine(k *Knobs, key string, n *yaml.Node, field string) {
+	k.nodes["engine."+key] = n
+	switch key {
+	case "storage_driver":
+		if s, ok := d.enum(n, field, storageDrivers); ok {
+			k.Engine.StorageDriver = s
+		}
+	case "data_root":
+		if s, ok := d.enum(n, field, dataRoots); ok {
+			k.Engine.DataRoot = s
+		}
+	case "userland_proxy":
+		if b, ok := d.boolean(n, field); ok {
+			k.Engine.UserlandProxy = &b
+		}
+	default:
+		d.unknownSub(n, field, key, engineKeys)
+	}
+}
+
+func (d *decoder) setResource(k *Knobs, key string, n *yaml.Node, field string) {
+	k.nodes["resources."+key] = n
+	switch key {
+	case "cpuset":
+		if s, ok := d.str(n, field); ok {
+			d.checkCPUSet(n, field, s)
+			k.Resources.CPUSet = s
+		}
+	case "cpu_shares":
+		if v, ok := d.integer(n, field); ok {
+			if v < 2 || v > 262144 {
+				d.errorf(n, field, "%d: expected a weight between 2 and 262144 (1024 is the default share)", v)
+			}
+			k.Resources.CPUShares = v
+		}
+	case "cpus":
+		if v, ok := d.float(n, field); ok {
+			if v <= 0 {
+				d.errorf(n, field, "%g: expected a positive number of CPUs like 1.5", v)
+			}
+			k.Resources.CPUs = v
+		}
+	case "memory":
+		if v, ok := d.memory(n, field); ok {
+			k.Resources.MemoryBytes = v
+		}
+	default:
+		d.unknownSub(n, field, key, resourceKeys)
+	}
+}
+
+func (d *decoder) unknownSub(n *yaml.Node, field, key string, known []string) {
+	msg := "unknown key"
+	if s := closest(key, known); s != "" {
+		msg += fmt.Sprintf("; did you mean %q?", s)
+	} else {
+		msg += "; expected " + oneOf(known)
+	}
+	d.errorf(n, field, "%s", msg)
+}
+
+func (c *Configuration) node(path string) *yaml.Node {
+	if n := c.nodes[path]; n != nil {
+		return n
+	}
+	return &yaml.Node{Line: c.Line}
+}
+
+// applyDefaults fills what a configuration left out: the host runtime only
+// has host networking; Docker's default is a published port on the writable
+// layer, which is what `docker run -p` gives.
+func (c *Configuration) applyDefaults() {
+	if c.Runtime == engine.RuntimeHost {
+		if c.Network == "" {
+			c.Network = engine.NetworkHost
+		}
+	} else if c.Runtime == engine.RuntimeDocker {
+		if c.Network == "" {
+			c.Network = engine.NetworkPublished
+		}
+		if c.Data == "" {
+			c.Data = engine.DataLayer
+		}
+	}
+	if c.Topology == "" {
+		c.Topology = "combined"
+	}
+}
+
+// WorkloadConfig is what the workload sees of a configuration.
+func (c *Configuration) WorkloadConfig() workload.Config {
+	return workload.Config{
+		Runtime:   c.Runtime,
+		Network:   c.Network,
+		Data:      c.Data,
+		Topology:  c.Topology,
+		Resources: c.Resources,
+		App:       maps.Clone(c.App),
+		Load:      maps.Clone(c.Load),
+	}
+}
+
+// KnobMap is the configuration's knobs as stored in each RunRecord.
+func (c *Configuration) KnobMap() map[string]any {
+	m := map[string]any{
+		"runtime":  string(c.Runtime),
+		"network":  string(c.Network),
+		"topology": c.Topology,
+	}
+	if c.Data != "" {
+		m["data"] = string(c.Data)
+	}
+	if !c.Engine.IsDefault() {
+		e := map[string]any{}
+		if c.Engine.StorageDriver != "" {
+			e["storage_driver"] = c.Engine.StorageDriver
+		}
+		if c.Engine.DataRoot != "" {
+			e["data_root"] = c.Engine.DataRoot
+		}
+		if c.Engine.UserlandProxy != nil {
+			e["userland_proxy"] = *c.Engine.UserlandProxy
+		}
+		m["engine"] = e
+	}
+	if c.Resources != (engine.Resources{}) {
+		r := map[string]any{}
+		if c.Resources.CPUSet != "" {
+			r["cpuset"] = c.Resources.CPUSet
+		}
+		if c.Resources.CPUShares != 0 {
+			r["cpu_shares"] = c.Resources.CPUShares
+		}
+		if c.Resources.CPUs != 0 {
+			r["cpus"] = c.Resources.CPUs
+		}
+		if c.Resources.MemoryBytes != 0 {
+			r["memory_bytes"] = c.Resources.MemoryBytes
+		}
+		m["resources"] = r
+	}
+	if len(c.App) > 0 {
+		m["app"] = maps.Clone(c.App)
+	}
+	if len(c.Load) > 0 {
+		m["load"] = maps.Clone(c.Load)
+	}
+	return m
+}
+
+// Config returns the configuration with that name.
+func (p *Plan) Config(name string) (*Configuration, bool) {
+	for i := range p.Configurations {
+		if p.Configurations[i].Name == name {
+			return &p.Configurations[i], true
+		}
+	}
+	return nil, false
+}
+
+// Names lists the configuration names in plan order.
+func (p *Plan) Names() []string { return names(p.Configurations) }
+
+func names(cs []Configuration) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Name
+	}
+	return out
+}
+
+// Window is the timing of every run of the plan.
+func (p *Plan) Window() workload.Window {
+	return workload.Window{Warmup: p.Warmup, Duration: p.Duration}
+}
+
+// Hash identifies the plan as run (after --quick and --only): two plans
+// with the same hash produce the same runs in the same order, which is what
+// --resume needs to know.
+func (p *Plan) Hash() (string, error) {
+	b, err := p.Canonical()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// mergeMaps returns base with over's keys on top, without touching either.
+func mergeMaps(base, over map[string]any) map[string]any {
+	if len(base) == 0 && len(over) == 0 {
+		return nil
+	}
+	out := make(map[string]any, len(base)+len(over))
+	maps.Copy(out, base)
+	maps.Copy(out, over)
+	return out
+}
+
+func cut(path string) (head, rest string, nested bool) {
+	i := bytes.IndexByte([]byte(path), '.')
+	if i < 0 {
+		return path, "", false
+	}
+	return path[:i], path[i+1:], true
+}

@@ -1,0 +1,297 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"ctrperf/internal/engine"
+	"ctrperf/internal/results"
+	"ctrperf/internal/workload"
+)
+
+// testWeb is a workload with a Validate of its own, so that plans can be
+// checked against workload-specific rules without the real web workload.
+type testWeb struct{}
+
+func (testWeb) Name() string { return "testweb" }
+func (testWeb) Validate(c workload.Config) error {
+	if r, ok := c.Load["rate"]; ok {
+		if f, ok := r.(int); !ok || f <= 0 {
+			return fmt.Errorf("load.rate %v: expected a positive integer", r)
+		}
+	}
+	return nil
+}
+func (testWeb) Services(workload.Config) ([]engine.Service, error) { return nil, nil }
+func (testWeb) Drive(context.Context, workload.Env) (*results.Measurement, error) {
+	return nil, errors.New("not driven in plan tests")
+}
+
+func init() { workload.Register(testWeb{}) }
+
+func load(t *testing.T, name string, opt Options) *Plan {
+	t.Helper()
+	p, err := Load(filepath.Join("testdata", name), opt)
+	if err != nil {
+		t.Fatalf("Load(%s): %v", name, err)
+	}
+	return p
+}
+
+func TestParseExplicit(t *testing.T) {
+	p := load(t, "explicit.yaml", Options{})
+	if p.Name != "redmine-like" || p.Workload != "testweb" || p.Repetitions != 3 ||
+		p.Warmup != 10*time.Second || p.Duration != time.Minute || p.Seed != 42 || p.Baseline != "bare-metal" {
+		t.Fatalf("top-level fields: %+v", p)
+	}
+	if got, want := p.Names(), []string{"bare-metal", "docker-default", "docker-volume", "docker-split-tuned"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("names = %v, want %v", got, want)
+	}
+	bare, _ := p.Config("bare-metal")
+	if bare.Runtime != engine.RuntimeHost || bare.Network != engine.NetworkHost || bare.Data != "" || bare.Topology != "combined" {
+		t.Errorf("bare-metal defaults: %+v", bare.Knobs)
+	}
+	def, _ := p.Config("docker-default")
+	if def.Network != engine.NetworkPublished || def.Data != engine.DataLayer {
+		t.Errorf("docker defaults: network %q data %q, want published layer", def.Network, def.Data)
+	}
+	vol, _ := p.Config("docker-volume")
+	wantRes := engine.Resources{CPUSet: "0-1", CPUShares: 512, CPUs: 1.5, MemoryBytes: 1 << 30}
+	if vol.Data != engine.DataVolume || vol.Resources != wantRes {
+		t.Errorf("docker-volume: data %q resources %+v, want volume %+v", vol.Data, vol.Resources, wantRes)
+	}
+	tuned, _ := p.Config("docker-split-tuned")
+	if tuned.Topology != "split" || tuned.Engine.StorageDriver != "overlay2" || tuned.Engine.UserlandProxy == nil || *tuned.Engine.UserlandProxy {
+		t.Errorf("docker-split-tuned knobs: %+v", tuned.Knobs)
+	}
+	// Configuration-level maps override the plan's key by key.
+	if tuned.App["workers"] != 200 || tuned.Load["rate"] != 40 || tuned.Load["poisson"] != true {
+		t.Errorf("tuned app/load = %v %v, want workers 200, rate 40, poisson kept", tuned.App, tuned.Load)
+	}
+	if def.App["workers"] != 150 || def.Load["rate"] != 33 {
+		t.Errorf("default app/load = %v %v, want the plan's", def.App, def.Load)
+	}
+	if p.Quick == nil || p.Quicked {
+		t.Errorf("quick section parsed but must not be applied without --quick: %+v", p.Quick)
+	}
+}
+
+func TestParseQuickAndOnly(t *testing.T) {
+	tests := []struct {
+		desc      string
+		opt       Options
+		names     []string
+		reps      int
+		duration  time.Duration
+		rateOfVol any
+	}{
+		{"quick applies repetitions, window, load and include", Options{Quick: true}, []string{"bare-metal", "docker-volume"}, 1, 5 * time.Second, 5},
+		{"only keeps the baseline too", Options{Only: []string{"docker-volume"}}, []string{"bare-metal", "docker-volume"}, 3, time.Minute, 33},
+		{"quick and only together", Options{Quick: true, Only: []string{"bare-metal"}}, []string{"bare-metal"}, 1, 5 * time.Second, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			p := load(t, "explicit.yaml", tt.opt)
+			if !reflect.DeepEqual(p.Names(), tt.names) || p.Repetitions != tt.reps || p.Duration != tt.duration {
+				t.Fatalf("got names %v reps %d duration %s; want %v %d %s", p.Names(), p.Repetitions, p.Duration, tt.names, tt.reps, tt.duration)
+			}
+			if vol, ok := p.Config("docker-volume"); ok && vol.Load["rate"] != tt.rateOfVol {
+				t.Errorf("docker-volume rate = %v, want %v", vol.Load["rate"], tt.rateOfVol)
+			}
+		})
+	}
+}
+
+func TestQuickOverridesConfigLoad(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("testdata", "explicit.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without include, the tuned configuration's own rate 40 must still
+	// shrink to the quick rate: a quick run is a smoke test, not a benchmark.
+	src = []byte(strings.Replace(string(src), "  include: [bare-metal, docker-volume]\n", "", 1))
+	p, err := Parse("explicit.yaml", src, Options{Quick: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tuned, _ := p.Config("docker-split-tuned")
+	if tuned.Load["rate"] != 5 || tuned.Load["poisson"] != true {
+		t.Errorf("tuned load under --quick = %v, want rate 5 and poisson kept", tuned.Load)
+	}
+}
+
+func TestMatrixExpansion(t *testing.T) {
+	tests := []struct {
+		desc  string
+		file  string
+		names []string
+	}{
+		{"explicit baseline then the product minus excludes, first axis slowest", "matrix.yaml",
+			[]string{"bare", "docker-published-layer", "docker-published-volume", "docker-container-ip-volume", "docker-host-layer"}},
+		{"template names with dotted axes and an exclude", "matrix-template.yaml",
+			[]string{"docker-proxy=true-w150", "docker-proxy=true-w200", "docker-proxy=false-w200"}},
+		{"default names of non-string values carry the knob name", "matrix-default-names.yaml",
+			[]string{"docker-userland_proxy=true", "docker-userland_proxy=false"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			p := load(t, tt.file, Options{})
+			if got := p.Names(); !reflect.DeepEqual(got, tt.names) {
+				t.Fatalf("names = %v, want %v", got, tt.names)
+			}
+		})
+	}
+
+	p := load(t, "matrix.yaml", Options{})
+	c, _ := p.Config("docker-container-ip-volume")
+	if c.Runtime != engine.RuntimeDocker || c.Network != engine.NetworkContainerIP || c.Data != engine.DataVolume || c.Load["rate"] != 7 {
+		t.Errorf("expanded knobs: %+v", c.Knobs)
+	}
+	p = load(t, "matrix-template.yaml", Options{})
+	c, _ = p.Config("docker-proxy=false-w200")
+	if c.Engine.UserlandProxy == nil || *c.Engine.UserlandProxy || c.App["workers"] != 200 || c.Network != engine.NetworkPublished {
+		t.Errorf("dotted axes not applied: %+v", c.Knobs)
+	}
+	// Entries must not share the engine knob through a pointer.
+	c2, _ := p.Config("docker-proxy=true-w200")
+	if c2.Engine.UserlandProxy == nil || !*c2.Engine.UserlandProxy {
+		t.Errorf("docker-proxy=true-w200 userland_proxy = %v, want true", c2.Engine.UserlandProxy)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		desc string
+		file string
+		want []string // substrings of the error: file:line: field and what is expected
+	}{
+		{"malformed YAML names the line", "malformed.yaml", []string{"malformed.yaml:3: malformed YAML"}},
+		{"unknown top-level key suggests the closest", "unknown-top.yaml", []string{"unknown-top.yaml:4: repetitons: unknown key; did you mean \"repetitions\"?"}},
+		{"unknown configuration knob", "unknown-knob.yaml", []string{"unknown-knob.yaml:9: configurations[1].netwrk: unknown key; did you mean \"network\"?"}},
+		{"unknown engine knob", "unknown-engine-key.yaml", []string{"unknown-engine-key.yaml:10: configurations[1].engine.storage-driver: unknown key; did you mean \"storage_driver\"?"}},
+		{"container-ip on the host runtime", "host-container-ip.yaml", []string{"host-container-ip.yaml:7: configurations[0] (a).network: \"container-ip\" needs runtime docker"}},
+		{"engine knobs on the host runtime", "host-engine.yaml", []string{"host-engine.yaml:8: configurations[0] (a).engine.userland_proxy: engine knobs select a Docker engine"}},
+		{"volume on the host runtime", "host-volume.yaml", []string{"host-volume.yaml:7: configurations[0] (a).data: \"volume\" needs runtime docker"}},
+		{"zero duration", "zero-duration.yaml", []string{"zero-duration.yaml:4: duration: 0s: expected a positive measured window"}},
+		{"bare number as duration", "bare-number-duration.yaml", []string{"bare-number-duration.yaml:4: warmup: expected a duration with a unit like 30s"}},
+		{"baseline naming no configuration", "baseline-missing.yaml", []string{"baseline-missing.yaml:3: baseline: \"bare-metl\" names no configuration; expected one of \"bare-metal\""}},
+		{"duplicate configuration names", "duplicate-name.yaml", []string{"duplicate-name.yaml:7: configurations[1] (a).name: duplicate configuration name \"a\" (first defined by configurations[0] (a) on line 5)"}},
+		{"unknown workload", "unknown-workload.yaml", []string{"unknown-workload.yaml:2: workload: unknown workload \"testwbe\"; did you mean \"testweb\"?"}},
+		{"the workload's own validation", "workload-validate.yaml", []string{"workload-validate.yaml:7: configurations[1] (b): configuration \"b\": workload testweb: load.rate -1"}},
+		{"network typo", "bad-network.yaml", []string{"bad-network.yaml:9: configurations[1].network: \"publish\" is not valid; did you mean \"published\"?"}},
+		{"missing runtime", "missing-runtime.yaml", []string{"missing-runtime.yaml:5: configurations[0] (a).runtime: missing; expected one of \"host\", \"docker\""}},
+		{"memory that is not a size", "bad-memory.yaml", []string{"bad-memory.yaml:8: configurations[0].resources.memory: \"lots\": expected a positive size like 512m"}},
+		{"cpuset that is not a CPU list", "bad-cpuset.yaml", []string{"bad-cpuset.yaml:8: configurations[0].resources.cpuset: \"1-0x\" is not a CPU list"}},
+		{"matrix axis written without its section", "matrix-unknown-axis.yaml", []string{"matrix-unknown-axis.yaml:9: matrix.storage_driver: unknown matrix key; did you mean \"engine.storage_driver\"?"}},
+		{"matrix value that is not valid, on its own line", "matrix-bad-value.yaml", []string{"matrix-bad-value.yaml:10: matrix.network[1]: \"container_ip\" is not valid; did you mean \"container-ip\"?"}},
+		{"exclude naming no value of the axis", "matrix-exclude-typo.yaml", []string{"matrix-exclude-typo.yaml:12: matrix.exclude[0].data: the string \"volum\" is not a value of the axis"}},
+		{"matrix producing a host entry with a published port", "matrix-host-runtime.yaml", []string{"matrix-host-runtime.yaml:9: matrix (runtime=host, network=published).network: \"published\" needs runtime docker"}},
+		{"template placeholder that is no axis", "matrix-template-unknown.yaml", []string{"matrix-template-unknown.yaml:7: matrix.name: placeholder {netwrk} is not an axis"}},
+		{"quick include naming no configuration", "quick-include.yaml", []string{"quick-include.yaml:11: quick.include[1]: \"c\" names no configuration"}},
+		{"quick include without the baseline", "quick-no-baseline.yaml", []string{"quick-no-baseline.yaml:11: quick.include: does not include the baseline \"a\""}},
+		{"zero repetitions", "repetitions-zero.yaml", []string{"repetitions-zero.yaml:4: repetitions: 0: expected at least 1"}},
+		{"no configurations at all", "no-configurations.yaml", []string{"no-configurations.yaml:1: configurations: missing"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			_, err := Load(filepath.Join("testdata", "bad", tt.file), Options{})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error\n%v\ndoes not contain\n%s", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseCollectsAllErrors(t *testing.T) {
+	src := "name: x\nworkload: testweb\nbaseline: a\nduration: -1s\nfoo: 1\nconfigurations:\n  - name: a\n    runtime: host\n    network: published\n"
+	_, err := Parse("p.yaml", []byte(src), Options{})
+	var es Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("error %T %v, want Errors", err, err)
+	}
+	var lines []int
+	for _, e := range es {
+		lines = append(lines, e.Line)
+	}
+	if want := []int{4, 5, 9}; !reflect.DeepEqual(lines, want) {
+		t.Errorf("error lines = %v, want %v (sorted, all of them):\n%v", lines, want, err)
+	}
+}
+
+func TestQuickWithoutSection(t *testing.T) {
+	_, err := Load(filepath.Join("testdata", "matrix.yaml"), Options{Quick: true})
+	if err == nil || !strings.Contains(err.Error(), "--quick given but the plan has no quick: section") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestOnlyUnknown(t *testing.T) {
+	_, err := Load(filepath.Join("testdata", "matrix.yaml"), Options{Only: []string{"docker-publishd-layer"}})
+	if err == nil || !strings.Contains(err.Error(), `--only: "docker-publishd-layer" names no configuration of the plan; did you mean "docker-published-layer"?`) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// The canonical form (OUT/plan.yaml) must parse back to the same plan, so
+// that --resume can compare hashes and a plan.yaml can be re-run as is.
+func TestCanonicalRoundTrip(t *testing.T) {
+	for _, tt := range []struct {
+		desc string
+		file string
+		opt  Options
+	}{
+		{"explicit plan", "explicit.yaml", Options{}},
+		{"quick variant", "explicit.yaml", Options{Quick: true}},
+		{"matrix plan", "matrix.yaml", Options{}},
+		{"dotted matrix axes", "matrix-template.yaml", Options{}},
+	} {
+		t.Run(tt.desc, func(t *testing.T) {
+			p := load(t, tt.file, tt.opt)
+			b1, err := p.Canonical()
+			if err != nil {
+				t.Fatal(err)
+			}
+			q, err := Parse("plan.yaml", b1, Options{})
+			if err != nil {
+				t.Fatalf("canonical form does not parse: %v\n%s", err, b1)
+			}
+			b2, err := q.Canonical()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(b1) != string(b2) {
+				t.Fatalf("canonical form is not a fixed point:\n%s\n---\n%s", b1, b2)
+			}
+			h1, _ := p.Hash()
+			h2, _ := q.Hash()
+			if h1 != h2 {
+				t.Errorf("hash changed across round trip")
+			}
+			for i := range p.Configurations {
+				a, b := p.Configurations[i], q.Configurations[i]
+				if !reflect.DeepEqual(a.KnobMap(), b.KnobMap()) {
+					t.Errorf("%s: knobs %v != %v", a.Name, a.KnobMap(), b.KnobMap())
+				}
+			}
+		})
+	}
+	a := load(t, "explicit.yaml", Options{})
+	b := load(t, "explicit.yaml", Options{Quick: true})
+	ha, _ := a.Hash()
+	hb, _ := b.Hash()
+	if ha == hb {
+		t.Error("quick and full variants hash the same; --resume could mix them")
+	}
+}

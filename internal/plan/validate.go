@@ -1,0 +1,247 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+
+	units "github.com/docker/go-units"
+	"gopkg.in/yaml.v3"
+	"k8s.io/utils/cpuset"
+
+	"ctrperf/internal/engine"
+)
+
+// checkKnobs catches impossible combinations once a configuration's knobs
+// are complete (after matrix expansion and defaults).
+//
+// The host runtime runs processes directly on the machine, so:
+//   - its only network mode is host: published ports, the external namespace
+//     and container IPs are Docker's;
+//   - engine knobs (storage driver, data root, userland proxy) select a
+//     Docker engine and mean nothing there;
+//   - data placements layer and volume do not exist without Docker; tmpfs
+//     and bind are refused too because the host engine writes to a plain
+//     directory of the host's filesystem and a knob it would ignore would
+//     make two configurations look different when they are not.
+//
+// Resources (cpuset, shares, quota, memory) apply to both runtimes: the host
+// engine puts its processes in a cgroup of their own.
+func (d *decoder) checkKnobs(c *Configuration) {
+	field := func(k string) string { return join(c.Origin, k) }
+	switch c.Runtime {
+	case "":
+		d.errorf(c.node("name"), field("runtime"), "missing; expected %s", oneOf(runtimes))
+		return
+	case engine.RuntimeHost:
+		if c.Network != engine.NetworkHost {
+			d.errorf(c.node("network"), field("network"), "%q needs runtime docker; with runtime host the only network is \"host\"", c.Network)
+		}
+		if !c.Engine.IsDefault() {
+			for _, k := range engineKeys {
+				if n, ok := c.nodes["engine."+k]; ok {
+					d.errorf(n, field("engine."+k), "engine knobs select a Docker engine; runtime host has none (remove it or use runtime docker)")
+				}
+			}
+		}
+		if c.Data != "" {
+			d.errorf(c.node("data"), field("data"), "%q needs runtime docker; the host runtime writes to a directory on the host's filesystem (leave data out)", c.Data)
+		}
+	}
+}
+
+func (d *decoder) checkCPUSet(n *yaml.Node, field, s string) {
+	set, err := cpuset.Parse(s)
+	if err != nil {
+		d.errorf(n, field, "%q is not a CPU list: expected e.g. \"0\", \"0-1\" or \"0,2\"", s)
+		return
+	}
+	if set.IsEmpty() {
+		d.errorf(n, field, "empty CPU list; expected at least one CPU like \"0\"")
+	}
+}
+
+// memory accepts Docker's sizes ("512m", "1g") or a number of bytes.
+func (d *decoder) memory(n *yaml.Node, field string) (int64, bool) {
+	n = deref(n)
+	if n.Kind != yaml.ScalarNode || (n.Tag != "!!str" && n.Tag != "!!int") {
+		d.errorf(n, field, "expected a size like 512m or 2g, got %s", describe(n))
+		return 0, false
+	}
+	v, err := units.RAMInBytes(n.Value)
+	if err != nil || v <= 0 {
+		d.errorf(n, field, "%q: expected a positive size like 512m or 2g", n.Value)
+		return 0, false
+	}
+	// dockerd refuses less than 6 MiB; say so now instead of failing every run.
+	if v < 6<<20 {
+		d.errorf(n, field, "%q is below Docker's minimum of 6m", n.Value)
+		return 0, false
+	}
+	return v, true
+}
+
+var quickKeys = []string{"repetitions", "warmup", "duration", "load", "include"}
+
+func (d *decoder) quick(n *yaml.Node, field string, byName map[string]*Configuration, baseline string) *Quick {
+	pairs, ok := d.mapping(n, field, quickKeys)
+	if !ok {
+		return nil
+	}
+	q := &Quick{}
+	for _, pr := range pairs {
+		f := join(field, pr.key)
+		switch pr.key {
+		case "repetitions":
+			if v, ok := d.integer(pr.value, f); ok {
+				if v < 1 {
+					d.errorf(pr.value, f, "%d: expected at least 1", v)
+				}
+				q.Repetitions = int(v)
+			}
+		case "warmup":
+			if v, ok := d.duration(pr.value, f); ok {
+				if v < 0 {
+					d.errorf(pr.value, f, "%s: expected zero or a positive duration", v)
+				}
+				q.Warmup = &v
+			}
+		case "duration":
+			if v, ok := d.duration(pr.value, f); ok {
+				if v <= 0 {
+					d.errorf(pr.value, f, "%s: expected a positive measured window like 5s", v)
+				}
+				q.Duration = &v
+			}
+		case "load":
+			q.Load, _ = d.anyMap(pr.value, f)
+		case "include":
+			items, ok := d.sequence(pr.value, f)
+			if !ok {
+				continue
+			}
+			for i, it := range items {
+				s, ok := d.str(it, index(f, i))
+				if !ok {
+					continue
+				}
+				if _, found := byName[s]; !found {
+					d.errorf(it, index(f, i), "%q names no configuration%s", s, suggest(s, byName))
+					continue
+				}
+				q.Include = append(q.Include, s)
+			}
+			if len(q.Include) > 0 && baseline != "" && !contains(q.Include, baseline) {
+				d.errorf(pr.value, f, "does not include the baseline %q; a quick run without its baseline cannot be compared", baseline)
+			}
+		}
+	}
+	return q
+}
+
+func suggest(s string, byName map[string]*Configuration) string {
+	var all []string
+	for k := range byName {
+		all = append(all, k)
+	}
+	if c := closest(s, all); c != "" {
+		return fmt.Sprintf("; did you mean %q?", c)
+	}
+	return ""
+}
+
+func (p *Plan) applyQuick(configs []Configuration, q *Quick) []Configuration {
+	if q.Repetitions > 0 {
+		p.Repetitions = q.Repetitions
+	}
+	if q.Warmup != nil {
+		p.Warmup = *q.Warmup
+	}
+	if q.Duration != nil {
+		p.Duration = *q.Duration
+	}
+	if len(q.Include) == 0 {
+		return configs
+	}
+	var out []Configuration
+	for _, c := range configs {
+		if contains(q.Include, c.Name) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// only keeps the named configurations; the baseline always stays so that
+// the results can still be compared.
+func (d *decoder) only(configs []Configuration, only []string, baseline string) []Configuration {
+	known := names(configs)
+	for _, o := range only {
+		if !contains(known, o) {
+			msg := fmt.Sprintf("%q names no configuration of the plan; expected %s", o, oneOf(known))
+			if c := closest(o, known); c != "" {
+				msg = fmt.Sprintf("%q names no configuration of the plan; did you mean %q?", o, c)
+			}
+			d.errorf(nil, "--only", "%s", msg)
+		}
+	}
+	var out []Configuration
+	for _, c := range configs {
+		if c.Name == baseline || contains(only, c.Name) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// describeKnobs is a one-line summary of a configuration for listings.
+func (c *Configuration) describeKnobs() string {
+	parts := []string{string(c.Runtime), "net=" + string(c.Network)}
+	if c.Data != "" {
+		parts = append(parts, "data="+string(c.Data))
+	}
+	parts = append(parts, "topology="+c.Topology)
+	if !c.Engine.IsDefault() {
+		parts = append(parts, "engine="+c.Engine.Key())
+	}
+	r := c.Resources
+	if r.CPUSet != "" {
+		parts = append(parts, "cpuset="+r.CPUSet)
+	}
+	if r.CPUShares != 0 {
+		parts = append(parts, fmt.Sprintf("cpu_shares=%d", r.CPUShares))
+	}
+	if r.CPUs != 0 {
+		parts = append(parts, fmt.Sprintf("cpus=%g", r.CPUs))
+	}
+	if r.MemoryBytes != 0 {
+		parts = append(parts, "memory="+units.BytesSize(float64(r.MemoryBytes)))
+	}
+	for _, kv := range []struct {
+		name string
+		m    map[string]any
+	}{{"app", c.App}, {"load", c.Load}} {
+		if len(kv.m) == 0 {
+			continue
+		}
+		parts = append(parts, kv.name+"="+flatMap(kv.m))
+	}
+	return strings.Join(parts, " ")
+}
+
+func flatMap(m map[string]any) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sortStrings(keys)
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s:%v", k, m[k])
+	}
+	b.WriteByte('}')
+	return b.String()
+}
