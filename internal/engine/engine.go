@@ -77,6 +77,25 @@ type ReadyCheck struct {
 }
 
 // Service is one process (host) or container (docker) of a deployment.
+//
+// Command, HostCommand and Env values may contain templates the engine
+// substitutes at deploy time, so that a workload need not know the runtime:
+//
+//	{{port:SVC:PORT}}  the port SVC really listens on in its own network
+//	                   namespace: PORT unchanged on a docker bridge network; a
+//	                   free port the engine allocated on the host runtime and
+//	                   with docker --net=host, where everything shares the
+//	                   host's ports. A declared port that the service's own
+//	                   argv/env never references this way stays where it is
+//	                   and must be free.
+//	{{addr:SVC:PORT}}  host:port by which OTHER services reach SVC: the
+//	                   container name and PORT on the run's bridge network
+//	                   (the service name works too, as a network alias);
+//	                   127.0.0.1 and the allocated port on a shared network.
+//	{{data:SVC}}       SVC's DataDir as its process sees it: DataDir inside a
+//	                   container; /var/lib/ctrperf/host/<run>/<svc> on the host.
+//
+// An unknown service or undeclared port is a deploy error.
 type Service struct {
 	Name        string            // short name, unique within the deployment ("app", "db")
 	Image       string            // image reference for the docker runtime
@@ -129,6 +148,10 @@ type Target struct {
 	// Dial is how the client connects (through a network namespace for
 	// published-external). Nil means net.Dialer{}.DialContext.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Netns names the network namespace the client must run in
+	// (published-external), for load tools that are separate programs:
+	// `ip netns exec <Netns> wrk ...`. Empty: the host's namespace.
+	Netns string
 	// Private is the engine's own bookkeeping.
 	Private any
 }

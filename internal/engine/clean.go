@@ -1,0 +1,196 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
+)
+
+// CleanOption configures Clean.
+type CleanOption func(*cleanConfig)
+
+type cleanConfig struct {
+	dryRun     bool
+	bindRoot   string
+	hostState  string
+	hostData   string
+	cgroupRoot string
+	procRoot   string
+}
+
+// CleanDryRun lists what Clean would remove without removing it.
+func CleanDryRun() CleanOption { return func(c *cleanConfig) { c.dryRun = true } }
+
+// CleanRoots overrides where Clean looks for bind directories, host-runtime
+// state and data, cgroups and /proc (tests; empty keeps the default).
+func CleanRoots(bindRoot, hostState, hostData, cgroupRoot, procRoot string) CleanOption {
+	return func(c *cleanConfig) {
+		set := func(dst *string, v string) {
+			if v != "" {
+				*dst = v
+			}
+		}
+		set(&c.bindRoot, bindRoot)
+		set(&c.hostState, hostState)
+		set(&c.hostData, hostData)
+		set(&c.cgroupRoot, cgroupRoot)
+		set(&c.procRoot, procRoot)
+	}
+}
+
+// Clean removes what runs left behind: containers, networks and volumes
+// labelled ctrperf.managed (and ctrperf.run=runID when runID is not empty)
+// on the engine cli talks to (nil: skip Docker), bind directories, client
+// namespaces and veths, and host-runtime processes, cgroups, mounts and
+// data recorded in the host state files. It returns what it removed (or, on
+// a dry run, would remove). Failures on one object do not stop the rest.
+// Cached images are kept: they are not leftovers.
+func Clean(ctx context.Context, cli client.APIClient, runID string, opts ...CleanOption) ([]string, error) {
+	cfg := cleanConfig{bindRoot: DefaultBindRoot, hostState: filepath.Join(DefaultRunDir, "host"),
+		hostData: DefaultHostDataRoot, cgroupRoot: DefaultCgroupRoot, procRoot: "/proc"}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	var errs []error
+	removed, err := cleanRun(ctx, cli, runID, cfg.bindRoot, cfg.dryRun)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	h := NewHost(WithHostStateDir(cfg.hostState), WithHostDataRoot(cfg.hostData), WithCgroupRoot(cfg.cgroupRoot), WithHostProcRoot(cfg.procRoot))
+	hr, err := h.cleanStates(ctx, runID, cfg.dryRun)
+	removed = append(removed, hr...)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// cleanRun removes a run's Docker objects (by label), bind directories and
+// client namespace; runID "" means every run. Teardown and Clean share it.
+func cleanRun(ctx context.Context, cli client.APIClient, runID, bindRoot string, dry bool) ([]string, error) {
+	var removed []string
+	var errs []error
+	if cli != nil {
+		r, err := cleanDocker(ctx, cli, runID, dry)
+		removed = append(removed, r...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Bind directories after the containers that mounted them.
+	var bindDirs []string
+	if runID != "" {
+		bindDirs = []string{filepath.Join(bindRoot, runID)}
+	} else if ents, err := os.ReadDir(bindRoot); err == nil {
+		for _, e := range ents {
+			bindDirs = append(bindDirs, filepath.Join(bindRoot, e.Name()))
+		}
+	}
+	for _, dir := range bindDirs {
+		if _, err := os.Lstat(dir); err != nil {
+			continue
+		}
+		if !dry {
+			if err := os.RemoveAll(dir); err != nil {
+				errs = append(errs, fmt.Errorf("remove bind directory %s: %w", dir, err))
+				continue
+			}
+		}
+		removed = append(removed, "bind directory "+dir)
+	}
+
+	var nss, links []string
+	if runID != "" {
+		ns, hostIf, _ := externalNames(runID)
+		nss, links = []string{ns}, []string{hostIf}
+	} else {
+		var err error
+		nss, links, err = listExternal()
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if dry {
+		_, present, _ := listExternal()
+		for _, n := range nss {
+			if _, err := os.Lstat(filepath.Join(netnsDir, n)); err == nil {
+				removed = append(removed, "netns "+n)
+			}
+		}
+		for _, l := range links {
+			if slices.Contains(present, l) {
+				removed = append(removed, "veth "+l)
+			}
+		}
+	} else {
+		r, err := removeNetnsAndVeth(nss, links)
+		removed = append(removed, r...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+func cleanDocker(ctx context.Context, cli client.APIClient, runID string, dry bool) ([]string, error) {
+	f := filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))
+	if runID != "" {
+		f.Add("label", LabelRun+"="+runID)
+	}
+	var removed []string
+	var errs []error
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list ctrperf containers: %w", err))
+	}
+	for _, c := range cs {
+		name := c.ID[:12]
+		if len(c.Names) > 0 {
+			name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		if !dry {
+			if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !client.IsErrNotFound(err) {
+				errs = append(errs, fmt.Errorf("remove container %s: %w", name, err))
+				continue
+			}
+		}
+		removed = append(removed, "container "+name)
+	}
+	ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list ctrperf networks: %w", err))
+	}
+	for _, n := range ns {
+		if !dry {
+			if err := cli.NetworkRemove(ctx, n.ID); err != nil && !client.IsErrNotFound(err) {
+				errs = append(errs, fmt.Errorf("remove network %s: %w", n.Name, err))
+				continue
+			}
+		}
+		removed = append(removed, "network "+n.Name)
+	}
+	vs, err := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list ctrperf volumes: %w", err))
+	}
+	for _, v := range vs.Volumes {
+		if !dry {
+			if err := cli.VolumeRemove(ctx, v.Name, true); err != nil && !client.IsErrNotFound(err) {
+				errs = append(errs, fmt.Errorf("remove volume %s: %w", v.Name, err))
+				continue
+			}
+		}
+		removed = append(removed, "volume "+v.Name)
+	}
+	return removed, errors.Join(errs...)
+}

@@ -1,0 +1,549 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/docker/go-connections/nat"
+
+	"ctrperf/internal/lifecycle"
+)
+
+// Default locations of what the engines create on the host.
+const (
+	DefaultBindRoot = "/var/lib/ctrperf/bind" // bind placements: <root>/<run>/<svc>
+	DefaultRunDir   = "/run/ctrperf"          // locks and host-runtime state
+	defaultReady    = 60 * time.Second
+	// stepTimeout bounds one Docker API call of a deploy. Calls are not
+	// cancelled by the run's context: an object in flight when the user hits
+	// Ctrl-C would be created after the cleanup looked for it.
+	stepTimeout = 2 * time.Minute
+)
+
+// Docker deploys services as containers through the Docker Engine API. It
+// works with any SDK client: the default engine or a private one.
+type Docker struct {
+	cli           client.APIClient
+	name          string
+	private       bool
+	userlandProxy *bool
+	closer        func(context.Context) error
+	bindRoot      string
+	procRoot      string
+	runDir        string
+}
+
+var _ Engine = (*Docker)(nil)
+
+// DockerOption configures a Docker engine.
+type DockerOption func(*Docker)
+
+// WithEngineName names the engine in Info ("default" unless set).
+func WithEngineName(name string) DockerOption { return func(d *Docker) { d.name = name } }
+
+// WithPrivateEngine marks the engine as started by ctrperf; Close calls stop.
+func WithPrivateEngine(stop func(context.Context) error) DockerOption {
+	return func(d *Docker) { d.private, d.closer = true, stop }
+}
+
+// WithUserlandProxy records the daemon's --userland-proxy setting for Info
+// (the Engine API does not report it).
+func WithUserlandProxy(on bool) DockerOption { return func(d *Docker) { d.userlandProxy = &on } }
+
+// WithBindRoot changes where bind placements live (default DefaultBindRoot).
+func WithBindRoot(dir string) DockerOption { return func(d *Docker) { d.bindRoot = dir } }
+
+// WithProcRoot changes where /proc is read (default /proc).
+func WithProcRoot(dir string) DockerOption { return func(d *Docker) { d.procRoot = dir } }
+
+// WithRunDir changes where locks are kept (default DefaultRunDir).
+func WithRunDir(dir string) DockerOption { return func(d *Docker) { d.runDir = dir } }
+
+// NewDocker returns an engine deploying through cli.
+func NewDocker(cli client.APIClient, opts ...DockerOption) *Docker {
+	d := &Docker{cli: cli, name: "default", bindRoot: DefaultBindRoot, procRoot: "/proc", runDir: DefaultRunDir}
+	for _, o := range opts {
+		o(d)
+	}
+	return d
+}
+
+// dockerState is the Docker engine's bookkeeping in Target.Private.
+type dockerState struct {
+	network string
+	ext     *externalNet
+}
+
+// Info reports the daemon's version and storage.
+func (d *Docker) Info(ctx context.Context) (Info, error) {
+	in, err := d.cli.Info(ctx)
+	if err != nil {
+		return Info{}, fmt.Errorf("docker engine %s: info: %w", d.name, err)
+	}
+	out := Info{Runtime: RuntimeDocker, Name: d.name, Version: in.ServerVersion, StorageDriver: in.Driver,
+		DataRoot: in.DockerRootDir, UserlandProxy: d.userlandProxy, Private: d.private}
+	for _, kv := range in.DriverStatus {
+		if len(kv) == 2 && kv[0] == "Backing Filesystem" {
+			out.BackingFS = kv[1]
+		}
+	}
+	return out, nil
+}
+
+// Close stops a private engine; the default engine is left alone.
+func (d *Docker) Close(ctx context.Context) error {
+	if d.closer == nil {
+		return nil
+	}
+	return d.closer(ctx)
+}
+
+// Deploy creates the run's network, volumes and containers, last service
+// first, waiting for each to be ready. On any error (and on cancellation)
+// it removes everything it created before returning.
+func (d *Docker) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err error) {
+	if err := ValidateSpec(RuntimeDocker, spec); err != nil {
+		return nil, err
+	}
+	if err := d.checkImages(ctx, spec.Services); err != nil {
+		return nil, err
+	}
+	st := &dockerState{network: NetworkName(spec.RunID)}
+	t = &Target{RunID: spec.RunID, Runtime: RuntimeDocker, Network: spec.Network, Private: st}
+	defer func() {
+		if err != nil {
+			if terr := d.Teardown(ctx, t); terr != nil {
+				err = fmt.Errorf("%w (and cleaning up: %v)", err, terr)
+			}
+			t = nil
+		}
+	}()
+
+	hostNet := spec.Network == NetworkHost
+	var b Bindings
+	if hostNet {
+		b, err = hostBindings(spec.Services, func(s Service) []string { return s.Command }, func(s Service) string { return s.DataDir })
+		if err != nil {
+			return t, fmt.Errorf("deploy %s: %w", spec.RunID, err)
+		}
+	} else {
+		b = Bindings{}
+		for _, s := range spec.Services {
+			b[s.Name] = ServiceBinding{Host: ObjectName(spec.RunID, s.Name), PortsIdentity: true, DataDir: s.DataDir}
+		}
+	}
+
+	step := func() (context.Context, context.CancelFunc) { return lifecycle.Detached(ctx, stepTimeout) }
+	sctx, cancel := step()
+	_, err = d.cli.NetworkCreate(sctx, st.network, network.CreateOptions{Driver: "bridge", Labels: RunLabels(spec.RunID)})
+	cancel()
+	if err != nil {
+		return t, fmt.Errorf("deploy %s: create network %s: %w", spec.RunID, st.network, err)
+	}
+	if spec.Network == NetworkPublishedExternal {
+		if err := ctx.Err(); err != nil {
+			return t, fmt.Errorf("deploy %s: %w", spec.RunID, context.Cause(ctx))
+		}
+		st.ext, err = setupExternal(spec.RunID, d.runDir)
+		if err != nil {
+			return t, fmt.Errorf("deploy %s: %w", spec.RunID, err)
+		}
+		t.Dial = st.ext.Dial
+		t.Netns = st.ext.Netns
+	}
+
+	for i := len(spec.Services) - 1; i >= 0; i-- {
+		if err := ctx.Err(); err != nil {
+			return t, fmt.Errorf("deploy %s: stopped before service %q: %w", spec.RunID, spec.Services[i].Name, context.Cause(ctx))
+		}
+		if err := d.deployService(ctx, t, spec, i, b); err != nil {
+			return t, fmt.Errorf("deploy %s: %w", spec.RunID, err)
+		}
+	}
+	return t, nil
+}
+
+func (d *Docker) checkImages(ctx context.Context, services []Service) error {
+	seen := map[string]bool{}
+	for _, s := range services {
+		if seen[s.Image] {
+			continue
+		}
+		seen[s.Image] = true
+		if _, err := d.cli.ImageInspect(ctx, s.Image); err != nil {
+			if client.IsErrNotFound(err) {
+				return fmt.Errorf("image %q of service %q is not on docker engine %s: run `ctrperf images build` (ctrperf never pulls)", s.Image, s.Name, d.name)
+			}
+			return fmt.Errorf("inspect image %q of service %q: %w", s.Image, s.Name, err)
+		}
+	}
+	return nil
+}
+
+// containerConfigs builds what ContainerCreate gets for service i. Pure
+// except for the bind directory's path, so it is tested without Docker.
+func containerConfigs(spec DeploySpec, i int, b Bindings, bindRoot string, ext *externalNet) (*container.Config, *container.HostConfig, *network.NetworkingConfig, error) {
+	s := spec.Services[i]
+	cmd, err := b.ExpandAll(s.Command)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("service %q command: %w", s.Name, err)
+	}
+	env, err := b.ExpandEnv(s.Env)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("service %q: %w", s.Name, err)
+	}
+	labels := RunLabels(spec.RunID)
+	labels[LabelService] = s.Name
+	cfg := &container.Config{Image: s.Image, Cmd: cmd, Env: envList(env), Labels: labels, User: s.User}
+	hc := &container.HostConfig{}
+	hc.CpusetCpus = s.Resources.CPUSet
+	hc.CPUShares = s.Resources.CPUShares
+	hc.NanoCPUs = int64(s.Resources.CPUs * 1e9)
+	hc.Memory = s.Resources.MemoryBytes
+	if s.DataDir != "" {
+		switch spec.Data {
+		case DataVolume:
+			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Source: ObjectName(spec.RunID, s.Name), Target: s.DataDir})
+		case DataBind:
+			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: filepath.Join(bindRoot, spec.RunID, s.Name), Target: s.DataDir})
+		case DataTmpfs:
+			hc.Tmpfs = map[string]string{s.DataDir: ""}
+		}
+	}
+	var nc *network.NetworkingConfig
+	if spec.Network == NetworkHost {
+		hc.NetworkMode = "host"
+	} else {
+		netName := NetworkName(spec.RunID)
+		hc.NetworkMode = container.NetworkMode(netName)
+		nc = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+			netName: {Aliases: []string{s.Name}},
+		}}
+		if i == 0 && (spec.Network == NetworkPublished || spec.Network == NetworkPublishedExternal) {
+			hostIP := "127.0.0.1"
+			if spec.Network == NetworkPublishedExternal {
+				if ext == nil {
+					return nil, nil, nil, errors.New("published-external without a client namespace")
+				}
+				hostIP = ext.HostIP.String()
+			}
+			cfg.ExposedPorts = nat.PortSet{}
+			hc.PortBindings = nat.PortMap{}
+			for _, p := range s.Ports {
+				port := nat.Port(strconv.Itoa(p) + "/tcp")
+				cfg.ExposedPorts[port] = struct{}{}
+				// HostPort "" lets the daemon pick a free port atomically.
+				hc.PortBindings[port] = []nat.PortBinding{{HostIP: hostIP, HostPort: ""}}
+			}
+		}
+	}
+	return cfg, hc, nc, nil
+}
+
+func (d *Docker) deployService(ctx context.Context, t *Target, spec DeploySpec, i int, b Bindings) error {
+	s := spec.Services[i]
+	st := t.Private.(*dockerState)
+	name := ObjectName(spec.RunID, s.Name)
+	step := func() (context.Context, context.CancelFunc) { return lifecycle.Detached(ctx, stepTimeout) }
+
+	if s.DataDir != "" {
+		switch spec.Data {
+		case DataVolume:
+			labels := RunLabels(spec.RunID)
+			labels[LabelService] = s.Name
+			sctx, cancel := step()
+			_, err := d.cli.VolumeCreate(sctx, volume.CreateOptions{Name: name, Labels: labels})
+			cancel()
+			if err != nil {
+				return fmt.Errorf("service %q: create volume %s: %w", s.Name, name, err)
+			}
+		case DataBind:
+			dir := filepath.Join(d.bindRoot, spec.RunID, s.Name)
+			// World-writable: the image may run as any user (mysql, nobody).
+			if err := os.MkdirAll(dir, 0o777); err != nil {
+				return fmt.Errorf("service %q: bind directory: %w", s.Name, err)
+			}
+			if err := os.Chmod(dir, 0o777); err != nil {
+				return fmt.Errorf("service %q: bind directory: %w", s.Name, err)
+			}
+		}
+	}
+	cfg, hc, nc, err := containerConfigs(spec, i, b, d.bindRoot, st.ext)
+	if err != nil {
+		return err
+	}
+	sctx, cancel := step()
+	created, err := d.cli.ContainerCreate(sctx, cfg, hc, nc, nil, name)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("service %q: create container %s from %s: %w", s.Name, name, s.Image, err)
+	}
+	c := Container{ID: created.ID, Name: name, Service: s.Name}
+	t.Containers = append(t.Containers, c)
+	idx := len(t.Containers) - 1
+
+	sctx, cancel = step()
+	err = d.cli.ContainerStart(sctx, created.ID, container.StartOptions{})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("service %q: start container %s: %w", s.Name, name, err)
+	}
+	sctx, cancel = step()
+	in, err := d.cli.ContainerInspect(sctx, created.ID)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("service %q: inspect container %s: %w", s.Name, name, err)
+	}
+	if in.State != nil {
+		c.PID = in.State.Pid
+	}
+	if in.NetworkSettings != nil {
+		if ep := in.NetworkSettings.Networks[st.network]; ep != nil {
+			c.IP = ep.IPAddress
+		}
+	}
+	if c.PID > 0 {
+		// The container may already have died; readiness reports that.
+		if cg, err := CgroupPath(d.procRoot, c.PID); err == nil {
+			c.CgroupPath = cg
+		}
+	}
+	t.Containers[idx] = c
+
+	direct := func(port int) (string, error) {
+		if spec.Network == NetworkHost {
+			p, err := b[s.Name].port(s.Name, port)
+			if err != nil {
+				return "", err
+			}
+			return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
+		}
+		if c.IP == "" {
+			return "", fmt.Errorf("container %s has no IP on %s", name, st.network)
+		}
+		return net.JoinHostPort(c.IP, strconv.Itoa(port)), nil
+	}
+	if i == 0 {
+		for _, p := range s.Ports {
+			var addr string
+			switch spec.Network {
+			case NetworkHost, NetworkContainerIP:
+				addr, err = direct(p)
+			case NetworkPublished, NetworkPublishedExternal:
+				addr, err = publishedAddr(in, p)
+			}
+			if err != nil {
+				return fmt.Errorf("service %q port %d: %w", s.Name, p, err)
+			}
+			t.Endpoints = append(t.Endpoints, Endpoint{Service: s.Name, Port: p, Addr: addr})
+		}
+	}
+	if s.Ready == nil {
+		return nil
+	}
+	port := s.Ready.Port
+	if port == 0 && len(s.Ports) > 0 {
+		port = s.Ports[0]
+	}
+	var addr string
+	dial := (&net.Dialer{}).DialContext
+	if ep, err := t.Endpoint(s.Name, port); i == 0 && err == nil {
+		addr, dial = ep.Addr, t.Dialer() // the path the load will take
+	} else if addr, err = direct(port); err != nil {
+		return fmt.Errorf("service %q ready check: %w", s.Name, err)
+	}
+	alive := func(ctx context.Context) error {
+		in, err := d.cli.ContainerInspect(ctx, created.ID)
+		if err != nil {
+			return fmt.Errorf("inspect: %w", err)
+		}
+		if in.State != nil && !in.State.Running {
+			return fmt.Errorf("container exited with status %d", in.State.ExitCode)
+		}
+		return nil
+	}
+	if err := waitReady(ctx, *s.Ready, addr, dial, alive); err != nil {
+		return fmt.Errorf("service %q (%s) not ready on %s: %w%s", s.Name, name, addr, err, d.logTail(ctx, created.ID, 20))
+	}
+	return nil
+}
+
+// publishedAddr is the host address the daemon bound a published port to.
+func publishedAddr(in container.InspectResponse, port int) (string, error) {
+	if in.NetworkSettings == nil {
+		return "", errors.New("no network settings")
+	}
+	bs := in.NetworkSettings.Ports[nat.Port(strconv.Itoa(port)+"/tcp")]
+	if len(bs) == 0 || bs[0].HostPort == "" {
+		return "", fmt.Errorf("port %d/tcp was not published", port)
+	}
+	return net.JoinHostPort(bs[0].HostIP, bs[0].HostPort), nil
+}
+
+// logTail returns the last lines of a container's output, formatted to end
+// an error message, or "" when there are none.
+func (d *Docker) logTail(ctx context.Context, id string, lines int) string {
+	lctx, cancel := lifecycle.Detached(ctx, 10*time.Second)
+	defer cancel()
+	rc, err := d.cli.ContainerLogs(lctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: strconv.Itoa(lines)})
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	var out bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &out, rc); err != nil && out.Len() == 0 {
+		return ""
+	}
+	s := strings.TrimSpace(out.String())
+	if s == "" {
+		return "; the container printed nothing"
+	}
+	return "; last output:\n" + s
+}
+
+// waitReady polls until the ready check passes, the service dies, or the
+// check's timeout (or ctx) ends.
+func waitReady(ctx context.Context, rc ReadyCheck, addr string, dial func(context.Context, string, string) (net.Conn, error), alive func(context.Context) error) error {
+	timeout := rc.Timeout
+	if timeout <= 0 {
+		timeout = defaultReady
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
+	var last error
+	for {
+		last = probe(ctx, hc, rc, addr, dial)
+		if last == nil {
+			return nil
+		}
+		if alive != nil {
+			if err := alive(ctx); err != nil && ctx.Err() == nil {
+				return fmt.Errorf("%w (last probe: %v)", err, last)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("no answer within %v (last probe: %v)", timeout, last)
+			}
+			return fmt.Errorf("%w (last probe: %v)", context.Cause(ctx), last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func probe(ctx context.Context, hc *http.Client, rc ReadyCheck, addr string, dial func(context.Context, string, string) (net.Conn, error)) error {
+	if rc.HTTPPath == "" {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		c, err := dial(pctx, "tcp", addr)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	}
+	path := rc.HTTPPath
+	if !strings.HasPrefix(path, "/") {
+		path = "/" + path
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return nil
+}
+
+// Exec runs argv in a service's container (docker exec) and waits for it.
+// A non-zero exit is in the result, not an error.
+func (d *Docker) Exec(ctx context.Context, t *Target, service string, argv []string) (ExecResult, error) {
+	c, err := findContainer(t, service)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	ex, err := d.cli.ContainerExecCreate(ctx, c.ID, container.ExecOptions{Cmd: argv, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("exec %v in %s: create: %w", argv, c.Name, err)
+	}
+	att, err := d.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("exec %v in %s: attach: %w", argv, c.Name, err)
+	}
+	defer att.Close()
+	var res ExecResult
+	var stdout, stderr bytes.Buffer
+	done := make(chan error, 1)
+	go func() { _, err := stdcopy.StdCopy(&stdout, &stderr, att.Reader); done <- err }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		att.Close()
+		<-done
+		return ExecResult{}, fmt.Errorf("exec %v in %s: %w", argv, c.Name, context.Cause(ctx))
+	}
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("exec %v in %s: read output: %w", argv, c.Name, err)
+	}
+	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
+	ins, err := d.cli.ContainerExecInspect(ctx, ex.ID)
+	if err != nil {
+		return res, fmt.Errorf("exec %v in %s: inspect: %w", argv, c.Name, err)
+	}
+	res.ExitCode = ins.ExitCode
+	return res, nil
+}
+
+func findContainer(t *Target, service string) (Container, error) {
+	if t == nil {
+		return Container{}, errors.New("no target")
+	}
+	for _, c := range t.Containers {
+		if c.Service == service {
+			return c, nil
+		}
+	}
+	return Container{}, fmt.Errorf("target %s has no service %q", t.RunID, service)
+}
+
+// Teardown removes every container, network and volume labelled with the
+// run id on this engine, the run's bind directories and its client
+// namespace. It finds objects by label, not by bookkeeping, so it also
+// covers a deploy that was interrupted at any point; it runs on a fresh
+// context when ctx is already cancelled.
+func (d *Docker) Teardown(ctx context.Context, t *Target) error {
+	if t == nil {
+		return nil
+	}
+	ctx, cancel := lifecycle.Detached(ctx, lifecycle.DefaultCleanupTimeout)
+	defer cancel()
+	if st, ok := t.Private.(*dockerState); ok && st.ext != nil {
+		st.ext.close()
+	}
+	_, err := cleanRun(ctx, d.cli, t.RunID, d.bindRoot, false)
+	return err
+}
