@@ -1,0 +1,327 @@
+package observe
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/procfs"
+)
+
+// CgroupVersion is the cgroup hierarchy a root holds.
+type CgroupVersion int
+
+const (
+	CgroupUnknown CgroupVersion = iota
+	CgroupV1                    // one hierarchy per controller: <root>/cpuacct, <root>/memory, ...
+	CgroupV2                    // the unified hierarchy: <root>/cgroup.controllers
+)
+
+func (v CgroupVersion) String() string {
+	switch v {
+	case CgroupV1:
+		return "v1"
+	case CgroupV2:
+		return "v2"
+	}
+	return "unknown"
+}
+
+// DetectCgroup says which cgroup version is mounted at root. A hybrid
+// machine (v1 controllers plus an empty v2 at <root>/unified) is v1: that is
+// where the CPU and memory accounting lives.
+func DetectCgroup(root string) CgroupVersion {
+	if _, err := os.Stat(filepath.Join(root, "cpuacct")); err == nil {
+		return CgroupV1
+	}
+	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err == nil {
+		return CgroupV2
+	}
+	return CgroupUnknown
+}
+
+// CgroupPathOfPID returns the cgroup of a process as the observer wants it:
+// the cpuacct hierarchy's path on v1, the unified path on v2 (e.g. the init
+// process of a container gives "/docker/<id>").
+func CgroupPathOfPID(procRoot string, pid int) (string, error) {
+	fs, err := procfs.NewFS(procRoot)
+	if err != nil {
+		return "", fmt.Errorf("open proc root %s: %w", procRoot, err)
+	}
+	p, err := fs.Proc(pid)
+	if err != nil {
+		return "", fmt.Errorf("process %d: %w", pid, err)
+	}
+	cgs, err := p.Cgroups()
+	if err != nil {
+		return "", fmt.Errorf("read cgroups of process %d: %w", pid, err)
+	}
+	unified := ""
+	for _, cg := range cgs {
+		for _, c := range cg.Controllers {
+			if c == "cpuacct" {
+				return cg.Path, nil
+			}
+		}
+		if cg.HierarchyID == 0 {
+			unified = cg.Path
+		}
+	}
+	if unified == "" {
+		return "", fmt.Errorf("process %d has neither a cpuacct (v1) nor a unified (v2) cgroup", pid)
+	}
+	return unified, nil
+}
+
+// cgroupCounters is one reading of a container's cgroup.
+type cgroupCounters struct {
+	cpuNs            uint64
+	throttledPeriods uint64
+	throttledNs      uint64
+	memBytes         uint64
+	readBytes        uint64
+	writeBytes       uint64
+}
+
+// containerSampler reads the cgroups of a list of containers.
+type containerSampler struct {
+	root string
+	mu   sync.Mutex
+	list []Container
+	prev map[string]cgroupCounters // by container name
+}
+
+func newContainerSampler(root string, list []Container) *containerSampler {
+	return &containerSampler{root: root, list: list, prev: map[string]cgroupCounters{}}
+}
+
+func (c *containerSampler) set(list []Container) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.list = list
+}
+
+func (c *containerSampler) name() string { return "containers" }
+
+func (c *containerSampler) sample(dt float64, s *Sample, fail func(string, error)) error {
+	c.mu.Lock()
+	list := c.list
+	c.mu.Unlock()
+	if len(list) == 0 {
+		return nil
+	}
+	ver := DetectCgroup(c.root)
+	if ver == CgroupUnknown {
+		return fmt.Errorf("no cgroup v1 (cpuacct) or v2 (cgroup.controllers) hierarchy at %s", c.root)
+	}
+	cur := make(map[string]cgroupCounters, len(list))
+	for _, ct := range list {
+		var (
+			cnt cgroupCounters
+			err error
+		)
+		if ver == CgroupV1 {
+			cnt, err = readCgroupV1(c.root, ct.CgroupPath)
+		} else {
+			cnt, err = readCgroupV2(c.root, ct.CgroupPath)
+		}
+		if err != nil {
+			fail("containers/"+ct.Name, err)
+			if errors.Is(err, errNoCPUAccounting) {
+				continue
+			}
+		}
+		cur[ct.Name] = cnt
+		p, ok := c.prev[ct.Name]
+		if dt <= 0 || !ok || cnt.cpuNs < p.cpuNs {
+			continue // first reading, or a new cgroup under the same name
+		}
+		if s.Containers == nil {
+			s.Containers = map[string]ContainerStats{}
+		}
+		s.Containers[ct.Name] = containerRates(p, cnt, dt)
+	}
+	c.prev = cur
+	return nil
+}
+
+// containerRates turns two readings dt seconds apart into the figures of
+// one interval: CPU in percent of one CPU, throttled periods and seconds
+// during the interval, memory as a level, block I/O in bytes per second.
+func containerRates(p, c cgroupCounters, dt float64) ContainerStats {
+	d := func(a, b uint64) float64 {
+		if b < a {
+			return 0
+		}
+		return float64(b - a)
+	}
+	return ContainerStats{
+		CPUPercent:       d(p.cpuNs, c.cpuNs) / 1e9 / dt * 100,
+		ThrottledPeriods: d(p.throttledPeriods, c.throttledPeriods),
+		ThrottledS:       d(p.throttledNs, c.throttledNs) / 1e9,
+		MemBytes:         float64(c.memBytes),
+		BlkReadBPerS:     d(p.readBytes, c.readBytes) / dt,
+		BlkWriteBPerS:    d(p.writeBytes, c.writeBytes) / dt,
+	}
+}
+
+// errNoCPUAccounting marks a reading without CPU usage, which makes the
+// whole reading useless; other missing files only leave their figure at 0.
+var errNoCPUAccounting = errors.New("no CPU accounting")
+
+// readCgroupV1 reads cpuacct.usage, cpu.stat, memory.usage_in_bytes and
+// blkio.throttle.io_service_bytes below each controller's root. Note that
+// since Linux 6.x the v1 blkio throttle counters only move on devices that
+// have a throttle limit configured in that cgroup; without one they stay 0.
+func readCgroupV1(root, path string) (cgroupCounters, error) {
+	var cnt cgroupCounters
+	usage := filepath.Join(root, "cpuacct", path, "cpuacct.usage")
+	v, err := readUintFile(usage)
+	if err != nil {
+		return cnt, fmt.Errorf("%w: %w", errNoCPUAccounting, err)
+	}
+	cnt.cpuNs = v
+	var errs []error
+	if kv, err := readKeyedFile(filepath.Join(root, "cpu", path, "cpu.stat")); err != nil {
+		errs = append(errs, err)
+	} else {
+		cnt.throttledPeriods, cnt.throttledNs = kv["nr_throttled"], kv["throttled_time"]
+	}
+	if cnt.memBytes, err = readUintFile(filepath.Join(root, "memory", path, "memory.usage_in_bytes")); err != nil {
+		errs = append(errs, err)
+	}
+	blk := filepath.Join(root, "blkio", path, "blkio.throttle.io_service_bytes")
+	if b, err := os.ReadFile(blk); err != nil {
+		errs = append(errs, err)
+	} else if cnt.readBytes, cnt.writeBytes, err = parseBlkioServiceBytes(bytes.NewReader(b)); err != nil {
+		errs = append(errs, fmt.Errorf("parse %s: %w", blk, err))
+	}
+	return cnt, errors.Join(errs...)
+}
+
+// readCgroupV2 reads cpu.stat, memory.current and io.stat of one cgroup.
+func readCgroupV2(root, path string) (cgroupCounters, error) {
+	var cnt cgroupCounters
+	dir := filepath.Join(root, path)
+	kv, err := readKeyedFile(filepath.Join(dir, "cpu.stat"))
+	if err != nil {
+		return cnt, fmt.Errorf("%w: %w", errNoCPUAccounting, err)
+	}
+	usec, ok := kv["usage_usec"]
+	if !ok {
+		return cnt, fmt.Errorf("%w: %s has no usage_usec", errNoCPUAccounting, filepath.Join(dir, "cpu.stat"))
+	}
+	cnt.cpuNs = usec * 1000
+	cnt.throttledPeriods, cnt.throttledNs = kv["nr_throttled"], kv["throttled_usec"]*1000
+	var errs []error
+	if cnt.memBytes, err = readUintFile(filepath.Join(dir, "memory.current")); err != nil {
+		errs = append(errs, err)
+	}
+	ioStat := filepath.Join(dir, "io.stat")
+	if b, err := os.ReadFile(ioStat); err != nil {
+		errs = append(errs, err)
+	} else if cnt.readBytes, cnt.writeBytes, err = parseIOStat(bytes.NewReader(b)); err != nil {
+		errs = append(errs, fmt.Errorf("parse %s: %w", ioStat, err))
+	}
+	return cnt, errors.Join(errs...)
+}
+
+func readUintFile(path string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parse %s: %w", path, err)
+	}
+	return v, nil
+}
+
+func readKeyedFile(path string) (map[string]uint64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	kv, err := parseFlatKeyed(f)
+	if err != nil {
+		return nil, fmt.Errorf("parse %s: %w", path, err)
+	}
+	return kv, nil
+}
+
+// parseFlatKeyed parses "key value" lines (cpu.stat on v1 and v2).
+func parseFlatKeyed(r io.Reader) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 2 {
+			continue
+		}
+		v, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("key %s: value %q: %w", f[0], f[1], err)
+		}
+		out[f[0]] = v
+	}
+	return out, sc.Err()
+}
+
+// parseBlkioServiceBytes sums the Read and Write lines of every device in a
+// v1 blkio.throttle.io_service_bytes ("254:0 Read 1970176").
+func parseBlkioServiceBytes(r io.Reader) (read, write uint64, err error) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 3 || (f[1] != "Read" && f[1] != "Write") {
+			continue // "Total N", Sync, Async, Discard
+		}
+		v, err := strconv.ParseUint(f[2], 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("device %s %s: value %q: %w", f[0], f[1], f[2], err)
+		}
+		if f[1] == "Read" {
+			read += v
+		} else {
+			write += v
+		}
+	}
+	return read, write, sc.Err()
+}
+
+// parseIOStat sums rbytes and wbytes over the devices of a v2 io.stat
+// ("254:0 rbytes=1459200 wbytes=314773504 rios=192 wios=353 dbytes=0 dios=0").
+func parseIOStat(r io.Reader) (read, write uint64, err error) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 {
+			continue
+		}
+		for _, kv := range f[1:] {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || (k != "rbytes" && k != "wbytes") {
+				continue
+			}
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return 0, 0, fmt.Errorf("device %s %s: value %q: %w", f[0], k, v, err)
+			}
+			if k == "rbytes" {
+				read += n
+			} else {
+				write += n
+			}
+		}
+	}
+	return read, write, sc.Err()
+}

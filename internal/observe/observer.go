@@ -1,0 +1,286 @@
+package observe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Container is a container whose cgroup the observer samples.
+type Container struct {
+	Name string `json:"name"`
+	// CgroupPath is relative to each controller's root on cgroup v1 (e.g.
+	// "/docker/<id>" with the cgroupfs driver) and to the unified root on
+	// v2 (e.g. "/system.slice/docker-<id>.scope"), as engine.Container gives it.
+	CgroupPath string `json:"cgroup_path"`
+}
+
+// Clock is time as the observer sees it. Tests pass a fake that ticks on
+// demand so that the samples, and therefore the rates, are exact.
+type Clock interface {
+	Now() time.Time
+	// NewTicker returns a channel that delivers ticks every d and a function
+	// that stops it.
+	NewTicker(d time.Duration) (<-chan time.Time, func())
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+func (realClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
+
+// Option configures an Observer.
+type Option func(*Observer)
+
+// WithRoots sets where /proc, /sys and the cgroup hierarchy are mounted (an
+// empty string keeps the default).
+func WithRoots(proc, sys, cgroup string) Option {
+	return func(o *Observer) {
+		if proc != "" {
+			o.procRoot = proc
+		}
+		if sys != "" {
+			o.sysRoot = sys
+		}
+		if cgroup != "" {
+			o.cgroupRoot = cgroup
+		}
+	}
+}
+
+// WithInterval sets the sampling interval (default 1 s).
+func WithInterval(d time.Duration) Option {
+	return func(o *Observer) {
+		if d > 0 {
+			o.interval = d
+		}
+	}
+}
+
+// WithContainers sets the containers whose cgroups are sampled.
+func WithContainers(cs []Container) Option {
+	return func(o *Observer) { o.containers = append([]Container(nil), cs...) }
+}
+
+// WithProcessGroups replaces the default process groups (see
+// DefaultProcessGroups) by these.
+func WithProcessGroups(groups map[string]ProcessMatcher) Option {
+	return func(o *Observer) { o.groups = groups }
+}
+
+// WithDevices restricts the disk sampler to these device names; named
+// devices are shown even when they never did any I/O.
+func WithDevices(names []string) Option {
+	return func(o *Observer) { o.devices = append([]string(nil), names...) }
+}
+
+// WithPartitions makes the disk sampler include partitions (vda1, ...),
+// which it leaves out by default because their I/O is already counted on the
+// whole device.
+func WithPartitions(on bool) Option { return func(o *Observer) { o.partitions = on } }
+
+// WithClock replaces the wall clock (tests).
+func WithClock(c Clock) Option { return func(o *Observer) { o.clock = c } }
+
+// WithOnSample registers a function called with every sample as soon as it
+// is taken, from the sampling goroutine (live output of `ctrperf observe`).
+func WithOnSample(f func(Sample)) Option { return func(o *Observer) { o.onSample = f } }
+
+// Observer runs the samplers every interval between Start and Stop and keeps
+// every sample: summaries are computed later from the raw series.
+type Observer struct {
+	procRoot, sysRoot, cgroupRoot string
+	interval                      time.Duration
+	clock                         Clock
+	containers                    []Container
+	groups                        map[string]ProcessMatcher
+	devices                       []string
+	partitions                    bool
+	onSample                      func(Sample)
+
+	mu       sync.Mutex
+	samplers []sampler
+	cgroups  *containerSampler
+	started  bool
+	stopped  bool
+	start    time.Time
+	last     time.Time
+	series   Series
+	fails    map[string]*failure
+	attempts int
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// failure counts how often one sampler (or one item of it) failed.
+type failure struct {
+	count int
+	last  error
+}
+
+// sampler is one kind of kernel statistics. sample reads the counters now
+// and, when it holds a previous reading (dt > 0), writes the rates over dt
+// seconds into s; failures of single items (one container) go to fail with
+// a key of their own, a failure of the whole sampler is returned.
+type sampler interface {
+	name() string
+	sample(dt float64, s *Sample, fail func(key string, err error)) error
+}
+
+// New returns an observer; nothing is read until Start.
+func New(opts ...Option) *Observer {
+	o := &Observer{
+		procRoot:   "/proc",
+		sysRoot:    "/sys",
+		cgroupRoot: "/sys/fs/cgroup",
+		interval:   time.Second,
+		clock:      realClock{},
+		groups:     DefaultProcessGroups(),
+		fails:      map[string]*failure{},
+	}
+	for _, opt := range opts {
+		opt(o)
+	}
+	o.series.IntervalS = o.interval.Seconds()
+	return o
+}
+
+// Start takes the first reading of every sampler and samples every interval
+// until Stop or until ctx ends. It fails only when called twice.
+func (o *Observer) Start(ctx context.Context) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.started {
+		return errors.New("observer already started")
+	}
+	o.started = true
+	o.cgroups = newContainerSampler(o.cgroupRoot, o.containers)
+	o.samplers = []sampler{
+		newCPUSampler(o.procRoot),
+		newMemorySampler(o.procRoot),
+		newDiskSampler(o.procRoot, o.sysRoot, o.devices, o.partitions),
+		newInterruptSampler(o.procRoot),
+		newSoftirqSampler(o.procRoot),
+		o.cgroups,
+		newProcessSampler(o.procRoot, o.groups),
+	}
+	o.start = o.clock.Now()
+	o.last = o.start
+	o.runSamplers(0, &Sample{}) // the first reading only primes the counters
+	ctx, o.cancel = context.WithCancel(ctx)
+	o.done = make(chan struct{})
+	ticks, stop := o.clock.NewTicker(o.interval)
+	go func() {
+		defer close(o.done)
+		defer stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticks:
+				o.mu.Lock()
+				s, ok := o.tick()
+				o.mu.Unlock()
+				if ok && o.onSample != nil {
+					o.onSample(s)
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// SetContainers replaces the containers sampled from the next interval on
+// (e.g. once a deployment has its container ids).
+func (o *Observer) SetContainers(cs []Container) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.containers = append([]Container(nil), cs...)
+	if o.cgroups != nil {
+		o.cgroups.set(o.containers)
+	}
+}
+
+// Stop ends sampling and returns the series. The interval in progress is
+// kept as a last, shorter sample when at least half of it has passed. Stop
+// is safe without Start and more than once.
+func (o *Observer) Stop() *Series {
+	o.mu.Lock()
+	if o.started && !o.stopped {
+		o.stopped = true
+		o.cancel()
+		o.mu.Unlock()
+		<-o.done
+		o.mu.Lock()
+		if o.clock.Now().Sub(o.last) >= o.interval/2 {
+			o.tick()
+		}
+	}
+	defer o.mu.Unlock()
+	out := o.series
+	out.Samples = append([]Sample(nil), o.series.Samples...)
+	out.Unavailable = o.unavailable()
+	return &out
+}
+
+// tick takes one sample; the caller holds mu.
+func (o *Observer) tick() (Sample, bool) {
+	now := o.clock.Now()
+	dt := now.Sub(o.last).Seconds()
+	if dt <= 0 {
+		return Sample{}, false
+	}
+	o.last = now
+	s := Sample{T: now.Sub(o.start).Seconds()}
+	o.attempts++
+	o.runSamplers(dt, &s)
+	o.series.Samples = append(o.series.Samples, s)
+	return s, true
+}
+
+func (o *Observer) runSamplers(dt float64, s *Sample) {
+	fail := func(key string, err error) {
+		f := o.fails[key]
+		if f == nil {
+			f = &failure{}
+			o.fails[key] = f
+		}
+		f.count++
+		f.last = err
+	}
+	for _, sm := range o.samplers {
+		if err := sm.sample(dt, s, fail); err != nil {
+			fail(sm.name(), err)
+		}
+	}
+}
+
+// unavailable turns failure counts into reasons; the caller holds mu.
+func (o *Observer) unavailable() map[string]string {
+	if len(o.fails) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(o.fails))
+	for k := range o.fails {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make(map[string]string, len(keys))
+	// The priming reading counts as an attempt too.
+	attempts := o.attempts + 1
+	for _, k := range keys {
+		f := o.fails[k]
+		if f.count >= attempts {
+			out[k] = f.last.Error()
+		} else {
+			out[k] = fmt.Sprintf("failed in %d of %d readings, last: %v", f.count, attempts, f.last)
+		}
+	}
+	return out
+}

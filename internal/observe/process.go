@@ -1,0 +1,174 @@
+package observe
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/procfs"
+)
+
+// userHZ is the unit of the times in /proc/<pid>/stat (USER_HZ, 100 on every
+// Linux architecture Docker runs on).
+const userHZ = 100
+
+// ProcInfo is what a ProcessMatcher sees of a process.
+type ProcInfo struct {
+	PID  int
+	PPID int
+	// Comm is the kernel's command name, truncated to 15 characters
+	// ("containerd-shim-runc-v2" shows as "containerd-shim").
+	Comm string
+	// Self is true for the process running the observer (the load generator).
+	Self bool
+}
+
+// ProcessMatcher says whether a process belongs to a group.
+type ProcessMatcher func(ProcInfo) bool
+
+// MatchComm matches processes whose command name is one of names.
+func MatchComm(names ...string) ProcessMatcher {
+	return func(p ProcInfo) bool {
+		for _, n := range names {
+			if p.Comm == n {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// MatchCommPrefix matches processes whose command name starts with prefix.
+func MatchCommPrefix(prefix string) ProcessMatcher {
+	return func(p ProcInfo) bool { return strings.HasPrefix(p.Comm, prefix) }
+}
+
+// MatchSelf matches the observing process itself.
+func MatchSelf() ProcessMatcher { return func(p ProcInfo) bool { return p.Self } }
+
+// DefaultProcessGroups are the processes of the container infrastructure
+// that cost CPU on the host, plus the load generator (this process).
+func DefaultProcessGroups() map[string]ProcessMatcher {
+	return map[string]ProcessMatcher{
+		"dockerd":         MatchComm("dockerd"),
+		"containerd":      MatchComm("containerd"),
+		"containerd-shim": MatchCommPrefix("containerd-shim"),
+		"docker-proxy":    MatchComm("docker-proxy"),
+		"loadgen":         MatchSelf(),
+	}
+}
+
+// procReading is one process's CPU time at one reading.
+type procReading struct {
+	start uint64 // start time in ticks since boot: tells a reused pid apart
+	ticks uint64 // utime + stime
+}
+
+// processSampler sums CPU and RSS of the processes of each group from
+// /proc/<pid>/stat.
+type processSampler struct {
+	procRoot   string
+	groups     map[string]ProcessMatcher
+	prev       map[int]procReading
+	prevUptime float64 // seconds since boot at the previous reading; 0 unknown
+}
+
+func newProcessSampler(procRoot string, groups map[string]ProcessMatcher) *processSampler {
+	return &processSampler{procRoot: procRoot, groups: groups}
+}
+
+func (ps *processSampler) name() string { return "processes" }
+
+func (ps *processSampler) sample(dt float64, s *Sample, _ func(string, error)) error {
+	if len(ps.groups) == 0 {
+		return nil
+	}
+	fs, err := procfs.NewFS(ps.procRoot)
+	if err != nil {
+		return fmt.Errorf("open proc root %s: %w", ps.procRoot, err)
+	}
+	procs, err := fs.AllProcs()
+	if err != nil {
+		return fmt.Errorf("list processes under %s: %w", ps.procRoot, err)
+	}
+	selfPID := -1
+	if self, err := fs.Self(); err == nil {
+		selfPID = self.PID
+	}
+	uptime, _ := readUptime(ps.procRoot) // without it new processes just wait a reading
+	stats := map[string]ProcessStats{}
+	for name := range ps.groups {
+		stats[name] = ProcessStats{}
+	}
+	cur := map[int]procReading{}
+	for _, p := range procs {
+		st, err := p.Stat()
+		if err != nil {
+			continue // exited since the directory was listed
+		}
+		info := ProcInfo{PID: p.PID, PPID: st.PPID, Comm: st.Comm, Self: p.PID == selfPID}
+		var member []string
+		for name, match := range ps.groups {
+			if match(info) {
+				member = append(member, name)
+			}
+		}
+		if len(member) == 0 {
+			continue
+		}
+		r := procReading{start: st.Starttime, ticks: uint64(st.UTime + st.STime)}
+		cur[p.PID] = r
+		used, ok := ps.cpuTicks(r, p.PID)
+		for _, name := range member {
+			g := stats[name]
+			g.Count++
+			g.RSSBytes += float64(st.ResidentMemory())
+			if ok && dt > 0 {
+				g.CPUPercent += float64(used) / userHZ / dt * 100
+			}
+			stats[name] = g
+		}
+	}
+	if dt > 0 && ps.prev != nil {
+		s.Processes = stats
+	}
+	ps.prev, ps.prevUptime = cur, uptime
+	return nil
+}
+
+// cpuTicks is the CPU a process used since the previous reading. A process
+// seen before counts its delta; a new one counts all its time only if it
+// started after the previous reading (it then used it all in this interval);
+// otherwise (first reading of the observer, or no uptime) it has no delta yet.
+func (ps *processSampler) cpuTicks(r procReading, pid int) (uint64, bool) {
+	if p, ok := ps.prev[pid]; ok && p.start == r.start {
+		if r.ticks < p.ticks {
+			return 0, false
+		}
+		return r.ticks - p.ticks, true
+	}
+	if ps.prev != nil && ps.prevUptime > 0 && float64(r.start) >= ps.prevUptime*userHZ {
+		return r.ticks, true
+	}
+	return 0, false
+}
+
+// readUptime reads the seconds since boot from <proc>/uptime.
+func readUptime(procRoot string) (float64, error) {
+	path := filepath.Join(procRoot, "uptime")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, fmt.Errorf("%s is empty", path)
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return 0, fmt.Errorf("parse %s: %w", path, err)
+	}
+	return v, nil
+}
