@@ -1,0 +1,213 @@
+package observe
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/procfs"
+	"github.com/prometheus/procfs/blockdevice"
+)
+
+func TestParseBlkioServiceBytes(t *testing.T) {
+	for _, tc := range []struct {
+		desc        string
+		in          string
+		read, write uint64
+		wantErr     bool
+	}{
+		{"no I/O yet: only Total", "Total 0\n", 0, 0, false},
+		{"two devices summed, Sync/Async/Discard/Total ignored",
+			"254:0 Read 100\n254:0 Write 200\n254:0 Sync 300\n254:0 Async 0\n254:0 Discard 7\n254:0 Total 300\n7:0 Read 1\n7:0 Write 2\nTotal 303\n", 101, 202, false},
+		{"garbage value", "254:0 Read x\n", 0, 0, true},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			r, w, err := parseBlkioServiceBytes(strings.NewReader(tc.in))
+			if (err != nil) != tc.wantErr || r != tc.read || w != tc.write {
+				t.Errorf("got %d %d %v, want %d %d err=%v", r, w, err, tc.read, tc.write, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestParseIOStat(t *testing.T) {
+	for _, tc := range []struct {
+		desc        string
+		in          string
+		read, write uint64
+		wantErr     bool
+	}{
+		{"empty file: no I/O", "", 0, 0, false},
+		{"summed over devices", "254:0 rbytes=10 wbytes=20 rios=1 wios=2 dbytes=0 dios=0\n7:0 rbytes=1 wbytes=2 rios=1 wios=1 dbytes=5 dios=1\n", 11, 22, false},
+		{"garbage value", "254:0 rbytes=ten\n", 0, 0, true},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			r, w, err := parseIOStat(strings.NewReader(tc.in))
+			if (err != nil) != tc.wantErr || r != tc.read || w != tc.write {
+				t.Errorf("got %d %d %v, want %d %d err=%v", r, w, err, tc.read, tc.write, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestParseFlatKeyed(t *testing.T) {
+	kv, err := parseFlatKeyed(strings.NewReader("nr_periods 22\nnr_throttled 19\nthrottled_time 833840860\nbogus line here\n"))
+	if err != nil || kv["nr_throttled"] != 19 || kv["throttled_time"] != 833840860 || len(kv) != 3 {
+		t.Errorf("got %v %v", kv, err)
+	}
+	if _, err := parseFlatKeyed(strings.NewReader("usage_usec -1\n")); err == nil {
+		t.Error("negative value accepted")
+	}
+}
+
+func TestIostatX(t *testing.T) {
+	base := blockdevice.IOStats{ReadIOs: 10, WriteIOs: 10, ReadSectors: 100, WriteSectors: 100, ReadTicks: 5, WriteTicks: 5, IOsTotalTicks: 50, WeightedIOTicks: 60}
+	for _, tc := range []struct {
+		desc   string
+		cur    blockdevice.IOStats
+		dt     float64
+		want   DiskStats
+		wantOK bool
+	}{
+		{"idle device: zero rates, no await", base, 1, DiskStats{}, true},
+		{"writes only over 2 s", func() blockdevice.IOStats {
+			c := base
+			c.WriteIOs, c.WriteSectors, c.WriteTicks, c.IOsTotalTicks, c.WeightedIOTicks = 110, 2148, 405, 1050, 460
+			return c
+		}(), 2, DiskStats{WritesPerS: 50, WriteKBPerS: 512, WriteAwaitMs: 4, AvgQueueSize: 0.2, UtilPercent: 50}, true},
+		{"counter went backwards (device re-created)", blockdevice.IOStats{}, 1, DiskStats{}, false},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			got, ok := iostatX(base, tc.cur, tc.dt)
+			if ok != tc.wantOK || got != tc.want {
+				t.Errorf("got %+v %v, want %+v %v", got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}
+
+func TestCPUPercent(t *testing.T) {
+	for _, tc := range []struct {
+		desc      string
+		prev, cur procfs.CPUStat
+		want      CPUPercent
+	}{
+		{"no time passed", procfs.CPUStat{User: 1}, procfs.CPUStat{User: 1}, CPUPercent{}},
+		{"split of 4 s", procfs.CPUStat{}, procfs.CPUStat{User: 1, System: 1, Idle: 1, Iowait: 0.5, SoftIRQ: 0.5},
+			CPUPercent{User: 25, System: 25, Idle: 25, IOWait: 12.5, SoftIRQ: 12.5}},
+		{"iowait going backwards counts as 0", procfs.CPUStat{Iowait: 3}, procfs.CPUStat{Iowait: 2, Idle: 1},
+			CPUPercent{Idle: 100}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			if got := cpuPercent(tc.prev, tc.cur); got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCgroupPathOfPID(t *testing.T) {
+	root := t.TempDir()
+	write := func(pid, content string) {
+		if err := os.MkdirAll(filepath.Join(root, pid), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, pid, "cgroup"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Verbatim from a container's init process on the development machine (v1 + empty unified).
+	write("100", "9:name=systemd:/docker/1d71\n4:memory:/docker/1d71\n2:cpuacct:/docker/1d71\n1:cpu:/docker/1d71\n0::/docker/1d71\n")
+	write("200", "0::/system.slice/docker-abc.scope\n")
+	write("300", "4:memory:/x\n")
+	for _, tc := range []struct {
+		desc, pid, want string
+		wantErr         bool
+	}{
+		{"v1: the cpuacct hierarchy", "100", "/docker/1d71", false},
+		{"v2: the unified path", "200", "/system.slice/docker-abc.scope", false},
+		{"neither", "300", "", true},
+		{"no such process", "400", "", true},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			pid := map[string]int{"100": 100, "200": 200, "300": 300, "400": 400}[tc.pid]
+			got, err := CgroupPathOfPID(root, pid)
+			if got != tc.want || (err != nil) != tc.wantErr {
+				t.Errorf("got %q %v, want %q err=%v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestDetectCgroup(t *testing.T) {
+	for _, tc := range []struct {
+		desc string
+		root string
+		want CgroupVersion
+	}{
+		{"v1 fixture", "testdata/host-v1/t0/cgroup", CgroupV1},
+		{"v2 fixture", "testdata/cgroup-v2/t0/cgroup", CgroupV2},
+		{"nothing mounted", "testdata/disks-multi/t0", CgroupUnknown},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			if got := DetectCgroup(tc.root); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	s := &Series{
+		IntervalS:   1,
+		Unavailable: map[string]string{"interrupts": "permission denied"},
+		Samples: []Sample{
+			{
+				CPU:       map[string]CPUPercent{"all": {User: 10, System: 4, IOWait: 2}},
+				Disks:     map[string]DiskStats{"vda": {WritesPerS: 100, WriteKBPerS: 800, WriteAwaitMs: 4, UtilPercent: 50}},
+				Processes: map[string]ProcessStats{"docker-proxy": {CPUPercent: 40, Count: 1}},
+				RunQueue:  2,
+			},
+			{
+				CPU:        map[string]CPUPercent{"all": {User: 30, System: 8, IOWait: 0}},
+				Disks:      map[string]DiskStats{"vda": {ReadsPerS: 3, ReadAwaitMs: 1, UtilPercent: 10}},
+				Processes:  map[string]ProcessStats{"docker-proxy": {CPUPercent: 60, Count: 1}},
+				Containers: map[string]ContainerStats{"web": {CPUPercent: 90}},
+				RunQueue:   4,
+			},
+		},
+	}
+	sum := Summarize(s)
+	for _, c := range []struct {
+		what string
+		got  Figure
+		want Figure
+	}{
+		{"cpu user", sum.CPU.User, Figure{Mean: 20, Max: 30, N: 2}},
+		{"cpu iowait", sum.CPU.IOWait, Figure{Mean: 1, Max: 2, N: 2}},
+		{"vda w/s", sum.Disks["vda"].WritesPerS, Figure{Mean: 50, Max: 100, N: 2}},
+		{"vda w_await only over intervals with writes", sum.Disks["vda"].WriteAwaitMs, Figure{Mean: 4, Max: 4, N: 1}},
+		{"vda r_await only over intervals with reads", sum.Disks["vda"].ReadAwaitMs, Figure{Mean: 1, Max: 1, N: 1}},
+		{"vda util", sum.Disks["vda"].UtilPercent, Figure{Mean: 30, Max: 50, N: 2}},
+		{"docker-proxy", sum.Processes["docker-proxy"].CPUPercent, Figure{Mean: 50, Max: 60, N: 2}},
+		{"container seen once", sum.Containers["web"].CPUPercent, Figure{Mean: 90, Max: 90, N: 1}},
+		{"run queue", sum.RunQueue, Figure{Mean: 3, Max: 4, N: 2}},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %+v, want %+v", c.what, c.got, c.want)
+		}
+	}
+	if sum.Samples != 2 || sum.Unavailable["interrupts"] == "" {
+		t.Errorf("samples %d, unavailable %v", sum.Samples, sum.Unavailable)
+	}
+	if got := Summarize(nil); got.Samples != 0 || got.Disks != nil {
+		t.Errorf("nil series: %+v", got)
+	}
+	// The summary is what reports print: its JSON names must stay stable.
+	b, err := json.Marshal(sum.Disks["vda"])
+	if err != nil || !strings.Contains(string(b), `"w_await":{"mean":4,"max":4,"n":1}`) {
+		t.Errorf("JSON %s %v", b, err)
+	}
+}
