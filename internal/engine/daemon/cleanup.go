@@ -1,0 +1,335 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// teardown removes everything st records, in the order that works: the
+// dockerd (gracefully first, so it stops its containers), what a killed
+// dockerd leaves running (containerd, shims, container processes,
+// docker-proxy), mounts, the loop device, the bridge, iptables rules,
+// directories, and last the state itself. Each step tolerates a piece that
+// was never created or is already gone; errors are collected, not fatal, so
+// one stuck piece does not leave the rest behind.
+func teardown(ctx context.Context, o Options, st *State, ipt iptablesRunner) ([]string, error) {
+	var done []string
+	var errs []error
+	note := func(format string, a ...any) { done = append(done, st.Name+": "+fmt.Sprintf(format, a...)) }
+
+	if st.Socket != "" {
+		pid := st.PID
+		if pid == 0 {
+			pid = readPIDFile(st.PIDFile)
+		}
+		if ownedPID(o.ProcRoot, pid, st.Socket) {
+			if stopPID(o.ProcRoot, pid, o.StopWait) {
+				note("killed dockerd pid %d (did not stop on SIGTERM within %s)", pid, o.StopWait)
+			} else {
+				note("stopped dockerd pid %d", pid)
+			}
+		}
+	}
+	if st.ExecRoot != "" {
+		// containerd, its shims and anything else started for this engine
+		// carry the exec-root in their command line.
+		for _, pid := range pidsMatching(o.ProcRoot, st.ExecRoot) {
+			stopPID(o.ProcRoot, pid, 2*time.Second)
+			note("stopped leftover process %d (%s)", pid, firstWord(procCmdline(o.ProcRoot, pid)))
+		}
+	}
+	if st.DataRoot != "" {
+		n, err := killContainerProcesses(o, st.DataRoot)
+		if n > 0 {
+			note("killed %d leftover container processes", n)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if st.Subnet != "" {
+		for _, pid := range proxyPIDsIn(o.ProcRoot, st.Subnet) {
+			stopPID(o.ProcRoot, pid, 2*time.Second)
+			note("stopped leftover docker-proxy %d", pid)
+		}
+	}
+
+	mnts, err := readMountInfo(o.ProcRoot)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	var loopMount string
+	if st.Loop != nil {
+		loopMount = st.Loop.Mount
+	}
+	for _, p := range mountsUnder(mnts, st.ExecRoot, st.DataRoot, loopMount, stateDirOrEmpty(o, st)) {
+		if err := unix.Unmount(p, 0); err != nil {
+			if err2 := unix.Unmount(p, unix.MNT_DETACH); err2 != nil {
+				errs = append(errs, fmt.Errorf("unmount %s: %w", p, err))
+				continue
+			}
+		}
+		note("unmounted %s", p)
+	}
+
+	if st.Loop != nil && st.Loop.Image != "" {
+		devs := loopDevicesOf(o.SysRoot, st.Loop.Image)
+		for dev := range devs {
+			ok, err := detachLoop(ctx, o.SysRoot, dev, st.Loop.Image)
+			if err != nil {
+				errs = append(errs, err)
+			} else if ok {
+				note("detached loop device %s", dev)
+			}
+		}
+		if err := os.Remove(st.Loop.Image); err == nil {
+			note("removed loop image %s", st.Loop.Image)
+		} else if !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove loop image: %w", err))
+		}
+	}
+
+	if st.Bridge != "" {
+		if ok, err := deleteBridge(st.Bridge); err != nil {
+			errs = append(errs, err)
+		} else if ok {
+			note("deleted bridge %s", st.Bridge)
+		}
+		if st.IPTables && ipt != nil {
+			n, err := deleteRulesOf(ctx, ipt, st.Bridge, st.Subnet)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if n > 0 {
+				note("deleted %d iptables rules", n)
+			}
+		}
+	}
+
+	// Directories, only inside ctrperf's own roots whatever the state says,
+	// and never across a mount that is still there.
+	mnts, _ = readMountInfo(o.ProcRoot)
+	rm := func(dir, root string) {
+		if dir == "" || !under(dir, root) || filepath.Clean(dir) == filepath.Clean(root) {
+			return
+		}
+		if left := mountsUnder(mnts, dir); len(left) > 0 {
+			errs = append(errs, fmt.Errorf("not removing %s: still mounted below it: %s", dir, strings.Join(left, ", ")))
+			return
+		}
+		if _, err := os.Lstat(dir); err != nil {
+			return
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", dir, err))
+			return
+		}
+		note("removed %s", dir)
+	}
+	rm(st.ExecRoot, o.RunDir)
+	if !st.KeepDataRoot {
+		rm(st.DataRoot, o.LibDir)
+	}
+	if st.Loop != nil {
+		rm(st.Loop.Mount, o.LibDir)
+	}
+	if len(errs) == 0 {
+		// The state goes last and only when everything else went: a failed
+		// teardown keeps its map for the next `ctrperf clean`.
+		rm(stateDir(o, st.Name), o.RunDir)
+	}
+	return done, errors.Join(errs...)
+}
+
+func stateDirOrEmpty(o Options, st *State) string {
+	if st.Name == "" {
+		return ""
+	}
+	return stateDir(o, st.Name)
+}
+
+func firstWord(s string) string {
+	if i := strings.IndexByte(s, ' '); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// killContainerProcesses kills what is left in the cgroups of the engine's
+// containers (their shims are gone after a SIGKILL, the containers are not)
+// and removes those cgroups. Container ids come from <data-root>/containers.
+func killContainerProcesses(o Options, dataRoot string) (int, error) {
+	ents, err := os.ReadDir(filepath.Join(dataRoot, "containers"))
+	if err != nil {
+		return 0, nil // no containers dir: nothing ever ran
+	}
+	ctrls, _ := os.ReadDir(o.CgroupRoot)
+	n := 0
+	var errs []error
+	for _, c := range ents {
+		id := c.Name()
+		var dirs []string
+		for _, ctrl := range ctrls {
+			d := filepath.Join(o.CgroupRoot, ctrl.Name(), "docker", id)
+			if _, err := os.Stat(d); err == nil {
+				dirs = append(dirs, d)
+			}
+		}
+		for _, d := range dirs {
+			b, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					if syscall.Kill(pid, syscall.SIGKILL) == nil {
+						n++
+					}
+				}
+			}
+		}
+		for _, d := range dirs {
+			if err := rmdirRetry(d); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// rmdirRetry removes an emptied cgroup; the kernel needs a moment after the
+// last task died.
+func rmdirRetry(d string) error {
+	var err error
+	for i := 0; i < 50; i++ {
+		if err = syscall.Rmdir(d); err == nil || errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("remove cgroup %s: %w", d, err)
+}
+
+// proxyPIDsIn finds docker-proxy processes forwarding to an address inside
+// subnet: the ones a killed private dockerd leaves orphaned.
+func proxyPIDsIn(procRoot, subnet string) []int {
+	_, n, err := net.ParseCIDR(subnet)
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, pid := range pidsMatching(procRoot, "docker-proxy") {
+		f := strings.Fields(procCmdline(procRoot, pid))
+		for i := 0; i+1 < len(f); i++ {
+			if f[i] == "-container-ip" {
+				if ip := net.ParseIP(f[i+1]); ip != nil && n.Contains(ip) {
+					out = append(out, pid)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Listed is a private engine ctrperf knows about.
+type Listed struct {
+	State
+	Alive bool `json:"alive"` // its dockerd is running
+}
+
+// List returns every private engine recorded under the run dir.
+func List(opts ...Option) ([]Listed, error) {
+	o := buildOptions(opts)
+	sts, errs := listStates(o)
+	var out []Listed
+	for _, st := range sts {
+		pid := st.PID
+		if pid == 0 {
+			pid = readPIDFile(st.PIDFile)
+		}
+		out = append(out, Listed{State: *st, Alive: st.Socket != "" && ownedPID(o.ProcRoot, pid, st.Socket)})
+	}
+	return out, errors.Join(errs...)
+}
+
+// CleanAll stops the private engines of run runID ("" = every engine ctrperf
+// started, including the shared default one), and removes their mounts, loop
+// devices, bridges, iptables rules, directories and state. It also detaches
+// loop devices and unmounts mounts of ctrperf's that no state mentions any
+// more (a start killed between two steps). It returns what it removed.
+func CleanAll(ctx context.Context, runID string, opts ...Option) ([]string, error) {
+	o := buildOptions(opts)
+	sts, errs := listStates(o)
+	var done []string
+	for _, st := range sts {
+		if runID != "" && st.RunID != runID {
+			continue
+		}
+		d, err := teardown(ctx, o, st, execIPTables{})
+		done = append(done, d...)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("clean engine %s: %w", st.Name, err))
+		}
+	}
+	d, err := cleanOrphans(ctx, o, runID)
+	done = append(done, d...)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return done, errors.Join(errs...)
+}
+
+// cleanOrphans handles mounts and loop devices under ctrperf's loop and mount
+// dirs that belong to no recorded engine. For a run id, only names carrying
+// that run id are touched.
+func cleanOrphans(ctx context.Context, o Options, runID string) ([]string, error) {
+	sts, _ := listStates(o)
+	known := map[string]bool{}
+	for _, st := range sts {
+		if st.Loop != nil {
+			known[st.Loop.Image] = true
+			known[st.Loop.Mount] = true
+		}
+	}
+	mine := func(p string) bool {
+		if known[p] {
+			return false
+		}
+		return runID == "" || strings.HasSuffix(strings.TrimSuffix(filepath.Base(p), ".img"), "-"+runTag(runID))
+	}
+	var done []string
+	var errs []error
+	mnts, _ := readMountInfo(o.ProcRoot)
+	for _, p := range mountsUnder(mnts, o.mntDir()) {
+		top := filepath.Join(o.mntDir(), strings.SplitN(strings.TrimPrefix(p, o.mntDir()+"/"), "/", 2)[0])
+		if !mine(top) {
+			continue
+		}
+		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil {
+			errs = append(errs, fmt.Errorf("unmount orphan %s: %w", p, err))
+			continue
+		}
+		done = append(done, "unmounted orphan "+p)
+	}
+	for dev, file := range loopDevicesOf(o.SysRoot, o.loopDir()) {
+		if !mine(file) {
+			continue
+		}
+		if ok, err := detachLoop(ctx, o.SysRoot, dev, file); err != nil {
+			errs = append(errs, err)
+		} else if ok {
+			done = append(done, "detached orphan loop device "+dev+" ("+file+")")
+		}
+		if err := os.Remove(file); err == nil {
+			done = append(done, "removed orphan loop image "+file)
+		}
+	}
+	return done, errors.Join(errs...)
+}

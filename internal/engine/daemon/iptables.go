@@ -1,0 +1,218 @@
+package daemon
+
+// Why this file exists: dockerd's bridge driver, when it starts with
+// --iptables=true, flushes and deletes the DOCKER, DOCKER-ISOLATION-STAGE-1/2
+// chains (libnetwork removeIPChains) before recreating them. Those chains are
+// shared by every dockerd on the host, so starting a private engine would
+// silently drop the port-forwarding rules of the user's engine and of other
+// private engines. Start therefore snapshots the rules of the DOCKER* chains
+// before the new dockerd starts and puts back, afterwards, every rule that
+// vanished. Close removes the rules the private engine added (those naming
+// its bridge or subnet), which dockerd leaves behind when it stops.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+)
+
+// ipRule is one "-A CHAIN ..." line of iptables-save in a table.
+type ipRule struct {
+	Table string
+	Chain string
+	Args  []string // everything after -A CHAIN
+}
+
+func (r ipRule) String() string {
+	return r.Table + ": -A " + r.Chain + " " + strings.Join(r.Args, " ")
+}
+
+var ipTables = []string{"nat", "filter"}
+
+// parseIPTablesSave reads the rules of iptables-save output.
+func parseIPTablesSave(r io.Reader) ([]ipRule, error) {
+	var out []ipRule
+	table := ""
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case strings.HasPrefix(line, "*"):
+			table = line[1:]
+		case strings.HasPrefix(line, "-A "):
+			f, err := splitQuoted(line)
+			if err != nil {
+				return nil, err
+			}
+			if len(f) < 2 {
+				return nil, fmt.Errorf("malformed rule %q", line)
+			}
+			out = append(out, ipRule{Table: table, Chain: f[1], Args: f[2:]})
+		}
+	}
+	return out, sc.Err()
+}
+
+// splitQuoted splits like iptables-save quotes: double quotes group words.
+func splitQuoted(s string) ([]string, error) {
+	var out []string
+	var cur strings.Builder
+	inQ, have := false, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\\' && inQ && i+1 < len(s):
+			i++
+			cur.WriteByte(s[i])
+		case c == '"':
+			inQ, have = !inQ, true
+		case (c == ' ' || c == '\t') && !inQ:
+			if have {
+				out = append(out, cur.String())
+				cur.Reset()
+				have = false
+			}
+		default:
+			cur.WriteByte(c)
+			have = true
+		}
+	}
+	if inQ {
+		return nil, fmt.Errorf("unbalanced quote in %q", s)
+	}
+	if have {
+		out = append(out, cur.String())
+	}
+	return out, nil
+}
+
+// dockerChainRules keeps the rules of chains dockerd flushes on start.
+func dockerChainRules(rules []ipRule) []ipRule {
+	var out []ipRule
+	for _, r := range rules {
+		if strings.HasPrefix(r.Chain, "DOCKER") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// missingRules returns the rules of before that after lacks, in order.
+func missingRules(before, after []ipRule) []ipRule {
+	have := map[string]int{}
+	for _, r := range after {
+		have[r.String()]++
+	}
+	var out []ipRule
+	for _, r := range before {
+		if have[r.String()] > 0 {
+			have[r.String()]--
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// rulesOf returns the rules that name a private engine's bridge or subnet.
+func rulesOf(rules []ipRule, bridge, subnet string) []ipRule {
+	var out []ipRule
+	for _, r := range rules {
+		for _, a := range r.Args {
+			if a == bridge || (subnet != "" && a == subnet) {
+				out = append(out, r)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// iptablesRunner runs iptables; a fake replaces it in tests.
+type iptablesRunner interface {
+	Save(ctx context.Context, table string) ([]ipRule, error)
+	Run(ctx context.Context, args ...string) error
+}
+
+type execIPTables struct{}
+
+func (execIPTables) Save(ctx context.Context, table string) ([]ipRule, error) {
+	out, err := exec.CommandContext(ctx, "iptables-save", "-t", table).Output()
+	if err != nil {
+		return nil, fmt.Errorf("iptables-save -t %s: %w", table, err)
+	}
+	rules, err := parseIPTablesSave(strings.NewReader(string(out)))
+	if err != nil {
+		return nil, fmt.Errorf("parse iptables-save -t %s: %w", table, err)
+	}
+	return rules, nil
+}
+
+func (execIPTables) Run(ctx context.Context, args ...string) error {
+	out, err := exec.CommandContext(ctx, "iptables", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("iptables %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func saveAll(ctx context.Context, ipt iptablesRunner) ([]ipRule, error) {
+	var all []ipRule
+	for _, t := range ipTables {
+		r, err := ipt.Save(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, r...)
+	}
+	return all, nil
+}
+
+// restoreRules puts back the DOCKER* rules of before that are now missing.
+// They go to the top of their chain (in their original order) because the
+// new dockerd has already appended its catch-all RETURN rules at the end.
+func restoreRules(ctx context.Context, ipt iptablesRunner, before []ipRule) ([]ipRule, error) {
+	after, err := saveAll(ctx, ipt)
+	if err != nil {
+		return nil, err
+	}
+	missing := missingRules(dockerChainRules(before), dockerChainRules(after))
+	var errs []error
+	for i := len(missing) - 1; i >= 0; i-- {
+		r := missing[i]
+		args := append([]string{"-w", "-t", r.Table, "-I", r.Chain, "1"}, r.Args...)
+		if err := ipt.Run(ctx, args...); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return missing, fmt.Errorf("restore %d iptables rules of other engines: %v", len(errs), errs)
+	}
+	return missing, nil
+}
+
+// deleteRulesOf removes every rule naming the bridge or subnet.
+func deleteRulesOf(ctx context.Context, ipt iptablesRunner, bridge, subnet string) (int, error) {
+	all, err := saveAll(ctx, ipt)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	var errs []error
+	for _, r := range rulesOf(all, bridge, subnet) {
+		args := append([]string{"-w", "-t", r.Table, "-D", r.Chain}, r.Args...)
+		if err := ipt.Run(ctx, args...); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	if len(errs) > 0 {
+		return n, fmt.Errorf("delete iptables rules of bridge %s: %v", bridge, errs)
+	}
+	return n, nil
+}

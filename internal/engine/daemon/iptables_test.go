@@ -1,0 +1,147 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
+
+func fixtureRules(t *testing.T) []ipRule {
+	t.Helper()
+	f, err := os.Open("testdata/iptables-nat.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := parseIPTablesSave(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestParseIPTablesSave(t *testing.T) {
+	r := fixtureRules(t)
+	if len(r) != 7 {
+		t.Fatalf("got %d rules, want 7: %v", len(r), r)
+	}
+	last := r[6]
+	if last.Table != "nat" || last.Chain != "DOCKER" || !reflect.DeepEqual(last.Args, []string{"-m", "comment", "--comment", "two words", "-j", "RETURN"}) {
+		t.Errorf("quoted rule parsed as %+v", last)
+	}
+}
+
+func TestRulesOf(t *testing.T) {
+	got := rulesOf(fixtureRules(t), "ctrperf1a2b3c4d", "10.213.0.0/24")
+	if len(got) != 2 {
+		t.Fatalf("want the MASQUERADE and RETURN rules of the bridge, got %v", got)
+	}
+	if got := rulesOf(fixtureRules(t), "ctrperf1a2b3c4", ""); len(got) != 0 {
+		t.Errorf("a prefix of the bridge name must not match: %v", got)
+	}
+}
+
+// fakeIPT is an in-memory iptables: Save returns the current rules, Run
+// applies -I/-D to them.
+type fakeIPT struct {
+	rules []ipRule
+	ran   [][]string
+	err   error
+}
+
+func (f *fakeIPT) Save(_ context.Context, table string) ([]ipRule, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	var out []ipRule
+	for _, r := range f.rules {
+		if r.Table == table {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeIPT) Run(_ context.Context, args ...string) error {
+	f.ran = append(f.ran, args)
+	// args: -w -t TABLE -I|-D CHAIN [1] rule...
+	table, op, chain := args[2], args[3], args[4]
+	rest := args[5:]
+	switch op {
+	case "-I":
+		r := ipRule{Table: table, Chain: chain, Args: rest[1:]}
+		pos := 0
+		for i, x := range f.rules {
+			if x.Table == table && x.Chain == chain {
+				pos = i
+				break
+			}
+		}
+		f.rules = append(f.rules[:pos], append([]ipRule{r}, f.rules[pos:]...)...)
+	case "-D":
+		for i, x := range f.rules {
+			if x.Table == table && x.Chain == chain && reflect.DeepEqual(x.Args, rest) {
+				f.rules = append(f.rules[:i], f.rules[i+1:]...)
+				return nil
+			}
+		}
+		return errors.New("no such rule")
+	}
+	return nil
+}
+
+func TestRestoreRules(t *testing.T) {
+	before := fixtureRules(t)
+	// What dockerd leaves after removeIPChains + setup: the DOCKER chain
+	// holds only the new engine's rule; other chains are untouched.
+	var after []ipRule
+	for _, r := range before {
+		if r.Chain != "DOCKER" {
+			after = append(after, r)
+		}
+	}
+	after = append(after, ipRule{Table: "nat", Chain: "DOCKER", Args: []string{"-i", "ctrperf99999999", "-j", "RETURN"}})
+	f := &fakeIPT{rules: after}
+	restored, err := restoreRules(context.Background(), f, before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(restored) != 4 {
+		t.Errorf("restored %d rules, want the 4 lost DOCKER rules: %v", len(restored), restored)
+	}
+	if m := missingRules(dockerChainRules(before), dockerChainRules(f.rules)); len(m) != 0 {
+		t.Errorf("still missing after restore: %v", m)
+	}
+	var docker []string
+	for _, r := range f.rules {
+		if r.Chain == "DOCKER" {
+			docker = append(docker, strings.Join(r.Args, " "))
+		}
+	}
+	if docker[0] != "-i docker0 -j RETURN" || docker[len(docker)-1] != "-i ctrperf99999999 -j RETURN" {
+		t.Errorf("restored rules must come first in their original order, got %v", docker)
+	}
+}
+
+func TestDeleteRulesOf(t *testing.T) {
+	f := &fakeIPT{rules: fixtureRules(t)}
+	n, err := deleteRulesOf(context.Background(), f, "ctrperf1a2b3c4d", "10.213.0.0/24")
+	if err != nil || n != 2 {
+		t.Fatalf("deleted %d, %v; want 2, nil", n, err)
+	}
+	if left := rulesOf(f.rules, "ctrperf1a2b3c4d", "10.213.0.0/24"); len(left) != 0 {
+		t.Errorf("left behind %v", left)
+	}
+	if len(f.rules) != 5 {
+		t.Errorf("other engines' rules must stay, have %d of 5", len(f.rules))
+	}
+	f.err = errors.New("iptables-save: not found")
+	if _, err := deleteRulesOf(context.Background(), f, "x", ""); err == nil {
+		t.Error("a failing iptables-save must be reported")
+	}
+}
