@@ -1,11 +1,182 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+	"github.com/spf13/cobra"
+
+	"ctrperf/internal/observe"
+)
+
+type observeOptions struct {
+	interval   time.Duration
+	duration   time.Duration
+	json       bool
+	containers bool
+	devices    []string
+	partitions bool
+	procRoot   string
+	sysRoot    string
+	cgroupRoot string
+}
 
 func newObserveCmd() *cobra.Command {
-	return &cobra.Command{
+	var o observeOptions
+	cmd := &cobra.Command{
 		Use:   "observe",
-		Short: "Sample disks, CPUs, interrupts, containers live (not yet available)",
-		RunE:  notYet("ctrperf observe"),
+		Short: "Sample disks, CPUs, interrupts, processes and containers live",
+		Long: `ctrperf observe runs the samplers that ctrperf bench records during every
+run and prints, every interval, an mpstat-like all-CPU line, iostat -x-like
+device lines and the process groups of the container infrastructure
+(dockerd, containerd, containerd-shim, docker-proxy) and of ctrperf itself.
+--containers adds one line per running Docker container (cgroup CPU,
+throttling, memory, block I/O). --json prints one JSON sample per line instead.
+It runs until --duration has passed or Ctrl-C, then prints mean and max.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runObserve(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+		},
 	}
+	f := cmd.Flags()
+	f.DurationVar(&o.interval, "interval", time.Second, "sampling interval")
+	f.DurationVar(&o.duration, "duration", 0, "stop after this long (0: until Ctrl-C)")
+	f.BoolVar(&o.json, "json", false, "one JSON object (a sample) per line")
+	f.BoolVar(&o.containers, "containers", false, "add per-container lines (running Docker containers)")
+	f.StringSliceVar(&o.devices, "devices", nil, "only these block devices, e.g. vda,loop0 (default: whole devices with I/O)")
+	f.BoolVar(&o.partitions, "partitions", false, "include partitions")
+	f.StringVar(&o.procRoot, "proc-root", "/proc", "proc mount (testing)")
+	f.StringVar(&o.sysRoot, "sys-root", "/sys", "sys mount (testing)")
+	f.StringVar(&o.cgroupRoot, "cgroup-root", "/sys/fs/cgroup", "cgroup root (testing)")
+	for _, h := range []string{"proc-root", "sys-root", "cgroup-root"} {
+		_ = f.MarkHidden(h)
+	}
+	return cmd
+}
+
+func runObserve(ctx context.Context, stdout, stderr io.Writer, o observeOptions) error {
+	if o.interval <= 0 {
+		return &exitError{code: 2, msg: fmt.Sprintf("--interval must be positive, got %s", o.interval)}
+	}
+	if o.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
+	var (
+		outMu  sync.Mutex
+		enc    = json.NewEncoder(stdout)
+		outErr error
+	)
+	print := func(s observe.Sample) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		if outErr != nil {
+			return
+		}
+		if o.json {
+			outErr = enc.Encode(s)
+		} else {
+			outErr = observe.WriteText(stdout, s)
+		}
+	}
+	obs := observe.New(
+		observe.WithRoots(o.procRoot, o.sysRoot, o.cgroupRoot),
+		observe.WithInterval(o.interval),
+		observe.WithDevices(o.devices),
+		observe.WithPartitions(o.partitions),
+		observe.WithOnSample(print),
+	)
+	if err := obs.Start(ctx); err != nil {
+		return err
+	}
+	if o.containers {
+		go followContainers(ctx, stderr, obs, o.procRoot, 5*o.interval)
+	}
+	<-ctx.Done()
+	series := obs.Stop()
+	outMu.Lock()
+	defer outMu.Unlock()
+	if outErr != nil {
+		return fmt.Errorf("write samples: %w", outErr)
+	}
+	if !o.json {
+		fmt.Fprintln(stdout)
+		if err := observe.WriteSummaryText(stdout, observe.Summarize(series)); err != nil {
+			return fmt.Errorf("write summary: %w", err)
+		}
+	} else {
+		for k, why := range series.Unavailable {
+			fmt.Fprintf(stderr, "ctrperf observe: %s unavailable: %s\n", k, why)
+		}
+	}
+	return nil
+}
+
+// followContainers keeps the observer's container list in step with the
+// running containers of the engine DOCKER_HOST (or the default socket) names.
+// Without an engine it says so once and the other samplers carry on.
+func followContainers(ctx context.Context, stderr io.Writer, obs *observe.Observer, procRoot string, every time.Duration) {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		fmt.Fprintf(stderr, "ctrperf observe: no Docker client (%v); continuing without containers\n", err)
+		return
+	}
+	defer cli.Close()
+	warned := false
+	for {
+		cs, err := runningContainers(ctx, cli, procRoot)
+		switch {
+		case err != nil && ctx.Err() == nil && !warned:
+			fmt.Fprintf(stderr, "ctrperf observe: no Docker engine answers (%v); continuing without containers\n", err)
+			warned = true
+		case err == nil:
+			obs.SetContainers(cs)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+	}
+}
+
+// runningContainers lists running containers with the cgroup of their init
+// process, which is right for every cgroup driver and version.
+func runningContainers(ctx context.Context, cli *client.Client, procRoot string) ([]observe.Container, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	list, err := cli.ContainerList(ctx, container.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	var out []observe.Container
+	for _, c := range list {
+		info, err := cli.ContainerInspect(ctx, c.ID)
+		if err != nil || info.State == nil || info.State.Pid == 0 {
+			continue // gone since the list
+		}
+		path, err := observe.CgroupPathOfPID(procRoot, info.State.Pid)
+		if err != nil {
+			continue
+		}
+		name := c.ID[:12]
+		if len(c.Names) > 0 {
+			name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		out = append(out, observe.Container{Name: name, CgroupPath: path})
+	}
+	return out, nil
 }

@@ -258,7 +258,7 @@ func TestObserverDisksMulti(t *testing.T) {
 			for dev, w := range tc.present {
 				d, ok := disks[dev]
 				if !ok {
-					t.Errorf("%s missing (have %v)", dev, keys(disks))
+					t.Errorf("%s missing (have %v)", dev, sortedKeys(disks))
 					continue
 				}
 				got := want{d.ReadsPerS, d.ReadKBPerS, d.ReadAwaitMs, d.WritesPerS, d.WriteKBPerS, d.WriteAwaitMs, d.AvgQueueSize, d.UtilPercent}
@@ -287,13 +287,6 @@ func TestObserverDisksMulti(t *testing.T) {
 	}
 }
 
-func keys[V any](m map[string]V) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}
 
 func TestObserverCgroupV2Fixture(t *testing.T) {
 	path := "/system.slice/docker-5f0c3a9e1b7d4c2a8e6f9b0d1c3e5a7f9b2d4c6e8a0b1d3f5e7a9c0b2d4e6f81.scope"
