@@ -287,7 +287,6 @@ func TestObserverDisksMulti(t *testing.T) {
 	}
 }
 
-
 func TestObserverCgroupV2Fixture(t *testing.T) {
 	path := "/system.slice/docker-5f0c3a9e1b7d4c2a8e6f9b0d1c3e5a7f9b2d4c6e8a0b1d3f5e7a9c0b2d4e6f81.scope"
 	s := runFixture(t, "cgroup-v2", 2*time.Second, WithContainers([]Container{{Name: "db", CgroupPath: path}}))
