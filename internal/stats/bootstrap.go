@@ -232,11 +232,17 @@ func (o Options) MedianCI(key string, xs []float64) Estimate {
 
 // MedianCoverage is the exact coverage probability of the percentile-bootstrap
 // interval of the median (with B → ∞) for an odd number n of repetitions from
-// any continuous distribution: the bootstrap median is always one of the order
+// any continuous distribution (and for n=2): the bootstrap median is always one of the order
 // statistics, so the interval is [x(l), x(u)] for l, u that depend only on n,
-// and P(x(l) < true median < x(u)) is a binomial sum. It returns NaN for even n
+// and P(x(l) < true median < x(u)) is a binomial sum. It returns NaN for even n > 2
 // (the resampled median then averages two order statistics) and for n < 1.
 func MedianCoverage(n int, level float64) float64 {
+	if n == 2 {
+		// Resampled medians are x(1), the midpoint or x(2) with probability
+		// 1/4, 1/2, 1/4: the interval is [x(1), x(2)], which holds the true
+		// median when the two fall on either side of it.
+		return 0.5
+	}
 	if n < 1 || n%2 == 0 {
 		return math.NaN()
 	}

@@ -77,6 +77,7 @@ func TestMedianCoverageExact(t *testing.T) {
 		{"n=3 covers only 75%", 3, 0.75},
 		{"n=5 covers 93.75%", 5, 0.9375},
 		{"n=1 has no interval", 1, 0},
+		{"n=2 is [min, max] and covers half the time", 2, 0.5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
@@ -102,7 +103,7 @@ func TestMedianCoverageExact(t *testing.T) {
 // TestMedianCICoverageSimulation draws 1000 experiments of n repetitions
 // from a lognormal (true median e^mu) and counts how often the
 // percentile-bootstrap interval (B=2000) contains the true median. What it
-// finds (seeded): n=3 ~75%, n=5 ~94%, n=7 ~88%, n=9 ~94%. These track
+// finds (seeded): n=2 ~50%, n=3 ~75%, n=5 ~94%, n=7 ~88%, n=9 ~94%. These track
 // MedianCoverage (0.75, 0.9375, 0.875, 0.961); at n=9 the bootstrap cdf sits
 // close to the 2.5% cut, so Monte-Carlo noise in B sometimes picks a narrower
 // order statistic and the simulated coverage falls a little below the B→∞
@@ -117,6 +118,7 @@ func TestMedianCICoverageSimulation(t *testing.T) {
 		n      int
 		lo, hi float64
 	}{
+		{"n=2 covers half the time", 2, 0.45, 0.55},
 		{"n=3 is far below nominal", 3, 0.70, 0.80},
 		{"n=5 is near nominal", 5, 0.90, 0.97},
 		{"n=7 dips below n=5", 7, 0.83, 0.92},
