@@ -1,0 +1,418 @@
+// Package bench runs a plan: every run of the interleaved run order gets its
+// engine, deploys the workload, starts the observers, drives warm-up and the
+// measured window, and appends one RunRecord to OUT/results.jsonl as soon as
+// it ends, then tears the deployment down (also after Ctrl-C).
+//
+// A run that fails mid-way is recorded as failed and the plan goes on; a
+// configuration that cannot run at all (its engine cannot start, its
+// workload refuses it) gets not_run records with the reason and never
+// numbers. An interrupted run is not recorded, so `--resume` redoes it and a
+// kill loses at most the run in progress.
+//
+// Everything with side effects sits behind small interfaces (EngineProvider,
+// Observer, Progress) so that the runner is tested end to end with fakes.
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"ctrperf/internal/engine"
+	"ctrperf/internal/lifecycle"
+	"ctrperf/internal/observe"
+	"ctrperf/internal/plan"
+	"ctrperf/internal/results"
+	"ctrperf/internal/workload"
+)
+
+// EngineProvider hands out the engine a configuration needs: the host, the
+// default Docker engine, or a private engine per distinct EngineSpec,
+// started once and shared by every run that asks for the same knobs. Close
+// releases them all (stops private engines).
+type EngineProvider interface {
+	Engine(ctx context.Context, rt engine.Runtime, spec engine.EngineSpec) (engine.Engine, engine.Info, error)
+	Close(ctx context.Context) error
+}
+
+// Observer samples the system during one run (internal/observe's Observer
+// satisfies it).
+type Observer interface {
+	Start(ctx context.Context) error
+	Stop() *observe.Series
+}
+
+// ObserverFactory makes the observer of one run, knowing what was deployed.
+type ObserverFactory func(t *engine.Target) Observer
+
+// Options configure Run. Out and Engines are required.
+type Options struct {
+	Out     string // output directory
+	Resume  bool   // continue the plan already in Out
+	Engines EngineProvider
+	// Observers makes one observer per run; nil records no system series.
+	Observers ObserverFactory
+	// Progress receives progress and warnings; nil discards them.
+	Progress Progress
+	// Workload resolves the plan's workload; nil means workload.Get.
+	Workload func(name string) (workload.Workload, error)
+	// Env gathers the environment facts written to OUT/env.json; nil means
+	// GatherEnv.
+	Env func(ctx context.Context) any
+	// Now is the clock of records; nil means time.Now.
+	Now func() time.Time
+	// TeardownTimeout bounds each teardown and the final Close (default 2 min).
+	TeardownTimeout time.Duration
+	// RunSlack is how long a run may take beyond warm-up and duration
+	// (deploy, readiness, the driver's own overhead) before it is cut off
+	// and recorded as failed (default 10 min).
+	RunSlack time.Duration
+	// Only and Quick are recorded in OUT/meta.json (the plan already has
+	// them applied).
+	Only  []string
+	Quick bool
+}
+
+// Summary is what happened in one invocation.
+type Summary struct {
+	Out         string
+	Plan        *plan.Plan
+	Total       int // runs in the plan
+	Skipped     int // already finished in Out (resume)
+	OK          int
+	Failed      int
+	NotRun      int
+	Interrupted bool // stopped by the context; the run in progress was not recorded
+	// Records of this invocation, in run order.
+	Records []results.RunRecord
+}
+
+// ErrInterrupted is returned (wrapped) when the context ended the plan
+// before every run was done.
+var ErrInterrupted = errors.New("interrupted")
+
+// Run executes the plan into opt.Out. It returns the summary and, if the
+// plan could not be completed, why: ErrInterrupted after a cancellation,
+// or the failure to write results. Failed and not_run runs are not errors:
+// they are recorded and reported.
+func Run(ctx context.Context, p *plan.Plan, opt Options) (*Summary, error) {
+	if opt.Engines == nil {
+		return nil, errors.New("bench: no engine provider")
+	}
+	if opt.Out == "" {
+		return nil, errors.New("bench: no output directory")
+	}
+	r := &runner{opt: opt, p: p, notRun: map[string]string{}, engines: map[string]engine.Info{}, samplerWarned: map[string]bool{}}
+	r.defaults()
+	wl, err := r.opt.Workload(p.Workload)
+	if err != nil {
+		return nil, fmt.Errorf("plan %s: %w", p.Name, err)
+	}
+	r.wl = wl
+	runs := p.Runs()
+	done, err := prepareOut(opt.Out, p, opt.Resume, r.meta())
+	if err != nil {
+		return nil, err
+	}
+	store, err := results.OpenStore(opt.Out)
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+	if err := writeEnv(opt.Out, r.opt.Env(ctx), nil); err != nil {
+		return nil, err
+	}
+
+	sum := &Summary{Out: opt.Out, Plan: p, Total: len(runs), Skipped: len(done)}
+	r.session = newSessionID()
+	pr := r.opt.Progress
+	pr.Begin(p, len(runs), len(done))
+	defer func() {
+		cctx, cancel := lifecycle.Detached(ctx, r.opt.TeardownTimeout)
+		defer cancel()
+		if err := opt.Engines.Close(cctx); err != nil {
+			pr.Warn(fmt.Sprintf("closing engines: %v; run `ctrperf clean` to remove what is left", err))
+		}
+	}()
+	defer func() {
+		if err := writeEnv(opt.Out, nil, r.engines); err != nil {
+			pr.Warn(fmt.Sprintf("recording engine facts: %v", err))
+		}
+	}()
+
+	for _, run := range runs {
+		if done[run.Index] {
+			continue
+		}
+		if ctx.Err() != nil {
+			sum.Interrupted = true
+			break
+		}
+		cfg, ok := p.Config(run.Config)
+		if !ok {
+			return sum, fmt.Errorf("run %d: configuration %q is not in plan %s", run.Index, run.Config, p.Name)
+		}
+		pr.RunStarted(run, cfg)
+		rec, cleanup := r.one(ctx, run, cfg)
+		if rec != nil {
+			// Written before teardown: a kill during teardown must not lose it.
+			if err := store.Append(rec); err != nil {
+				cleanup()
+				return sum, fmt.Errorf("run %d (%s): %w", run.Index, run.Config, err)
+			}
+		}
+		cleanup()
+		if rec == nil {
+			sum.Interrupted = true
+			pr.Warn(fmt.Sprintf("run %d/%d (%s) was interrupted and is not recorded; `ctrperf bench run --resume %s` redoes it",
+				run.Index+1, len(runs), run.Config, opt.Out))
+			break
+		}
+		sum.add(rec)
+		pr.RunFinished(run, rec)
+		for _, w := range runWarnings(p, run, len(runs), rec) {
+			pr.Warn(w)
+		}
+		r.warnSamplers(rec)
+	}
+	pr.End(sum)
+	if sum.Interrupted {
+		return sum, fmt.Errorf("plan %s: %w after %d of %d runs; continue with `ctrperf bench run --resume %s`",
+			p.Name, ErrInterrupted, sum.Skipped+len(sum.Records), sum.Total, opt.Out)
+	}
+	return sum, nil
+}
+
+func (s *Summary) add(rec *results.RunRecord) {
+	s.Records = append(s.Records, *rec)
+	switch rec.Status {
+	case results.StatusOK:
+		s.OK++
+	case results.StatusFailed:
+		s.Failed++
+	case results.StatusNotRun:
+		s.NotRun++
+	}
+}
+
+type runner struct {
+	opt     Options
+	p       *plan.Plan
+	wl      workload.Workload
+	session string
+	// notRun remembers configurations that cannot run at all, so their
+	// later runs are recorded without trying (and failing slowly) again.
+	notRun map[string]string
+	// engines are the engines used, by name, for env.json.
+	engines map[string]engine.Info
+	// samplerWarned keeps an unavailable sampler from being reported after
+	// every run: it is the same on this machine each time.
+	samplerWarned map[string]bool
+}
+
+func (r *runner) warnSamplers(rec *results.RunRecord) {
+	if rec.System == nil {
+		return
+	}
+	for _, k := range slices.Sorted(maps.Keys(rec.System.Unavailable)) {
+		if r.samplerWarned[k] {
+			continue
+		}
+		r.samplerWarned[k] = true
+		r.opt.Progress.Warn(fmt.Sprintf("system sampler %q unavailable: %s; the report will lack it", k, rec.System.Unavailable[k]))
+	}
+}
+
+func (r *runner) defaults() {
+	if r.opt.Progress == nil {
+		r.opt.Progress = Discard{}
+	}
+	if r.opt.Workload == nil {
+		r.opt.Workload = workload.Get
+	}
+	if r.opt.Env == nil {
+		r.opt.Env = func(ctx context.Context) any { return GatherEnv(ctx, "/proc") }
+	}
+	if r.opt.Now == nil {
+		r.opt.Now = time.Now
+	}
+	if r.opt.TeardownTimeout <= 0 {
+		r.opt.TeardownTimeout = 2 * time.Minute
+	}
+	if r.opt.RunSlack <= 0 {
+		r.opt.RunSlack = 10 * time.Minute
+	}
+}
+
+// one performs a run. It returns the record to store (nil when the run was
+// interrupted by ctx and must be redone) and the teardown to call after the
+// record is stored.
+func (r *runner) one(ctx context.Context, run plan.Run, cfg *plan.Configuration) (*results.RunRecord, func()) {
+	noop := func() {}
+	runID := r.runID(run)
+	rec := &results.RunRecord{
+		Plan: r.p.Name, RunID: runID, Index: run.Index, Config: run.Config, Repetition: run.Repetition,
+		Knobs: cfg.KnobMap(), Workload: r.p.Workload, Start: r.opt.Now(),
+	}
+	finish := func(st results.Status, err error) *results.RunRecord {
+		rec.Status, rec.End = st, r.opt.Now()
+		if err != nil {
+			rec.Error = err.Error()
+		}
+		return rec
+	}
+	if reason, ok := r.notRun[cfg.Name]; ok {
+		return finish(results.StatusNotRun, errors.New(reason)), noop
+	}
+	pr := r.opt.Progress
+
+	// The run's own deadline: a hung deploy or driver must not stall the
+	// whole plan. Its expiry is a failed run; the parent's is an interrupt.
+	budget := r.p.Warmup + r.p.Duration + r.opt.RunSlack
+	rctx, cancel := context.WithTimeout(ctx, budget)
+	interrupted := func() bool { return ctx.Err() != nil }
+	explain := func(stage string, err error) error {
+		if rctx.Err() == context.DeadlineExceeded && !interrupted() {
+			return fmt.Errorf("%s: run exceeded its budget of %s (warm-up + duration + %s slack): %w", stage, budget, r.opt.RunSlack, err)
+		}
+		return fmt.Errorf("%s: %w", stage, err)
+	}
+
+	pr.Phase("starting engine")
+	eng, info, err := r.opt.Engines.Engine(rctx, cfg.Runtime, cfg.Engine)
+	if err != nil {
+		cancel()
+		if interrupted() {
+			return nil, noop
+		}
+		reason := fmt.Sprintf("engine %s (%s) unavailable: %v", cfg.Runtime, cfg.Engine.Key(), err)
+		r.notRun[cfg.Name] = reason
+		return finish(results.StatusNotRun, errors.New(reason)), noop
+	}
+	rec.Engine = &info
+	r.engines[info.Name] = info
+	wcfg := cfg.WorkloadConfig()
+	services, err := r.wl.Services(wcfg)
+	if err != nil {
+		cancel()
+		reason := fmt.Sprintf("workload %s cannot deploy this configuration: %v", r.p.Workload, err)
+		r.notRun[cfg.Name] = reason
+		return finish(results.StatusNotRun, errors.New(reason)), noop
+	}
+
+	pr.Phase("deploying")
+	spec := engine.DeploySpec{RunID: runID, Network: cfg.Network, Data: cfg.Data, Services: services}
+	target, err := eng.Deploy(rctx, spec)
+	if target == nil {
+		// Teardown is safe on a partial target; it finds the rest by run id.
+		target = &engine.Target{RunID: runID, Runtime: cfg.Runtime, Network: cfg.Network}
+	}
+	teardown := func() {
+		pr.Phase("tearing down")
+		tctx, tcancel := lifecycle.Detached(ctx, r.opt.TeardownTimeout)
+		defer tcancel()
+		if err := eng.Teardown(tctx, target); err != nil {
+			pr.Warn(fmt.Sprintf("teardown of run %s failed: %v; remove what is left with `ctrperf clean`", runID, err))
+		}
+		cancel()
+	}
+	if err != nil {
+		if interrupted() {
+			return nil, teardown
+		}
+		return finish(results.StatusFailed, explain("deploy", err)), teardown
+	}
+
+	var obs Observer
+	var obsErr error
+	if r.opt.Observers != nil {
+		obs = r.opt.Observers(target)
+		if obsErr = obs.Start(rctx); obsErr != nil {
+			obs = nil
+		}
+	}
+	pr.Phase("warming up")
+	env := workload.Env{
+		Engine: eng, Target: target, Config: wcfg, Window: r.p.Window(),
+		Started:    func() { pr.Phase("measuring") },
+		LoadCPUSet: r.p.LoadCPUSet,
+	}
+	m, err := r.wl.Drive(rctx, env)
+	var series *observe.Series
+	if obs != nil {
+		series = obs.Stop()
+	} else if obsErr != nil {
+		// A failing observer costs the system series, not the run.
+		series = &observe.Series{Unavailable: map[string]string{"observer": obsErr.Error()}}
+	}
+	if interrupted() {
+		return nil, teardown
+	}
+	if err != nil {
+		rec.System = series
+		return finish(results.StatusFailed, explain("drive", err)), teardown
+	}
+	if m == nil {
+		return finish(results.StatusFailed, errors.New("drive: the workload returned no measurement")), teardown
+	}
+	rec.Result, rec.System = m, series
+	return finish(results.StatusOK, nil), teardown
+}
+
+var unsafeName = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// runID is unique per run and invocation and safe as part of a container,
+// network or namespace name: <plan>-<session>-<index>.
+func (r *runner) runID(run plan.Run) string {
+	name := strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(r.p.Name), "-"), "-")
+	if len(name) > 16 {
+		name = name[:16]
+	}
+	if name == "" {
+		name = "plan"
+	}
+	return fmt.Sprintf("%s-%s-%03d", name, r.session, run.Index)
+}
+
+func newSessionID() string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// runWarnings are hyperfine-like hints about a finished run.
+func runWarnings(p *plan.Plan, run plan.Run, total int, rec *results.RunRecord) []string {
+	where := fmt.Sprintf("run %d/%d (%s, repetition %d)", run.Index+1, total, run.Config, run.Repetition+1)
+	switch rec.Status {
+	case results.StatusFailed:
+		return []string{fmt.Sprintf("%s failed: %s; it is recorded as failed and the report will mark it", where, rec.Error)}
+	case results.StatusNotRun:
+		return []string{fmt.Sprintf("%s not run: %s; check `ctrperf doctor` for what this machine supports", where, rec.Error)}
+	}
+	var out []string
+	m := rec.Result
+	if m.Load != nil && m.Load.TargetRate > 0 && m.Load.AchievedRate < 0.95*m.Load.TargetRate {
+		out = append(out, fmt.Sprintf("%s achieved %.1f/s of the target %.1f/s: the workload or the load generator is saturated; lower load.rate, or pin the generator away from the workload with load_cpuset",
+			where, m.Load.AchievedRate, m.Load.TargetRate))
+	}
+	var errs, count int64
+	for _, op := range m.Operations {
+		errs += op.ErrorCount()
+		count += op.Count
+	}
+	if errs > 0 {
+		out = append(out, fmt.Sprintf("%s had %d errors in %d operations (%.1f%%); error rates are reported, but latencies of a failing service mislead",
+			where, errs, count, 100*float64(errs)/float64(max(count, 1))))
+	}
+	for _, n := range m.Notes {
+		out = append(out, where+": "+n)
+	}
+	return out
+}

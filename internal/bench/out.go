@@ -1,0 +1,303 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"ctrperf/internal/engine"
+	"ctrperf/internal/plan"
+	"ctrperf/internal/results"
+	"ctrperf/internal/version"
+)
+
+// Files in an output directory besides results.jsonl.
+const (
+	PlanFile = "plan.yaml" // the plan as run, itself a valid plan
+	MetaFile = "meta.json" // what --resume checks
+	EnvFile  = "env.json"  // environment facts
+)
+
+// Meta identifies the plan an output directory belongs to.
+type Meta struct {
+	Plan     string      `json:"plan"`
+	PlanHash string      `json:"plan_hash"` // sha256 of the canonical plan.yaml
+	Seed     int64       `json:"seed"`
+	Runs     int         `json:"runs"`
+	Quick    bool        `json:"quick,omitempty"`
+	Only     []string    `json:"only,omitempty"`
+	Version  string      `json:"ctrperf_version"`
+	Started  time.Time   `json:"started"`
+	Resumed  []time.Time `json:"resumed,omitempty"`
+	Source   string      `json:"source,omitempty"` // the plan file given
+}
+
+func (r *runner) meta() Meta {
+	return Meta{Plan: r.p.Name, Seed: r.p.Seed, Runs: len(r.p.Configurations) * r.p.Repetitions,
+		Quick: r.opt.Quick || r.p.Quicked, Only: r.opt.Only, Version: version.Version, Started: r.opt.Now().UTC(), Source: r.p.File}
+}
+
+// prepareOut sets up a new output directory, or checks that a resumed one
+// belongs to the same plan and returns the run indexes it already holds.
+func prepareOut(dir string, p *plan.Plan, resume bool, m Meta) (map[int]bool, error) {
+	canon, err := p.Canonical()
+	if err != nil {
+		return nil, err
+	}
+	hash, err := p.Hash()
+	if err != nil {
+		return nil, err
+	}
+	m.PlanHash = hash
+	metaPath := filepath.Join(dir, MetaFile)
+	if !resume {
+		for _, f := range []string{MetaFile, results.FileName} {
+			if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+				return nil, fmt.Errorf("output directory %s already holds a plan's results (%s); continue it with --resume %s or choose another --out", dir, f, dir)
+			}
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create output directory: %w", err)
+		}
+		header := fmt.Sprintf("# The plan as run by ctrperf %s (matrix expanded, defaults filled%s).\n# Re-run it with: ctrperf bench run %s\n",
+			version.Version, quickNote(m), filepath.Join(dir, PlanFile))
+		if err := writeFileSync(filepath.Join(dir, PlanFile), append([]byte(header), canon...)); err != nil {
+			return nil, err
+		}
+		if err := writeJSON(metaPath, m); err != nil {
+			return nil, err
+		}
+		return map[int]bool{}, nil
+	}
+
+	var old Meta
+	b, err := os.ReadFile(metaPath)
+	if err != nil {
+		return nil, fmt.Errorf("resume %s: %w (is it an output directory of `ctrperf bench run`?)", dir, err)
+	}
+	if err := json.Unmarshal(b, &old); err != nil {
+		return nil, fmt.Errorf("resume %s: parse %s: %w", dir, MetaFile, err)
+	}
+	if old.PlanHash != hash {
+		return nil, fmt.Errorf("resume %s: the plan changed since it was started (plan %q hash %.12s, now %q hash %.12s); resume with the plan as run (ctrperf bench run --resume %s, without a plan file) or start a new --out",
+			dir, old.Plan, old.PlanHash, p.Name, hash, dir)
+	}
+	if err := repairTail(filepath.Join(dir, results.FileName)); err != nil {
+		return nil, fmt.Errorf("resume %s: %w", dir, err)
+	}
+	recs, err := results.ReadDir(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("resume %s: %w", dir, err)
+	}
+	done, err := finishedRuns(p, recs)
+	if err != nil {
+		return nil, fmt.Errorf("resume %s: %w", dir, err)
+	}
+	old.Resumed = append(old.Resumed, m.Started)
+	if err := writeJSON(metaPath, old); err != nil {
+		return nil, err
+	}
+	return done, nil
+}
+
+func quickNote(m Meta) string {
+	var s []string
+	if m.Quick {
+		s = append(s, "--quick applied")
+	}
+	if len(m.Only) > 0 {
+		s = append(s, "--only "+strings.Join(m.Only, ","))
+	}
+	if len(s) == 0 {
+		return ""
+	}
+	return ", " + strings.Join(s, ", ")
+}
+
+// finishedRuns returns the run indexes that have a record (ok, failed or
+// not_run): those are not redone. A record that does not fit the run order
+// means the directory holds another plan's results.
+func finishedRuns(p *plan.Plan, recs []results.RunRecord) (map[int]bool, error) {
+	runs := p.Runs()
+	done := map[int]bool{}
+	for _, rec := range recs {
+		if rec.Plan != p.Name || rec.Index < 0 || rec.Index >= len(runs) ||
+			runs[rec.Index].Config != rec.Config || runs[rec.Index].Repetition != rec.Repetition {
+			return nil, fmt.Errorf("record %s (plan %q, run %d, %s repetition %d) does not match the plan's run order", rec.RunID, rec.Plan, rec.Index, rec.Config, rec.Repetition)
+		}
+		switch rec.Status {
+		case results.StatusOK, results.StatusFailed, results.StatusNotRun:
+			done[rec.Index] = true
+		}
+	}
+	return done, nil
+}
+
+// repairTail cuts a final line that a kill left half-written, so that the
+// records appended next start on a line of their own.
+func repairTail(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat %s: %w", path, err)
+	}
+	size := st.Size()
+	if size == 0 {
+		return nil
+	}
+	// Scan back for the last newline in chunks.
+	const chunk = 64 << 10
+	end := size
+	for end > 0 {
+		start := max(end-chunk, 0)
+		buf := make([]byte, end-start)
+		if _, err := f.ReadAt(buf, start); err != nil && err != io.EOF {
+			return fmt.Errorf("read %s: %w", path, err)
+		}
+		if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
+			keep := start + int64(i) + 1
+			if keep == size {
+				return nil
+			}
+			return truncate(f, path, keep)
+		}
+		end = start
+	}
+	return truncate(f, path, 0)
+}
+
+func truncate(f *os.File, path string, n int64) error {
+	if err := f.Truncate(n); err != nil {
+		return fmt.Errorf("cut the truncated last line of %s at byte %d: %w", path, n, err)
+	}
+	return f.Sync()
+}
+
+// Env is the minimal set of environment facts written to OUT/env.json.
+type Env struct {
+	Time      time.Time `json:"time"`
+	Hostname  string    `json:"hostname,omitempty"`
+	Kernel    string    `json:"kernel,omitempty"`
+	Machine   string    `json:"machine,omitempty"`
+	CPUs      int       `json:"cpus"`
+	MemTotal  uint64    `json:"mem_total_bytes,omitempty"`
+	GoVersion string    `json:"go_version"`
+	Ctrperf   string    `json:"ctrperf_version"`
+	CPUModel  string    `json:"cpu_model,omitempty"`
+}
+
+// GatherEnv collects what a reader of the results needs to know about the
+// machine. procRoot is where /proc is mounted.
+func GatherEnv(_ context.Context, procRoot string) any {
+	e := Env{Time: time.Now().UTC(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Ctrperf: version.Version}
+	e.Hostname, _ = os.Hostname()
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		e.Kernel = unix.ByteSliceToString(u.Release[:])
+		e.Machine = unix.ByteSliceToString(u.Machine[:])
+	}
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) == nil {
+		e.MemTotal = uint64(si.Totalram) * uint64(si.Unit)
+	}
+	if b, err := os.ReadFile(filepath.Join(procRoot, "cpuinfo")); err == nil {
+		e.CPUModel = cpuModel(string(b))
+	}
+	return e
+}
+
+func cpuModel(cpuinfo string) string {
+	for _, line := range strings.Split(cpuinfo, "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// envDoc is OUT/env.json: the machine's facts and every engine the runs used.
+type envDoc struct {
+	Machine json.RawMessage `json:"machine,omitempty"`
+	Engines []engine.Info   `json:"engines,omitempty"`
+}
+
+// writeEnv records machine facts (when machine is non-nil and the file
+// does not have them yet: a resumed plan keeps the facts of its start) and
+// merges engines into the engine list.
+func writeEnv(dir string, machine any, engines map[string]engine.Info) error {
+	path := filepath.Join(dir, EnvFile)
+	var doc envDoc
+	if b, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(b, &doc); err != nil {
+			return fmt.Errorf("parse %s: %w", path, err)
+		}
+	}
+	if machine != nil && len(doc.Machine) == 0 {
+		b, err := json.Marshal(machine)
+		if err != nil {
+			return fmt.Errorf("encode environment facts: %w", err)
+		}
+		doc.Machine = b
+	}
+	for _, name := range slices.Sorted(maps.Keys(engines)) {
+		i := slices.IndexFunc(doc.Engines, func(e engine.Info) bool { return e.Name == name })
+		if i >= 0 {
+			doc.Engines[i] = engines[name]
+		} else {
+			doc.Engines = append(doc.Engines, engines[name])
+		}
+	}
+	return writeJSON(path, doc)
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	return writeFileSync(path, append(b, '\n'))
+}
+
+// writeFileSync replaces path atomically, so a kill leaves the old or the
+// new file, never half of one.
+func writeFileSync(path string, b []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
