@@ -65,7 +65,9 @@ type fakeEngine struct {
 	p    *fakeProvider
 }
 
-func (e *fakeEngine) Info(context.Context) (engine.Info, error) { return engine.Info{Name: e.name}, nil }
+func (e *fakeEngine) Info(context.Context) (engine.Info, error) {
+	return engine.Info{Name: e.name}, nil
+}
 func (e *fakeEngine) Deploy(ctx context.Context, spec engine.DeploySpec) (*engine.Target, error) {
 	e.p.mu.Lock()
 	defer e.p.mu.Unlock()
