@@ -1,0 +1,489 @@
+package load
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"ctrperf/internal/results"
+)
+
+// Defaults of a Profile.
+const (
+	DefaultTimeout     = 60 * time.Second
+	DefaultMaxInFlight = 4096
+	// DefaultLateSlack is how far behind its intended time a session may
+	// start before it counts as late: scheduler wake-up jitter is not a
+	// generator shortfall, a missing VU is.
+	DefaultLateSlack = 10 * time.Millisecond
+)
+
+// Profile says how much load to offer and for how long.
+type Profile struct {
+	// Rate > 0 selects open loop: sessions per second, started on schedule
+	// whatever the responses do.
+	Rate    float64
+	Poisson bool   // exponential inter-arrival gaps instead of a fixed gap
+	Seed    uint64 // for Poisson arrivals and the VUs' random choices
+	// Concurrency > 0 (with Rate 0) selects closed loop: that many VUs back to back.
+	Concurrency int
+	Warmup      time.Duration // driven, not recorded
+	Duration    time.Duration // the measured window
+	// Ops, closed loop only: stop after this many measured sessions
+	// (memslap --execute-number) instead of after Duration.
+	Ops int64
+	// Timeout per request (default 60 s).
+	Timeout time.Duration
+	// MaxInFlight bounds concurrent sessions (and so connections and
+	// goroutines) in open loop (default 4096). Sessions that find every VU
+	// busy wait for one, count as Late, and their latency still counts from
+	// their intended start.
+	MaxInFlight int
+	LateSlack   time.Duration
+	// CPUSet pins the generator ("1", "0-1"); see PinCPUs for the scope.
+	CPUSet string
+	// Started is called when the measured window starts.
+	Started func()
+}
+
+func (p Profile) withDefaults() Profile {
+	if p.Timeout == 0 {
+		p.Timeout = DefaultTimeout
+	}
+	if p.MaxInFlight == 0 {
+		p.MaxInFlight = DefaultMaxInFlight
+	}
+	if p.LateSlack == 0 {
+		p.LateSlack = DefaultLateSlack
+	}
+	return p
+}
+
+// Validate checks the profile for contradictions before anything runs.
+func (p Profile) Validate() error {
+	switch {
+	case p.Rate < 0:
+		return fmt.Errorf("rate %v is negative", p.Rate)
+	case p.Rate > 0 && p.Concurrency > 0:
+		return fmt.Errorf("give either a rate (open loop, %v/s) or a concurrency (closed loop, %d), not both", p.Rate, p.Concurrency)
+	case p.Rate == 0 && p.Concurrency <= 0:
+		return errors.New("give a rate (open loop) or a concurrency > 0 (closed loop)")
+	case p.Ops < 0:
+		return fmt.Errorf("ops %d is negative", p.Ops)
+	case p.Ops > 0 && p.Rate > 0:
+		return errors.New("an operation count applies to closed loop only; open loop runs for a duration")
+	case p.Ops == 0 && p.Duration <= 0:
+		return fmt.Errorf("duration %v must be positive (or give an operation count in closed loop)", p.Duration)
+	case p.Warmup < 0:
+		return fmt.Errorf("warm-up %v is negative", p.Warmup)
+	case p.Timeout < 0:
+		return fmt.Errorf("timeout %v is negative", p.Timeout)
+	case p.MaxInFlight < 0:
+		return fmt.Errorf("max in-flight %d is negative", p.MaxInFlight)
+	}
+	return nil
+}
+
+// Session is one session handed to a VU.
+type Session struct {
+	ID      int64
+	Due     time.Time     // intended start of the first request
+	Timeout time.Duration // per request
+}
+
+// VU is a virtual user: one connection, one session at a time.
+type VU interface {
+	// Run runs one session, observing every request into rec, and reports
+	// whether all of its requests succeeded. Failures are data (error
+	// kinds), never a reason to stop the run.
+	Run(ctx context.Context, s Session, rec Recorder) bool
+	Close() error
+}
+
+// Driver speaks one protocol: it names the operation labels and makes VUs.
+type Driver interface {
+	Labels() []string
+	NewVU(id int) (VU, error)
+}
+
+// extraMetrics is implemented by drivers that count things of their own
+// (memcached get hits and misses) during the measured window.
+type extraMetrics interface {
+	Metrics() map[string]float64
+}
+
+// Run drives d with profile p and returns the measured window. On
+// cancellation it returns what was measured so far together with the error.
+func Run(ctx context.Context, d Driver, p Profile) (*results.Measurement, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	p = p.withDefaults()
+	labels := d.Labels()
+	if len(labels) == 0 {
+		return nil, errors.New("driver has no operation labels")
+	}
+	var notes []string
+	if p.CPUSet != "" {
+		restore, err := PinCPUs(DefaultTaskDir, p.CPUSet)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err := restore(); err != nil {
+				notes = append(notes, "restoring the generator's CPU affinity: "+err.Error())
+			}
+		}()
+	}
+	r := &runner{d: d, p: p, rec: newRecorder(labels), labels: labels}
+	var err error
+	if p.Rate > 0 {
+		err = r.open(ctx)
+	} else {
+		err = r.closed(ctx)
+	}
+	m, mErr := r.measurement()
+	if mErr != nil {
+		return nil, mErr
+	}
+	m.Notes = append(m.Notes, notes...)
+	if err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
+type runner struct {
+	d      Driver
+	p      Profile
+	rec    *recorder
+	labels []string
+
+	mStart, mEnd, lastDone time.Time
+	cpu0, cpu1             time.Duration
+	started, late          int64
+	notStarted             int64
+	sessOK, sessFail       atomic.Int64
+	startOnce              sync.Once
+}
+
+// beginWindow marks the start of the measured window.
+func (r *runner) beginWindow() {
+	r.startOnce.Do(func() {
+		r.cpu0 = processCPU()
+		if r.p.Started != nil {
+			r.p.Started()
+		}
+	})
+}
+
+func (r *runner) session(ctx context.Context, vu VU, s Session, measured bool) {
+	if !measured {
+		vu.Run(ctx, s, discard{})
+		return
+	}
+	if vu.Run(ctx, s, r.rec) {
+		r.sessOK.Add(1)
+	} else {
+		r.sessFail.Add(1)
+	}
+}
+
+// open runs the open-loop schedule.
+func (r *runner) open(ctx context.Context) error {
+	p := r.p
+	pool := newPool(r.d, p.MaxInFlight)
+	defer pool.closeAll()
+	sessCtx, cancelSessions := context.WithCancel(ctx)
+	defer cancelSessions()
+
+	// A short lead so that the first arrival is not already late.
+	t0 := time.Now().Add(2 * time.Millisecond)
+	r.mStart = t0.Add(p.Warmup)
+	r.mEnd = r.mStart.Add(p.Duration)
+	var startTimer *time.Timer
+	if p.Warmup > 0 {
+		startTimer = time.AfterFunc(time.Until(r.mStart), r.beginWindow)
+		defer startTimer.Stop()
+	} else {
+		r.beginWindow()
+	}
+
+	sched := newArrivals(p.Rate, p.Poisson, p.Seed)
+	var wg sync.WaitGroup
+	var runErr error
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var id int64
+loop:
+	for {
+		due := t0.Add(sched.next())
+		if !due.Before(r.mEnd) {
+			break
+		}
+		if wait := time.Until(due); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				runErr = ctx.Err()
+				break loop
+			case <-timer.C:
+			}
+		}
+		measured := !due.Before(r.mStart)
+		vu, waited, err := pool.get(ctx, r.mEnd)
+		if err != nil {
+			if errors.Is(err, errWindowOver) {
+				// Everything still due in the window could not start.
+				n := int64(0)
+				if measured {
+					n = 1
+				}
+				for {
+					d := t0.Add(sched.next())
+					if !d.Before(r.mEnd) {
+						break
+					}
+					if !d.Before(r.mStart) {
+						n++
+					}
+				}
+				r.notStarted = n
+				break
+			}
+			runErr = err
+			break
+		}
+		if measured {
+			r.beginWindow() // in case the timer has not fired yet
+			r.started++
+			if waited || time.Since(due) > p.LateSlack {
+				r.late++
+			}
+		}
+		id++
+		s := Session{ID: id, Due: due, Timeout: p.Timeout}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.session(sessCtx, vu, s, measured)
+			pool.put(vu)
+		}()
+	}
+	r.cpu1 = processCPU()
+	r.rec.addNotStarted(r.labels[0], r.notStarted)
+	r.late += r.notStarted
+
+	// Drain: sessions of the window may finish after it, but not forever.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	drain := time.NewTimer(p.Timeout + time.Second)
+	defer drain.Stop()
+	select {
+	case <-done:
+	case <-drain.C:
+		cancelSessions()
+		<-done
+	case <-ctx.Done():
+		cancelSessions()
+		<-done
+		runErr = ctx.Err()
+	}
+	r.lastDone = time.Now()
+	return runErr
+}
+
+// closed runs Concurrency VUs back to back.
+func (r *runner) closed(ctx context.Context) error {
+	p := r.p
+	t0 := time.Now()
+	r.mStart = t0.Add(p.Warmup)
+	r.mEnd = r.mStart.Add(p.Duration)
+	if p.Warmup == 0 {
+		r.beginWindow()
+	}
+	var claimed atomic.Int64
+	var wg sync.WaitGroup
+	var last atomic.Int64 // unix nanos of the last measured completion
+	errs := make(chan error, p.Concurrency)
+	var id atomic.Int64
+	for w := 0; w < p.Concurrency; w++ {
+		vu, err := r.d.NewVU(w)
+		if err != nil {
+			errs <- fmt.Errorf("virtual user %d: %w", w, err)
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer vu.Close()
+			for ctx.Err() == nil {
+				now := time.Now()
+				s := Session{ID: id.Add(1), Due: now, Timeout: p.Timeout}
+				if now.Before(r.mStart) {
+					r.session(ctx, vu, s, false)
+					continue
+				}
+				r.beginWindow()
+				if p.Ops > 0 {
+					if claimed.Add(1) > p.Ops {
+						return
+					}
+				} else if !now.Before(r.mEnd) {
+					return
+				}
+				r.session(ctx, vu, s, true)
+				end := time.Now().UnixNano()
+				for {
+					old := last.Load()
+					if end <= old || last.CompareAndSwap(old, end) {
+						break
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	r.cpu1 = processCPU()
+	r.lastDone = time.Unix(0, last.Load())
+	if r.lastDone.Before(r.mStart) {
+		r.lastDone = time.Now()
+	}
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+func (r *runner) measurement() (*results.Measurement, error) {
+	p := r.p
+	r.beginWindow() // a sync point with the warm-up timer; a no-op when the window began
+	ops, okTotal, total, err := r.rec.operations()
+	if err != nil {
+		return nil, err
+	}
+	elapsed := r.lastDone.Sub(r.mStart).Seconds()
+	if elapsed < 0 {
+		elapsed = 0
+	}
+	// Open loop: rates per second of the scheduled window, so that a run
+	// that fell behind shows it. Closed loop: per second of the time it
+	// actually took (memslap's elapsed time).
+	window := p.Duration.Seconds()
+	if p.Rate == 0 {
+		window = elapsed
+	}
+	m := &results.Measurement{
+		DurationS:  window,
+		Operations: ops,
+		Metrics:    map[string]float64{"elapsed_s": elapsed},
+		Load: &results.LoadStats{
+			Mode:       "closed",
+			CPUSeconds: (r.cpu1 - r.cpu0).Seconds(),
+			CPUSet:     p.CPUSet,
+		},
+	}
+	sessions := r.sessOK.Load() + r.sessFail.Load()
+	if window > 0 {
+		m.Metrics["throughput_per_s"] = float64(okTotal) / window
+		m.Metrics["requests_per_s"] = float64(total) / window
+		m.Metrics["sessions_per_s"] = float64(sessions) / window
+	}
+	m.Metrics["sessions_failed"] = float64(r.sessFail.Load())
+	if p.Rate > 0 {
+		m.Load.Mode = "open"
+		m.Load.TargetRate = p.Rate
+		m.Load.AchievedRate = float64(r.started) / window
+		m.Load.Late = r.late
+		m.Load.Concurrency = p.MaxInFlight
+		if r.notStarted > 0 {
+			m.Notes = append(m.Notes, fmt.Sprintf("%d sessions due in the window never started: the generator reached its in-flight bound (%d); achieved %.1f/s of the %.1f/s asked",
+				r.notStarted, p.MaxInFlight, m.Load.AchievedRate, p.Rate))
+		}
+		if r.started > 0 && float64(r.late-r.notStarted) > 0.01*float64(r.started) {
+			m.Notes = append(m.Notes, fmt.Sprintf("%d of %d sessions started late (more than %v behind schedule); their latency counts from the intended start",
+				r.late-r.notStarted, r.started, p.LateSlack))
+		}
+	} else {
+		m.Load.Concurrency = p.Concurrency
+	}
+	if n := r.rec.canceled.Load(); n > 0 {
+		m.Notes = append(m.Notes, fmt.Sprintf("%d requests were still in flight when the run ended and were cancelled (not recorded)", n))
+	}
+	if n := r.rec.unknown.Load(); n > 0 {
+		m.Notes = append(m.Notes, fmt.Sprintf("%d observations had an unknown label (driver bug)", n))
+	}
+	if x, ok := r.d.(extraMetrics); ok {
+		for k, v := range x.Metrics() {
+			m.Metrics[k] = v
+		}
+	}
+	return m, nil
+}
+
+var errWindowOver = errors.New("measured window over")
+
+// pool hands out VUs, creating them lazily up to max so that a dead server
+// cannot make the generator spawn unbounded goroutines and connections.
+type pool struct {
+	d       Driver
+	max     int
+	free    chan VU
+	mu      sync.Mutex
+	created int
+	all     []VU
+}
+
+func newPool(d Driver, max int) *pool {
+	return &pool{d: d, max: max, free: make(chan VU, max)}
+}
+
+// get returns a free VU and whether it had to wait for one. It gives up
+// with errWindowOver when deadline passes.
+func (p *pool) get(ctx context.Context, deadline time.Time) (VU, bool, error) {
+	select {
+	case v := <-p.free:
+		return v, false, nil
+	default:
+	}
+	p.mu.Lock()
+	if p.created < p.max {
+		id := p.created
+		p.created++
+		p.mu.Unlock()
+		v, err := p.d.NewVU(id)
+		if err != nil {
+			return nil, false, fmt.Errorf("virtual user %d: %w", id, err)
+		}
+		p.mu.Lock()
+		p.all = append(p.all, v)
+		p.mu.Unlock()
+		return v, false, nil
+	}
+	p.mu.Unlock()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case v := <-p.free:
+		return v, true, nil
+	case <-t.C:
+		return nil, true, errWindowOver
+	case <-ctx.Done():
+		return nil, true, ctx.Err()
+	}
+}
+
+func (p *pool) put(v VU) { p.free <- v }
+
+func (p *pool) closeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, v := range p.all {
+		_ = v.Close()
+	}
+}
