@@ -44,8 +44,9 @@ func teardown(ctx context.Context, o Options, st *State, ipt iptablesRunner) ([]
 		// containerd, its shims and anything else started for this engine
 		// carry the exec-root in their command line.
 		for _, pid := range pidsMatching(o.ProcRoot, st.ExecRoot) {
+			what := firstWord(procCmdline(o.ProcRoot, pid))
 			stopPID(o.ProcRoot, pid, 2*time.Second)
-			note("stopped leftover process %d (%s)", pid, firstWord(procCmdline(o.ProcRoot, pid)))
+			note("stopped leftover process %d (%s)", pid, what)
 		}
 	}
 	if st.DataRoot != "" {
@@ -147,6 +148,9 @@ func teardown(ctx context.Context, o Options, st *State, ipt iptablesRunner) ([]
 		// The state goes last and only when everything else went: a failed
 		// teardown keeps its map for the next `ctrperf clean`.
 		rm(stateDir(o, st.Name), o.RunDir)
+		if st.Name != "" {
+			_ = os.Remove(filepath.Join(o.enginesDir(), st.Name+".lock"))
+		}
 	}
 	return done, errors.Join(errs...)
 }

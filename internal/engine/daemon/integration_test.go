@@ -1,0 +1,339 @@
+package daemon
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/vishvananda/netlink"
+
+	"ctrperf/internal/engine"
+)
+
+// requireDockerRoot skips unless this host can run private engines (root and
+// dockerd); with CTRPERF_REQUIRE_DOCKER=1 it fails instead.
+func requireDockerRoot(t *testing.T) {
+	t.Helper()
+	why := ""
+	if os.Geteuid() != 0 {
+		why = "needs root"
+	} else if _, err := exec.LookPath("dockerd"); err != nil {
+		why = "needs dockerd (Debian package docker.io)"
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("CTRPERF_REQUIRE_DOCKER") == "1" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
+}
+
+func testRunID(t *testing.T) string {
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return "t" + hex.EncodeToString(b)
+}
+
+// assertNothingLeft checks every kind of thing a private engine owns.
+func assertNothingLeft(t *testing.T, st *State) {
+	t.Helper()
+	o := buildOptions(nil)
+	if st.PID != 0 && procAlive("/proc", st.PID) {
+		t.Errorf("dockerd pid %d still running", st.PID)
+	}
+	if pids := pidsMatching("/proc", st.ExecRoot); len(pids) > 0 {
+		t.Errorf("processes of exec-root %s still running: %v", st.ExecRoot, pids)
+	}
+	mi, err := readMountInfo("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := []string{st.ExecRoot, st.DataRoot, stateDir(o, st.Name), filepath.Join(o.enginesDir(), st.Name+".lock")}
+	if st.Loop != nil {
+		dirs = append(dirs, st.Loop.Mount)
+		if devs := loopDevicesOf("/sys", st.Loop.Image); len(devs) > 0 {
+			t.Errorf("loop devices still attached to %s: %v", st.Loop.Image, devs)
+		}
+		if _, err := os.Stat(st.Loop.Image); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("loop image %s still exists", st.Loop.Image)
+		}
+	}
+	if m := mountsUnder(mi, dirs...); len(m) > 0 {
+		t.Errorf("mounts left: %v", m)
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s still exists", d)
+		}
+	}
+	if _, err := netlink.LinkByName(st.Bridge); err == nil {
+		t.Errorf("bridge %s still exists", st.Bridge)
+	}
+	if rules, err := saveAll(context.Background(), execIPTables{}); err == nil {
+		if left := rulesOf(rules, st.Bridge, st.Subnet); len(left) > 0 {
+			t.Errorf("iptables rules of %s left: %v", st.Bridge, left)
+		}
+	}
+}
+
+func TestPrivateBtrfsLoopNoProxyDocker(t *testing.T) {
+	requireDockerRoot(t)
+	ctx := context.Background()
+	runID := testRunID(t)
+	before, err := saveAll(ctx, execIPTables{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := engine.EngineSpec{StorageDriver: "btrfs", DataRoot: "loop-btrfs", UserlandProxy: boolp(false)}
+	t0 := time.Now()
+	d, err := Start(ctx, spec, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("private engine %s (btrfs on loop-btrfs) answered after %s; warnings: %v", d.Name(), time.Since(t0).Round(time.Millisecond), d.Warnings)
+	st := *d.State()
+	t.Cleanup(func() { CleanAll(context.Background(), runID) })
+
+	info, err := d.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.StorageDriver != "btrfs" || !info.Private || info.UserlandProxy == nil || *info.UserlandProxy {
+		t.Errorf("info = %+v, want btrfs, private, userland proxy off", info)
+	}
+	if info.DataRoot != st.DataRoot {
+		t.Errorf("data root %s, want %s", info.DataRoot, st.DataRoot)
+	}
+	mi, err := readMountInfo("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var loopMount *mount
+	for i, m := range mi {
+		if m.Point == st.Loop.Mount {
+			loopMount = &mi[i]
+		}
+	}
+	if loopMount == nil || loopMount.FSType != "btrfs" || !strings.HasPrefix(loopMount.Source, "/dev/loop") {
+		t.Errorf("data root %s is not on a btrfs loop mount: %+v", st.DataRoot, loopMount)
+	} else if fsOf(mi, info.DataRoot) != "btrfs" {
+		t.Errorf("data root %s is on %s", info.DataRoot, fsOf(mi, info.DataRoot))
+	}
+	if f, ok := FlagsOf("/proc", d.Host()); !ok || f.UserlandProxy || !f.IPTables {
+		t.Errorf("dockerd command line flags = %+v (found %v), want proxy off, iptables on", f, ok)
+	}
+	// Starting it must not have cost the other engines their port rules.
+	now, err := saveAll(ctx, execIPTables{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lost := missingRules(dockerChainRules(before), dockerChainRules(now)); len(lost) > 0 {
+		t.Errorf("rules of other engines lost by starting a private one: %v", lost)
+	}
+
+	if err := d.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertNothingLeft(t, &st)
+}
+
+// buildSleeperImage imports a FROM-scratch image holding a static sleeper
+// into d, tagged for this run and labelled as ctrperf's.
+func buildSleeperImage(t *testing.T, d *Daemon, ref string) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sleeper")
+	cmd := exec.Command("go", "build", "-o", bin, "./testdata/sleeper")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build sleeper: %v\n%s", err, out)
+	}
+	body, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: "sleeper", Mode: 0o755, Size: int64(len(body))}); err != nil {
+		t.Fatal(err)
+	}
+	tw.Write(body)
+	tw.Close()
+	rc, err := d.Client().ImageImport(context.Background(), image.ImportSource{Source: &buf, SourceName: "-"}, ref,
+		image.ImportOptions{Changes: []string{`CMD ["/sleeper"]`, "LABEL " + engine.LabelManaged + "=true"}})
+	if err != nil {
+		t.Fatalf("import %s into %s: %v", ref, d.Name(), err)
+	}
+	defer rc.Close()
+	if err := loadStreamError(rc); err != nil {
+		t.Fatalf("import %s: %v", ref, err)
+	}
+	t.Cleanup(func() {
+		d.Client().ImageRemove(context.Background(), ref, image.RemoveOptions{Force: true, PruneChildren: true})
+	})
+}
+
+// TestCopyImagesAndCleanAllAfterKillDocker: images copied from the user's
+// engine into a private overlay2 engine on a loop-ext4 data root; a container
+// runs; then the dockerd is SIGKILLed like a killed run, and CleanAll(runID)
+// must leave nothing: no engine, containerd, container process, mount, loop
+// device, bridge, rules or state.
+func TestCopyImagesAndCleanAllAfterKillDocker(t *testing.T) {
+	requireDockerRoot(t)
+	ctx := context.Background()
+	runID := testRunID(t)
+	user, err := Default(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer user.Close(ctx)
+	ref := "ctrperf-test-sleeper:" + runID
+	buildSleeperImage(t, user, ref)
+
+	spec := engine.EngineSpec{StorageDriver: "overlay2", DataRoot: "loop-ext4"}
+	t0 := time.Now()
+	d, err := Start(ctx, spec, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("private engine %s (overlay2 on loop-ext4) answered after %s", d.Name(), time.Since(t0).Round(time.Millisecond))
+	st := *d.State()
+	t.Cleanup(func() { CleanAll(context.Background(), runID) })
+
+	if err := CopyImages(ctx, user, d, ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := CopyImages(ctx, user, d, ref); err != nil {
+		t.Fatalf("copying an image already there: %v", err)
+	}
+	if err := CopyImages(ctx, user, d, "ctrperf-test-absent:"+runID); err == nil || !strings.Contains(err.Error(), "not in engine") {
+		t.Errorf("copying an absent image: %v", err)
+	}
+	c, err := d.Client().ContainerCreate(ctx, &container.Config{Image: ref, Labels: map[string]string{engine.LabelManaged: "true", engine.LabelRun: runID}},
+		nil, nil, nil, "ctrperf-sleeper-"+runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Client().ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ci, err := d.Client().ContainerInspect(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrPID := ci.State.Pid
+	if ctrPID == 0 || !procAlive("/proc", ctrPID) {
+		t.Fatalf("container process %d is not running", ctrPID)
+	}
+
+	if err := syscall.Kill(st.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-d.exited
+	ls, err := List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range ls {
+		if l.Name == st.Name && l.Alive {
+			t.Errorf("List says killed engine %s is alive", l.Name)
+		}
+	}
+	done, err := CleanAll(ctx, runID)
+	t.Logf("CleanAll(%s) removed:\n%s", runID, strings.Join(done, "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if procAlive("/proc", ctrPID) {
+		t.Errorf("container process %d survived CleanAll", ctrPID)
+	}
+	assertNothingLeft(t, &st)
+	if err := d.Close(ctx); err != nil {
+		t.Errorf("Close after CleanAll must be harmless: %v", err)
+	}
+}
+
+func TestPrivateVfsDocker(t *testing.T) {
+	requireDockerRoot(t)
+	ctx := context.Background()
+	runID := testRunID(t)
+	d, err := Start(ctx, engine.EngineSpec{StorageDriver: "vfs"}, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := *d.State()
+	t.Cleanup(func() { CleanAll(context.Background(), runID) })
+	info, err := d.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.StorageDriver != "vfs" || info.UserlandProxy == nil || !*info.UserlandProxy {
+		t.Errorf("info = %+v, want vfs with the userland proxy on (dockerd's default)", info)
+	}
+	// Asking again for the same engine shares it instead of starting another.
+	again, err := Start(ctx, engine.EngineSpec{StorageDriver: "vfs"}, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.owned || again.State().PID != st.PID {
+		t.Errorf("second Start owned=%v pid=%d, want the running engine %d shared", again.owned, again.State().PID, st.PID)
+	}
+	again.Close(ctx)
+	if !procAlive("/proc", st.PID) {
+		t.Fatal("closing a shared handle stopped the engine")
+	}
+	if err := d.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertNothingLeft(t, &st)
+}
+
+func TestStartFailuresLeaveNothingRoot(t *testing.T) {
+	requireDockerRoot(t)
+	ctx := context.Background()
+	runID := testRunID(t)
+	fakeDockerd := filepath.Join(t.TempDir(), "dockerd")
+	script := "#!/bin/sh\necho 'failed to start daemon: error initializing graphdriver: driver not supported' >&2\nexit 1\n"
+	if err := os.WriteFile(fakeDockerd, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		desc    string
+		spec    engine.EngineSpec
+		opts    []Option
+		wantErr string
+	}{
+		{"unknown driver fails before anything starts", engine.EngineSpec{StorageDriver: "overlay3"}, nil, `unknown storage driver "overlay3"`},
+		{"devicemapper says why", engine.EngineSpec{StorageDriver: "devicemapper"}, nil, "no device-mapper"},
+		{"btrfs on the native root says which data root", engine.EngineSpec{StorageDriver: "btrfs"}, nil, "needs data_root: loop-btrfs"},
+		{"a dockerd that dies shows its log", engine.EngineSpec{StorageDriver: "vfs", DataRoot: "loop-xfs"}, []Option{WithDockerd(fakeDockerd)}, "driver not supported"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			d, err := Start(ctx, tt.spec, runID, tt.opts...)
+			if err == nil {
+				d.Close(ctx)
+				t.Fatal("want an error")
+			}
+			if !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("error %q lacks %q", err, tt.wantErr)
+			}
+			st := newState(buildOptions(nil), engineName(tt.spec, runID), runID, tt.spec)
+			assertNothingLeft(t, st)
+		})
+	}
+}
