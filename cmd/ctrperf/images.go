@@ -1,11 +1,234 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/docker/docker/client"
+	"github.com/docker/go-units"
+	"github.com/spf13/cobra"
+
+	"ctrperf/internal/image"
+	"ctrperf/internal/lifecycle"
+)
+
+// imageEngine connects to the Docker engine the images are built on.
+// TODO(issue 2): switch to daemon.Default(ctx) once internal/engine/daemon
+// exports it, so that a private engine is started when none answers.
+func imageEngine(ctx context.Context) (*client.Client, error) {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	if _, err := cli.Ping(ctx); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("no Docker engine answers at %s: %w (start one with scripts/ensure-docker.sh)", cli.DaemonHost(), err)
+	}
+	return cli, nil
+}
 
 func newImagesCmd() *cobra.Command {
-	return &cobra.Command{
+	var overrides []string
+	var baseImage string
+	cmd := &cobra.Command{
 		Use:   "images",
-		Short: "Build, list and remove ctrperf's local images (not yet available)",
-		RunE:  notYet("ctrperf images"),
+		Short: "Build, list and remove ctrperf's local images (no registry needed)",
+		Long: `ctrperf builds its images locally, never pulling from a registry:
+FROM-scratch images for its own Go programs, and the Debian base image
+(` + image.DebianBase.Ref() + `: memcached, MariaDB, fio, sysbench, stress-ng)
+made with debootstrap from this machine's apt mirror and imported. The base
+image's rootfs tarball is cached in ` + image.DefaultCacheDir + ` (or
+$CTRPERF_CACHE_DIR), so another engine imports it in seconds. Each image is
+rebuilt only when its recipe changes.
+
+To use your own images instead (e.g. from your registry, already pulled),
+name them: --image NAME=REF, or the environment variable CTRPERF_IMAGE_<NAME>
+(e.g. CTRPERF_IMAGE_DEBIAN_BASE); for the base image also --base-image or
+` + image.BaseImageEnv + `. ctrperf then only checks that they exist.`,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			reg := image.Default()
+			for _, o := range overrides {
+				name, ref, ok := strings.Cut(o, "=")
+				if !ok || name == "" || ref == "" {
+					return &exitError{code: 2, msg: fmt.Sprintf("--image %q: want NAME=REF", o)}
+				}
+				if _, known := reg.Lookup(name); !known {
+					return &exitError{code: 2, msg: fmt.Sprintf("--image %s: no image named %q (known: %s)", o, name, knownNames())}
+				}
+				reg.Override(name, ref)
+			}
+			if baseImage != "" {
+				reg.Override(image.DebianBase.Name, baseImage)
+			}
+			return nil
+		},
 	}
+	cmd.PersistentFlags().StringArrayVar(&overrides, "image", nil, "use your own image for a recipe: NAME=REF (repeatable)")
+	cmd.PersistentFlags().StringVar(&baseImage, "base-image", "", "use your own image instead of "+image.DebianBase.Ref())
+	cmd.AddCommand(newImagesBuildCmd(), newImagesListCmd(), newImagesRmCmd())
+	return cmd
+}
+
+func knownNames() string {
+	var names []string
+	for _, r := range image.Known() {
+		names = append(names, r.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+func newImagesBuildCmd() *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "build [NAME...]",
+		Short: "Build the named images (default: all known), skipping those whose recipe is unchanged",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := lifecycle.SignalContext(cmd.Context())
+			defer stop()
+			reg := image.Default()
+			if len(args) == 0 {
+				for _, r := range reg.Known() {
+					args = append(args, r.Name)
+				}
+			}
+			for _, a := range args {
+				if _, ok := reg.Lookup(a); !ok {
+					return &exitError{code: 2, msg: fmt.Sprintf("no image named %q (known: %s)", a, knownNames())}
+				}
+			}
+			cli, err := imageEngine(ctx)
+			if err != nil {
+				return err
+			}
+			defer cli.Close()
+			reg.SetProgress(cmd.ErrOrStderr())
+			var opts []image.Option
+			if force {
+				opts = append(opts, image.WithForce())
+			}
+			out := cmd.OutOrStdout()
+			for _, a := range args {
+				start := time.Now()
+				res, err := reg.Ensure(ctx, cli, []string{a}, opts...)
+				if err != nil {
+					return err
+				}
+				r := res[0]
+				fmt.Fprintf(out, "%-14s %-36s %-9s %s  (%s)\n", r.Name, r.Ref, r.Action, imageShortID(r.ID), time.Since(start).Round(100*time.Millisecond))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "rebuild even when the recipe is unchanged (the base image: debootstrap again)")
+	return cmd
+}
+
+func newImagesListCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List ctrperf's images with size, age, recipe hash and whether they are current",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			cli, err := imageEngine(ctx)
+			if err != nil {
+				return err
+			}
+			defer cli.Close()
+			st, err := image.Default().Status(ctx, cli)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tREF\tKIND\tSTATE\tSIZE\tCREATED\tRECIPE\tIMAGE ID")
+			for _, s := range st {
+				size, created := "-", "-"
+				if s.Size > 0 {
+					size = units.HumanSize(float64(s.Size))
+				}
+				if s.Created > 0 {
+					created = units.HumanDuration(time.Since(time.Unix(s.Created, 0))) + " ago"
+				}
+				state := string(s.State)
+				if s.State == image.StateStale && s.RecipeHash != "" {
+					state += " (now " + s.RecipeHash + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", imageDash(s.Name), s.Ref, imageDash(s.Kind), state, size, created, imageDash(s.Hash), imageDash(imageShortID(s.ID)))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			for _, s := range st {
+				if s.Err != "" {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: cannot compute its recipe hash: %s\n", s.Name, s.Err)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newImagesRmCmd() *cobra.Command {
+	var all, cache bool
+	cmd := &cobra.Command{
+		Use:   "rm [NAME...|--all]",
+		Short: "Remove ctrperf's images by name, or all of them (--cache also drops the base rootfs tarball)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if all == (len(args) > 0) {
+				return &exitError{code: 2, msg: "images rm: name the images to remove or give --all (not both)"}
+			}
+			ctx := cmd.Context()
+			cli, err := imageEngine(ctx)
+			if err != nil {
+				return err
+			}
+			defer cli.Close()
+			removed, rmErr := image.Remove(ctx, cli, args)
+			for _, r := range removed {
+				fmt.Fprintln(cmd.OutOrStdout(), "removed", r)
+			}
+			if cache && (all || slices.Contains(args, image.DebianBase.Name)) {
+				tarballs, _ := filepath.Glob(filepath.Join(image.CacheDir(), image.DebianBase.Name+"-*.tar"))
+				for _, t := range tarballs {
+					if err := os.Remove(t); err != nil {
+						return fmt.Errorf("remove cached tarball: %w", err)
+					}
+					fmt.Fprintln(cmd.OutOrStdout(), "removed", t)
+				}
+			}
+			return rmErr
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "remove every image labelled "+image.LabelManaged+"=true")
+	cmd.Flags().BoolVar(&cache, "cache", false, "also delete the cached base rootfs tarball (the next build debootstraps again)")
+	return cmd
+}
+
+func imageShortID(id string) string {
+	id = strings.TrimPrefix(id, "sha256:")
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+func imageDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

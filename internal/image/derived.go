@@ -1,0 +1,211 @@
+package image
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/docker/docker/api/types/build"
+)
+
+// Scratch is the From of an image that starts empty.
+const Scratch = "scratch"
+
+// Derived is an image made from another one by adding files and setting the
+// process to run. BuildFrom builds it.
+type Derived struct {
+	Name       string            // recipe name, goes into the LabelName label
+	Ref        string            // e.g. "ctrperf/web-combined:latest"
+	From       string            // reference of the parent image, or Scratch
+	Files      map[string]File   // absolute path in the image -> content
+	Env        map[string]string // ENV
+	Workdir    string
+	User       string
+	Entrypoint []string // exec form; nil keeps the parent's
+	Cmd        []string // exec form; nil keeps the parent's
+	// ModuleDir is the module root for Files with a GoPackage; "" finds it
+	// from the working directory.
+	ModuleDir string
+}
+
+// BuildFrom builds d unless the engine already has d.Ref with the same recipe
+// hash. The hash covers the parent image's ID, the generated Dockerfile and
+// every file's path, mode and content, so a rebuilt parent makes the derived
+// image stale too. From must already exist on the engine (Ensure builds a
+// known parent first); nothing is ever pulled.
+func BuildFrom(ctx context.Context, api API, d Derived, opts ...Option) (Result, error) {
+	o := buildOptions(opts)
+	res := Result{Name: d.Name, Ref: d.Ref}
+	plan, err := planDerived(ctx, api, d)
+	if err != nil {
+		return res, err
+	}
+	res.Hash = plan.hash
+	img, hash, found, err := existing(ctx, api, d.Ref)
+	if err != nil {
+		return res, err
+	}
+	if found && hash == res.Hash && !o.force {
+		res.ID, res.Action = img.ID, ActionCached
+		return res, nil
+	}
+	fmt.Fprintf(o.progress, "building %s (recipe %s) from %s\n", d.Ref, res.Hash, d.From)
+	tarCtx, err := buildContext(plan.dockerfile, plan.files)
+	if err != nil {
+		return res, fmt.Errorf("image %s: %w", d.Ref, err)
+	}
+	if err := runBuild(ctx, api, tarCtx, d.Ref, imageLabels(d.Name, res.Hash, o.labels), o.progress); err != nil {
+		return res, err
+	}
+	img, _, found, err = existing(ctx, api, d.Ref)
+	if err != nil {
+		return res, err
+	}
+	if !found {
+		return res, fmt.Errorf("image %s: the build reported success but the engine has no such image", d.Ref)
+	}
+	res.ID, res.Action = img.ID, ActionBuilt
+	return res, nil
+}
+
+// derivedPlan is a derived image with its inputs resolved.
+type derivedPlan struct {
+	files      map[string]File
+	dockerfile dockerfile
+	hash       string
+}
+
+// planDerived builds the Go programs d needs and computes its recipe hash,
+// which needs the parent's image ID from the engine.
+func planDerived(ctx context.Context, api API, d Derived) (derivedPlan, error) {
+	var p derivedPlan
+	if d.Ref == "" || d.From == "" {
+		return p, fmt.Errorf("image %q: Ref and From are required", d.Name)
+	}
+	if err := validateEnv(d.Env); err != nil {
+		return p, fmt.Errorf("image %s: %w", d.Ref, err)
+	}
+	files, err := resolveFiles(ctx, d.ModuleDir, d.Files)
+	if err != nil {
+		return p, fmt.Errorf("image %s: %w", d.Ref, err)
+	}
+	fromID := Scratch
+	if d.From != Scratch {
+		parent, _, found, err := existing(ctx, api, d.From)
+		if err != nil {
+			return p, fmt.Errorf("image %s: %w", d.Ref, err)
+		}
+		if !found {
+			return p, fmt.Errorf("image %s: parent image %s is not on this engine (ctrperf never pulls): build it first with `ctrperf images build` or load it with `docker load`: %w", d.Ref, d.From, ErrMissing)
+		}
+		fromID = parent.ID
+	}
+	p.files = files
+	p.dockerfile = dockerfile{From: d.From, CopyRootfs: len(files) > 0, Env: d.Env, Workdir: d.Workdir, User: d.User, Entrypoint: d.Entrypoint, Cmd: d.Cmd}
+	p.hash = derivedHash(fromID, p.dockerfile, files)
+	return p, nil
+}
+
+// derivedHash is the recipe hash of a derived image.
+func derivedHash(fromID string, df dockerfile, files map[string]File) string {
+	var h hasher
+	h.add("kind", "derived")
+	h.add("from", fromID)
+	h.add("dockerfile", df.String())
+	for _, p := range sortedKeys(files) {
+		f := files[p]
+		h.add("file", p)
+		h.add("mode", strconv.FormatUint(uint64(fileMode(f)), 8))
+		h.addBytes("data", f.Data)
+	}
+	return h.sum()
+}
+
+func fileMode(f File) uint32 {
+	if m := f.Mode.Perm(); m != 0 {
+		return uint32(m)
+	}
+	if f.GoPackage != "" {
+		return 0o755
+	}
+	return 0o644
+}
+
+// resolveFiles returns files with every GoPackage built into Data and every
+// mode made explicit.
+func resolveFiles(ctx context.Context, moduleDir string, in map[string]File) (map[string]File, error) {
+	out := make(map[string]File, len(in))
+	for _, p := range sortedKeys(in) {
+		if _, err := imagePath(p); err != nil {
+			return nil, err
+		}
+		f := in[p]
+		f.Mode = modeOf(fileMode(f))
+		if f.GoPackage != "" {
+			bin, err := goBuild(ctx, moduleDir, f.GoPackage)
+			if err != nil {
+				return nil, err
+			}
+			f.Data, f.GoPackage = bin, ""
+		}
+		out[p] = f
+	}
+	return out, nil
+}
+
+// runBuild sends a build context to the engine's classic builder (which needs
+// no registry for FROM scratch or a local parent) and fails with the
+// builder's own message when a step fails.
+func runBuild(ctx context.Context, api API, tarCtx []byte, ref string, labels map[string]string, progress io.Writer) error {
+	resp, err := api.ImageBuild(ctx, bytes.NewReader(tarCtx), build.ImageBuildOptions{
+		Tags:        []string{ref},
+		Labels:      labels,
+		Remove:      true,
+		ForceRemove: true,
+		Dockerfile:  "Dockerfile",
+		Version:     build.BuilderV1,
+	})
+	if err != nil {
+		return fmt.Errorf("build image %s: %w", ref, err)
+	}
+	defer resp.Body.Close()
+	if err := readMessages(resp.Body, progress); err != nil {
+		return fmt.Errorf("build image %s: %w", ref, err)
+	}
+	return nil
+}
+
+// engineMessage is one line of the JSON stream the engine answers a build or
+// an import with.
+type engineMessage struct {
+	Stream string `json:"stream"`
+	Status string `json:"status"`
+	Error  string `json:"error"`
+}
+
+// readMessages copies the engine's progress to w and returns the first
+// error the engine reported in the stream (a failed RUN, a missing parent).
+func readMessages(r io.Reader, w io.Writer) error {
+	dec := json.NewDecoder(r)
+	for {
+		var m engineMessage
+		if err := dec.Decode(&m); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("read engine progress: %w", err)
+		}
+		if m.Error != "" {
+			return errors.New(strings.TrimSpace(m.Error))
+		}
+		if m.Stream != "" {
+			io.WriteString(w, m.Stream)
+		} else if m.Status != "" {
+			fmt.Fprintln(w, m.Status)
+		}
+	}
+}
