@@ -1,11 +1,160 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"ctrperf/internal/bench"
+	"ctrperf/internal/lifecycle"
+	"ctrperf/internal/plan"
+)
 
 func newBenchCmd() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Run a benchmark plan (not yet available)",
-		RunE:  notYet("ctrperf bench"),
+		Short: "Run a benchmark plan: bare metal vs containers, every configuration vs a baseline",
+		Long: `ctrperf bench runs the workload of a plan file on bare metal and in Docker
+containers across its configurations, repetitions interleaved and shuffled
+with the plan's seed, and appends one raw record per run to OUT/results.jsonl.
+Reports are recomputed from those records by 'ctrperf report OUT'.
+
+The plan format is described in plans/README.md.`,
 	}
+	cmd.AddCommand(newBenchRunCmd(), newBenchValidateCmd())
+	return cmd
+}
+
+type benchRunFlags struct {
+	out     string
+	quick   bool
+	resume  string
+	quiet   bool
+	only    []string
+	observe bool
+}
+
+func newBenchRunCmd() *cobra.Command {
+	var f benchRunFlags
+	cmd := &cobra.Command{
+		Use:   "run [PLAN]",
+		Short: "Run a plan into an output directory",
+		Long: `Run every run of PLAN and write OUT/results.jsonl, OUT/plan.yaml (the plan as
+run), OUT/meta.json and OUT/env.json.
+
+Ctrl-C stops after tearing the current run down; the interrupted run is not
+recorded and 'ctrperf bench run --resume OUT' redoes it and finishes the plan
+(PLAN may be left out then: OUT/plan.yaml is used).`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runBench(cmd, args, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.out, "out", "", "output directory (default out/<plan>-<timestamp>)")
+	fl.BoolVar(&f.quick, "quick", false, "apply the plan's quick: section (fewer, shorter runs)")
+	fl.StringVar(&f.resume, "resume", "", "continue the plan in this output directory, skipping finished runs")
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress output, only warnings and the summary")
+	fl.StringSliceVar(&f.only, "only", nil, "run only these configurations (and the baseline)")
+	fl.BoolVar(&f.observe, "observe", true, "sample the system (CPU, disks, interrupts, containers) during runs")
+	return cmd
+}
+
+func runBench(cmd *cobra.Command, args []string, f benchRunFlags) error {
+	stdout := cmd.OutOrStdout()
+	var p *plan.Plan
+	var err error
+	out := f.out
+	switch {
+	case f.resume != "":
+		if out != "" && out != f.resume {
+			return &exitError{code: 2, msg: "--out and --resume name different directories; --resume continues in its own"}
+		}
+		out = f.resume
+		if len(args) == 0 {
+			if f.quick || len(f.only) > 0 {
+				return &exitError{code: 2, msg: "--quick and --only shape a new run; the plan in " + f.resume + " already has them applied"}
+			}
+			p, err = plan.Load(filepath.Join(f.resume, bench.PlanFile), plan.Options{})
+		} else {
+			p, err = plan.Load(args[0], plan.Options{Quick: f.quick, Only: f.only})
+		}
+	case len(args) == 1:
+		p, err = plan.Load(args[0], plan.Options{Quick: f.quick, Only: f.only})
+	default:
+		return &exitError{code: 2, msg: "bench run needs a PLAN file (or --resume OUT)"}
+	}
+	if err != nil {
+		return planError(cmd.ErrOrStderr(), err)
+	}
+	if out == "" {
+		out = filepath.Join("out", p.Name+"-"+time.Now().Format("20060102-150405"))
+	}
+
+	ctx, stop := lifecycle.SignalContext(cmd.Context())
+	defer stop()
+	engines := &bench.Engines{RunID: "bench-" + p.Name}
+	opts := bench.Options{
+		Out: out, Resume: f.resume != "", Engines: engines,
+		Progress: progressFor(stdout, cmd.ErrOrStderr(), f.quiet),
+		Quick:    f.quick, Only: f.only,
+	}
+	if f.observe {
+		opts.Observers = bench.SystemObservers()
+	}
+	_, err = bench.Run(ctx, p, opts)
+	if errors.Is(err, bench.ErrInterrupted) {
+		return &exitError{code: 130, msg: err.Error()}
+	}
+	return err
+}
+
+// progressFor draws a bar on a terminal and plain lines elsewhere (logs, CI).
+func progressFor(stdout, stderr io.Writer, quiet bool) bench.Progress {
+	if !quiet {
+		if fd, ok := stdout.(*os.File); ok && term.IsTerminal(int(fd.Fd())) {
+			return &bench.Bar{W: stdout}
+		}
+	}
+	return &bench.Lines{W: stdout, Warnw: stderr, Quiet: quiet}
+}
+
+func newBenchValidateCmd() *cobra.Command {
+	var quick bool
+	var only []string
+	cmd := &cobra.Command{
+		Use:   "validate PLAN",
+		Short: "Check a plan without running it; print its configurations and run order",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := plan.Load(args[0], plan.Options{Quick: quick, Only: only})
+			if err != nil {
+				return planError(cmd.ErrOrStderr(), err)
+			}
+			return p.Describe(cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().BoolVar(&quick, "quick", false, "validate the plan's quick variant")
+	cmd.Flags().StringSliceVar(&only, "only", nil, "keep only these configurations (and the baseline)")
+	return cmd
+}
+
+// planError prints every problem of a plan, one per line, and fails.
+func planError(stderr io.Writer, err error) error {
+	var es plan.Errors
+	if errors.As(err, &es) {
+		for _, e := range es {
+			fmt.Fprintln(stderr, e)
+		}
+		n := "problem"
+		if len(es) > 1 {
+			n = "problems"
+		}
+		return &exitError{code: 1, msg: fmt.Sprintf("the plan has %d %s; nothing was run", len(es), n)}
+	}
+	return err
 }

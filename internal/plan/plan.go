@@ -175,6 +175,9 @@ func (d *decoder) parse(data []byte, opt Options) *Plan {
 			w, err := workload.Get(s)
 			if err != nil {
 				msg := fmt.Sprintf("unknown workload %q; expected %s", s, oneOf(workload.Names()))
+				if len(workload.Names()) == 0 {
+					msg = fmt.Sprintf("unknown workload %q; no workloads are registered in this build", s)
+				}
 				if c := closest(s, workload.Names()); c != "" {
 					msg = fmt.Sprintf("unknown workload %q; did you mean %q?", s, c)
 				}
@@ -493,12 +496,16 @@ func (c *Configuration) node(path string) *yaml.Node {
 }
 
 // applyDefaults fills what a configuration left out: the host runtime only
-// has host networking; Docker's default is a published port on the writable
-// layer, which is what `docker run -p` gives.
+// has host networking and writes to a directory of the host; Docker's
+// default is a published port on the writable layer, which is what
+// `docker run -p` gives.
 func (c *Configuration) applyDefaults() {
 	if c.Runtime == engine.RuntimeHost {
 		if c.Network == "" {
 			c.Network = engine.NetworkHost
+		}
+		if c.Data == "" {
+			c.Data = engine.DataBind
 		}
 	} else if c.Runtime == engine.RuntimeDocker {
 		if c.Network == "" {
@@ -531,10 +538,8 @@ func (c *Configuration) KnobMap() map[string]any {
 	m := map[string]any{
 		"runtime":  string(c.Runtime),
 		"network":  string(c.Network),
+		"data":     string(c.Data),
 		"topology": c.Topology,
-	}
-	if c.Data != "" {
-		m["data"] = string(c.Data)
 	}
 	if !c.Engine.IsDefault() {
 		e := map[string]any{}

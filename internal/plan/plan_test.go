@@ -55,7 +55,7 @@ func TestParseExplicit(t *testing.T) {
 		t.Fatalf("names = %v, want %v", got, want)
 	}
 	bare, _ := p.Config("bare-metal")
-	if bare.Runtime != engine.RuntimeHost || bare.Network != engine.NetworkHost || bare.Data != "" || bare.Topology != "combined" {
+	if bare.Runtime != engine.RuntimeHost || bare.Network != engine.NetworkHost || bare.Data != engine.DataBind || bare.Topology != "combined" {
 		t.Errorf("bare-metal defaults: %+v", bare.Knobs)
 	}
 	def, _ := p.Config("docker-default")
@@ -178,7 +178,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown engine knob", "unknown-engine-key.yaml", []string{"unknown-engine-key.yaml:10: configurations[1].engine.storage-driver: unknown key; did you mean \"storage_driver\"?"}},
 		{"container-ip on the host runtime", "host-container-ip.yaml", []string{"host-container-ip.yaml:7: configurations[0] (a).network: \"container-ip\" needs runtime docker"}},
 		{"engine knobs on the host runtime", "host-engine.yaml", []string{"host-engine.yaml:8: configurations[0] (a).engine.userland_proxy: engine knobs select a Docker engine"}},
-		{"volume on the host runtime", "host-volume.yaml", []string{"host-volume.yaml:7: configurations[0] (a).data: \"volume\" needs runtime docker"}},
+		{"volume on the host runtime", "host-volume.yaml", []string{"host-volume.yaml:7: configurations[0] (a).data: \"volume\" needs runtime docker; the host runtime writes to a directory of the host"}},
 		{"zero duration", "zero-duration.yaml", []string{"zero-duration.yaml:4: duration: 0s: expected a positive measured window"}},
 		{"bare number as duration", "bare-number-duration.yaml", []string{"bare-number-duration.yaml:4: warmup: expected a duration with a unit like 30s"}},
 		{"baseline naming no configuration", "baseline-missing.yaml", []string{"baseline-missing.yaml:3: baseline: \"bare-metl\" names no configuration; expected one of \"bare-metal\""}},

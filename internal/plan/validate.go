@@ -19,13 +19,11 @@ import (
 //     and container IPs are Docker's;
 //   - engine knobs (storage driver, data root, userland proxy) select a
 //     Docker engine and mean nothing there;
-//   - data placements layer and volume do not exist without Docker; tmpfs
-//     and bind are refused too because the host engine writes to a plain
-//     directory of the host's filesystem and a knob it would ignore would
-//     make two configurations look different when they are not.
+//   - data is a directory on the host's filesystem (bind, the default) or a
+//     tmpfs mounted on it; layer and volume do not exist without Docker.
 //
 // Resources (cpuset, shares, quota, memory) apply to both runtimes: the host
-// engine puts its processes in a cgroup of their own.
+// engine puts its processes in cgroups of their own.
 func (d *decoder) checkKnobs(c *Configuration) {
 	field := func(k string) string { return join(c.Origin, k) }
 	switch c.Runtime {
@@ -43,8 +41,8 @@ func (d *decoder) checkKnobs(c *Configuration) {
 				}
 			}
 		}
-		if c.Data != "" {
-			d.errorf(c.node("data"), field("data"), "%q needs runtime docker; the host runtime writes to a directory on the host's filesystem (leave data out)", c.Data)
+		if c.Data != engine.DataBind && c.Data != engine.DataTmpfs {
+			d.errorf(c.node("data"), field("data"), "%q needs runtime docker; the host runtime writes to a directory of the host (\"bind\", the default) or a tmpfs (\"tmpfs\")", c.Data)
 		}
 	}
 }
@@ -195,10 +193,7 @@ func (d *decoder) only(configs []Configuration, only []string, baseline string) 
 
 // describeKnobs is a one-line summary of a configuration for listings.
 func (c *Configuration) describeKnobs() string {
-	parts := []string{string(c.Runtime), "net=" + string(c.Network)}
-	if c.Data != "" {
-		parts = append(parts, "data="+string(c.Data))
-	}
+	parts := []string{string(c.Runtime), "net=" + string(c.Network), "data=" + string(c.Data)}
 	parts = append(parts, "topology="+c.Topology)
 	if !c.Engine.IsDefault() {
 		parts = append(parts, "engine="+c.Engine.Key())

@@ -1,0 +1,221 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"ctrperf/internal/engine"
+	"ctrperf/internal/engine/daemon"
+	"ctrperf/internal/image"
+	"ctrperf/internal/observe"
+)
+
+// Engines is the EngineProvider over the real engines: the host runtime,
+// the default Docker engine (daemon.Default) and a private engine per
+// distinct EngineSpec (daemon.Start), each started on first use, shared by
+// every run that asks for it, and stopped by Close. Images are built on the
+// default engine and copied into a private one before a deployment needs
+// them (no registry exists to pull from).
+type Engines struct {
+	// RunID names private engines (ctrperf-<spec>-<run>) so that `ctrperf
+	// clean` can tell whose they are.
+	RunID string
+	// DaemonOptions and HostOptions reach the daemon and host packages
+	// (roots for tests).
+	DaemonOptions []daemon.Option
+	HostOptions   []engine.HostOption
+
+	mu      sync.Mutex
+	host    *engine.Host
+	def     *daemon.Daemon
+	entries map[string]*engineEntry
+	daemons []*daemon.Daemon
+	// ensured are the image refs built or found on the default engine.
+	ensured map[string]bool
+}
+
+var _ EngineProvider = (*Engines)(nil)
+
+type engineEntry struct {
+	eng  engine.Engine
+	info engine.Info
+	err  error
+}
+
+// Engine returns the engine for a runtime and spec. A failure is
+// remembered: an engine that cannot start now will not start for the next
+// run either, and trying again costs minutes.
+func (e *Engines) Engine(ctx context.Context, rt engine.Runtime, spec engine.EngineSpec) (engine.Engine, engine.Info, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.entries == nil {
+		e.entries = map[string]*engineEntry{}
+	}
+	key := string(rt) + "/" + spec.Key()
+	if en, ok := e.entries[key]; ok {
+		return en.eng, en.info, en.err
+	}
+	en := &engineEntry{}
+	en.eng, en.info, en.err = e.open(ctx, rt, spec)
+	if en.err != nil && ctx.Err() != nil {
+		// Cancelled, not broken: do not remember.
+		return nil, engine.Info{}, en.err
+	}
+	e.entries[key] = en
+	return en.eng, en.info, en.err
+}
+
+func (e *Engines) open(ctx context.Context, rt engine.Runtime, spec engine.EngineSpec) (engine.Engine, engine.Info, error) {
+	switch rt {
+	case engine.RuntimeHost:
+		if e.host == nil {
+			e.host = engine.NewHost(e.HostOptions...)
+		}
+		info, err := e.host.Info(ctx)
+		return e.host, info, err
+	case engine.RuntimeDocker:
+	default:
+		return nil, engine.Info{}, fmt.Errorf("unknown runtime %q", rt)
+	}
+	def, err := e.defaultDaemon(ctx)
+	if err != nil {
+		return nil, engine.Info{}, err
+	}
+	if spec.IsDefault() {
+		eng, info, err := dockerOn(ctx, def)
+		if err != nil {
+			return nil, engine.Info{}, err
+		}
+		return e.prepared(eng, def, nil), info, nil
+	}
+	d, err := daemon.Start(ctx, spec, e.RunID, e.DaemonOptions...)
+	if err != nil {
+		return nil, engine.Info{}, err
+	}
+	e.daemons = append(e.daemons, d)
+	eng, info, err := dockerOn(ctx, d)
+	if err != nil {
+		return nil, engine.Info{}, err
+	}
+	return e.prepared(eng, def, d), info, nil
+}
+
+func (e *Engines) prepared(eng engine.Engine, def, private *daemon.Daemon) engine.Engine {
+	if e.ensured == nil {
+		e.ensured = map[string]bool{}
+	}
+	return &imagePreparer{Engine: eng, def: def, private: private, ensured: e.ensured, copied: map[string]bool{}}
+}
+
+func (e *Engines) defaultDaemon(ctx context.Context) (*daemon.Daemon, error) {
+	if e.def != nil {
+		return e.def, nil
+	}
+	d, err := daemon.Default(ctx, e.DaemonOptions...)
+	if err != nil {
+		return nil, fmt.Errorf("default docker engine: %w", err)
+	}
+	e.def = d
+	e.daemons = append(e.daemons, d)
+	return d, nil
+}
+
+// dockerOn wraps a daemon in the Docker engine; the daemon's own Info knows
+// the userland-proxy setting, which the Engine API does not report.
+func dockerOn(ctx context.Context, d *daemon.Daemon) (engine.Engine, engine.Info, error) {
+	info, err := d.Info(ctx)
+	if err != nil {
+		return nil, engine.Info{}, err
+	}
+	opts := []engine.DockerOption{engine.WithEngineName(d.Name())}
+	if info.UserlandProxy != nil {
+		opts = append(opts, engine.WithUserlandProxy(*info.UserlandProxy))
+	}
+	if d.Private() {
+		// Stopped by Engines.Close, not by each engine's Close.
+		opts = append(opts, engine.WithPrivateEngine(func(context.Context) error { return nil }))
+	}
+	return engine.NewDocker(d.Client(), opts...), info, nil
+}
+
+// Close stops the private engines this provider started (last first) and
+// releases the clients; the user's engine is never touched.
+func (e *Engines) Close(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var errs []error
+	for i := len(e.daemons) - 1; i >= 0; i-- {
+		if err := e.daemons[i].Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	e.daemons, e.def, e.entries = nil, nil, nil
+	return errors.Join(errs...)
+}
+
+// imagePreparer makes sure the images of a deployment exist before it is
+// deployed: built from their recipes (internal/image) on the default engine
+// when missing or stale, then copied into a private engine. It happens in
+// the deploy phase, outside the measured window, once per image.
+type imagePreparer struct {
+	engine.Engine
+	def, private *daemon.Daemon
+	ensured      map[string]bool // shared by all engines of the provider
+	copied       map[string]bool
+}
+
+func (p *imagePreparer) Deploy(ctx context.Context, spec engine.DeploySpec) (*engine.Target, error) {
+	var build, cp []string
+	for _, s := range spec.Services {
+		if s.Image == "" {
+			continue
+		}
+		if !p.ensured[s.Image] && !slices.Contains(build, s.Image) {
+			build = append(build, s.Image)
+		}
+		if p.private != nil && !p.copied[s.Image] && !slices.Contains(cp, s.Image) {
+			cp = append(cp, s.Image)
+		}
+	}
+	if len(build) > 0 {
+		if _, err := image.Ensure(ctx, p.def.Client(), build...); err != nil {
+			return nil, fmt.Errorf("deploy %s: images: %w", spec.RunID, err)
+		}
+		for _, r := range build {
+			p.ensured[r] = true
+		}
+	}
+	if len(cp) > 0 {
+		if err := daemon.CopyImages(ctx, p.def, p.private, cp...); err != nil {
+			return nil, fmt.Errorf("deploy %s: %w", spec.RunID, err)
+		}
+		for _, r := range cp {
+			p.copied[r] = true
+		}
+	}
+	return p.Engine.Deploy(ctx, spec)
+}
+
+// SystemObservers makes the real observer of each run: every sampler of
+// internal/observe, plus the cgroups of the run's containers (host services
+// have cgroups of their own too), named by service so that runs of
+// different configurations line up in reports.
+func SystemObservers(opts ...observe.Option) ObserverFactory {
+	return func(t *engine.Target) Observer {
+		var cs []observe.Container
+		for _, c := range t.Containers {
+			if c.CgroupPath != "" {
+				name := c.Service
+				if name == "" {
+					name = c.Name
+				}
+				cs = append(cs, observe.Container{Name: name, CgroupPath: c.CgroupPath})
+			}
+		}
+		o := append(append([]observe.Option(nil), opts...), observe.WithContainers(cs))
+		return observe.New(o...)
+	}
+}
