@@ -149,6 +149,10 @@ func (d *Docker) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err er
 		}
 	}
 
+	if err := b.Check(spec.Services, func(s Service) []string { return s.Command }); err != nil {
+		return t, fmt.Errorf("deploy %s: %w", spec.RunID, err)
+	}
+
 	step := func() (context.Context, context.CancelFunc) { return lifecycle.Detached(ctx, stepTimeout) }
 	sctx, cancel := step()
 	_, err = d.cli.NetworkCreate(sctx, st.network, network.CreateOptions{Driver: "bridge", Labels: RunLabels(spec.RunID)})
@@ -312,6 +316,9 @@ func (d *Docker) deployService(ctx context.Context, t *Target, spec DeploySpec, 
 	}
 	if in.State != nil {
 		c.PID = in.State.Pid
+		if !in.State.Running {
+			return fmt.Errorf("service %q (%s): container exited with status %d right after start%s", s.Name, name, in.State.ExitCode, d.logTail(ctx, created.ID, 20))
+		}
 	}
 	if in.NetworkSettings != nil {
 		if ep := in.NetworkSettings.Networks[st.network]; ep != nil {

@@ -173,6 +173,9 @@ func (h *Host) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err erro
 	if err != nil {
 		return t, fmt.Errorf("deploy %s: %w", spec.RunID, err)
 	}
+	if err := b.Check(spec.Services, hostArgv); err != nil {
+		return t, fmt.Errorf("deploy %s: %w", spec.RunID, err)
+	}
 	for i := len(spec.Services) - 1; i >= 0; i-- {
 		if err := ctx.Err(); err != nil {
 			return t, fmt.Errorf("deploy %s: stopped before service %q: %w", spec.RunID, spec.Services[i].Name, context.Cause(ctx))

@@ -186,3 +186,17 @@ func envList(env map[string]string) []string {
 	sortStrings(out)
 	return out
 }
+
+// Check expands every template of the services (argv chosen by argvOf) so
+// that a bad one fails the deploy before anything is created.
+func (b Bindings) Check(services []Service, argvOf func(Service) []string) error {
+	for _, s := range services {
+		if _, err := b.ExpandAll(argvOf(s)); err != nil {
+			return fmt.Errorf("service %q command: %w", s.Name, err)
+		}
+		if _, err := b.ExpandEnv(s.Env); err != nil {
+			return fmt.Errorf("service %q: %w", s.Name, err)
+		}
+	}
+	return nil
+}

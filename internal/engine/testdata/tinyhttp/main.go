@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 )
 
 func main() {
@@ -40,6 +41,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, http.ListenAndServe(os.Args[2], nil))
 		os.Exit(1)
 	case "write":
+		if err := os.MkdirAll(filepath.Dir(os.Args[2]), 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 		if err := os.WriteFile(os.Args[2], []byte(os.Args[3]), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
