@@ -208,8 +208,10 @@ func (o *Observer) SetContainers(cs []Container) {
 }
 
 // Stop ends sampling and returns the series. The interval in progress is
-// kept as a last, shorter sample when at least half of it has passed. Stop
-// is safe without Start and more than once.
+// kept as a last, shorter sample (rates are per second of the time that
+// really passed) unless less than a tenth of an interval has passed, so
+// that the tail of a run is not lost. Stop is safe without Start and more
+// than once.
 func (o *Observer) Stop() *Series {
 	o.mu.Lock()
 	if o.started && !o.stopped {
@@ -218,7 +220,7 @@ func (o *Observer) Stop() *Series {
 		o.mu.Unlock()
 		<-o.done
 		o.mu.Lock()
-		if o.clock.Now().Sub(o.last) >= o.interval/2 {
+		if o.clock.Now().Sub(o.last) >= o.interval/10 {
 			o.tick()
 		}
 	}

@@ -318,6 +318,17 @@ func TestObserverLifecycle(t *testing.T) {
 			t.Fatalf("got %+v", s)
 		}
 	})
+	t.Run("a stop right after the last tick adds nothing", func(t *testing.T) {
+		clk := newFakeClock()
+		o := New(WithClock(clk), WithInterval(time.Second), WithRoots(t.TempDir(), t.TempDir(), t.TempDir()))
+		if err := o.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		clk.advance(50 * time.Millisecond)
+		if s := o.Stop(); len(s.Samples) != 0 {
+			t.Fatalf("samples = %+v, want none", s.Samples)
+		}
+	})
 	t.Run("start twice fails, stop twice is fine", func(t *testing.T) {
 		clk := newFakeClock()
 		o := New(WithClock(clk), WithRoots(t.TempDir(), t.TempDir(), t.TempDir()))
@@ -330,16 +341,16 @@ func TestObserverLifecycle(t *testing.T) {
 		o.Stop()
 		o.Stop()
 	})
-	t.Run("stop keeps a last partial interval of at least half", func(t *testing.T) {
+	t.Run("stop keeps a last partial interval of a tenth or more", func(t *testing.T) {
 		clk := newFakeClock()
 		o := New(WithClock(clk), WithInterval(time.Second), WithRoots(t.TempDir(), t.TempDir(), t.TempDir()))
 		if err := o.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		clk.advance(600 * time.Millisecond)
+		clk.advance(200 * time.Millisecond)
 		s := o.Stop()
-		if len(s.Samples) != 1 || !near(s.Samples[0].T, 0.6) {
-			t.Fatalf("samples = %+v, want one at 0.6 s", s.Samples)
+		if len(s.Samples) != 1 || !near(s.Samples[0].T, 0.2) {
+			t.Fatalf("samples = %+v, want one at 0.2 s", s.Samples)
 		}
 		if s.Unavailable["cpu"] == "" {
 			t.Errorf("cpu over an empty root not unavailable: %v", s.Unavailable)

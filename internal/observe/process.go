@@ -45,6 +45,19 @@ func MatchCommPrefix(prefix string) ProcessMatcher {
 	return func(p ProcInfo) bool { return strings.HasPrefix(p.Comm, prefix) }
 }
 
+// MatchPIDs matches these processes (a host-runtime workload, one
+// particular docker-proxy).
+func MatchPIDs(pids ...int) ProcessMatcher {
+	return func(p ProcInfo) bool {
+		for _, pid := range pids {
+			if p.PID == pid {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // MatchSelf matches the observing process itself.
 func MatchSelf() ProcessMatcher { return func(p ProcInfo) bool { return p.Self } }
 

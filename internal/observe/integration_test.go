@@ -1,0 +1,403 @@
+package observe
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+	"github.com/docker/go-connections/nat"
+	"golang.org/x/sys/unix"
+)
+
+// requireOrSkip skips an integration test whose precondition is missing,
+// unless CI asks for it to fail instead.
+func requireOrSkip(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("CTRPERF_REQUIRE_DOCKER") == "1" || os.Getenv("CTRPERF_REQUIRE_ROOT") == "1" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
+}
+
+func testRunID(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return "observe-test-" + hex.EncodeToString(b)
+}
+
+func run(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// backingDisk names the whole block device a file lives on (vda for
+// /var/tmp/x on vda or vda1).
+func backingDisk(t *testing.T, path string) string {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	link, err := os.Readlink(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)))
+	if err != nil {
+		t.Fatalf("device of %s: %v", path, err)
+	}
+	name := filepath.Base(link)
+	if _, err := os.Stat(filepath.Join("/sys/class/block", name, "partition")); err == nil {
+		name = filepath.Base(filepath.Dir(link))
+	}
+	return name
+}
+
+// writtenKB sums wkB over the samples of one device, and the writes.
+func writtenKB(s *Series, dev string) (kb, ios float64) {
+	prev := 0.0
+	for _, smp := range s.Samples {
+		dt := smp.T - prev
+		prev = smp.T
+		d := smp.Disks[dev]
+		kb += d.WriteKBPerS * dt
+		ios += d.WritesPerS * dt
+	}
+	return kb, ios
+}
+
+// TestLoopDeviceFioRoot: while fio writes sequentially with direct I/O to an
+// ext4 image on a loop device, the observer's w/s and wkB/s on that loop
+// device agree with fio's own figures, and the writes show on the disk
+// holding the image.
+func TestLoopDeviceFioRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		requireOrSkip(t, "needs root for losetup and mount")
+	}
+	for _, tool := range []string{"fio", "losetup", "mkfs.ext4", "mount", "umount"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			requireOrSkip(t, tool+" not installed")
+		}
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "ctrperf-observe-loop-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	img, mnt := filepath.Join(dir, "ctrperf-observe.img"), filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(512 << 20); err != nil { // sparse
+		t.Fatal(err)
+	}
+	f.Close()
+	run(t, "mkfs.ext4", "-q", "-F", img)
+	// Direct I/O on the loop device, so that its writes reach the backing
+	// disk within the test instead of after the page cache's writeback delay.
+	dev := run(t, "losetup", "--find", "--show", "--direct-io=on", img)
+	t.Cleanup(func() {
+		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
+			t.Errorf("detach %s: %v: %s", dev, err, out)
+		}
+	})
+	run(t, "mount", dev, mnt)
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			t.Errorf("unmount %s: %v: %s", mnt, err, out)
+		}
+	})
+	loop, disk := filepath.Base(dev), backingDisk(t, img)
+
+	o := New(WithInterval(time.Second))
+	if err := o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	out, ferr := exec.Command("fio", "--name=ctrperf-observe", "--filename="+filepath.Join(mnt, "fio.dat"),
+		"--rw=write", "--bs=256k", "--size=256M", "--direct=1", "--ioengine=psync",
+		// A rate cap keeps the test from hogging the shared disk. 256 KiB
+		// writes fit one request of the loop device (128 segments of a
+		// page), so its w/s counts fio's writes one to one; 1 MiB writes
+		// would show as two requests each, as iostat would show them too.
+		"--rate=64m",
+		"--time_based", "--runtime=10", "--output-format=json").Output()
+	s := o.Stop()
+	if ferr != nil {
+		t.Fatalf("fio: %v: %s", ferr, out)
+	}
+	var res struct {
+		Jobs []struct {
+			Write struct {
+				IOKBytes  float64 `json:"io_kbytes"`
+				TotalIOs  float64 `json:"total_ios"`
+				BW        float64 `json:"bw"` // KiB/s
+				RuntimeMs float64 `json:"runtime"`
+			} `json:"write"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(out[bytes.IndexByte(out, '{'):], &res); err != nil || len(res.Jobs) != 1 {
+		t.Fatalf("fio output: %v: %s", err, out)
+	}
+	w := res.Jobs[0].Write
+	kb, ios := writtenKB(s, loop)
+	loopRate := kb / (w.RuntimeMs / 1000)
+	t.Logf("fio: %.0f KiB in %.0f writes, bw %.0f KiB/s; observer on %s: %.0f KiB in %.0f writes (%.0f KiB/s over fio's runtime); %s: %.0f KiB",
+		w.IOKBytes, w.TotalIOs, w.BW, loop, kb, ios, loopRate, disk, func() float64 { k, _ := writtenKB(s, disk); return k }())
+	within := func(what string, got, want float64) {
+		if want <= 0 || got < 0.9*want || got > 1.1*want {
+			t.Errorf("%s: observer %.0f vs fio %.0f: not within 10%%", what, got, want)
+		}
+	}
+	// The observer covers fio's whole run, so totals compare exactly what
+	// fio did; ext4 adds a little metadata on top.
+	within("KiB written to "+loop, kb, w.IOKBytes)
+	within("writes to "+loop, ios, w.TotalIOs)
+	within("KiB/s on "+loop, loopRate, w.BW)
+	if diskKB, _ := writtenKB(s, disk); diskKB < 0.9*w.IOKBytes {
+		t.Errorf("backing disk %s: %.0f KiB written, want at least 90%% of fio's %.0f", disk, diskKB, w.IOKBytes)
+	}
+	if len(s.Unavailable) > 0 {
+		t.Logf("unavailable: %v", s.Unavailable)
+	}
+}
+
+// dockerOrSkip returns a client of the engine DOCKER_HOST (or the default
+// socket) names, or skips.
+func dockerOrSkip(t *testing.T) *client.Client {
+	t.Helper()
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		requireOrSkip(t, "no Docker client: "+err.Error())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx); err != nil {
+		cli.Close()
+		requireOrSkip(t, "no Docker engine: "+err.Error())
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// buildHTTPImage builds testdata/httpd into a FROM-scratch image labelled
+// with the run id, removed at the end of the test.
+func buildHTTPImage(t *testing.T, cli *client.Client, runID string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "httpd")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./testdata/httpd")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build httpd: %v: %s", err, out)
+	}
+	prog, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ctxTar bytes.Buffer
+	tw := tar.NewWriter(&ctxTar)
+	for _, f := range []struct {
+		name string
+		mode int64
+		body []byte
+	}{
+		{"Dockerfile", 0o644, []byte("FROM scratch\nCOPY httpd /httpd\nEXPOSE 8080\nENTRYPOINT [\"/httpd\"]\n")},
+		{"httpd", 0o755, prog},
+	} {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.body))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(f.body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ref := "ctrperf-observe-httpd:" + runID
+	ctx := context.Background()
+	resp, err := cli.ImageBuild(ctx, &ctxTar, build.ImageBuildOptions{
+		Tags: []string{ref}, Remove: true, ForceRemove: true,
+		Labels: map[string]string{"ctrperf.managed": "true", "ctrperf.run": runID},
+	})
+	if err != nil {
+		t.Fatalf("build %s: %v", ref, err)
+	}
+	msgs, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	t.Cleanup(func() {
+		if _, err := cli.ImageRemove(context.Background(), ref, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil {
+			t.Errorf("remove image %s: %v", ref, err)
+		}
+	})
+	if _, err := cli.ImageInspect(ctx, ref); err != nil {
+		t.Fatalf("build %s: %v: %s", ref, err, msgs)
+	}
+	return ref
+}
+
+// startPublished runs ref with port 8080 published on 127.0.0.1 and returns
+// the host port; the container is removed at the end of the test.
+func startPublished(t *testing.T, cli *client.Client, ref, runID string) string {
+	t.Helper()
+	ctx := context.Background()
+	name := "ctrperf-observe-" + runID
+	created, err := cli.ContainerCreate(ctx,
+		&container.Config{Image: ref, Labels: map[string]string{"ctrperf.managed": "true", "ctrperf.run": runID},
+			ExposedPorts: nat.PortSet{"8080/tcp": {}}},
+		&container.HostConfig{PortBindings: nat.PortMap{"8080/tcp": {{HostIP: "127.0.0.1"}}}},
+		nil, nil, name)
+	if err != nil {
+		t.Fatalf("create %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if err := cli.ContainerRemove(context.Background(), created.ID, container.RemoveOptions{Force: true}); err != nil {
+			t.Errorf("remove container %s: %v", name, err)
+		}
+	})
+	if err := cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	info, err := cli.ContainerInspect(ctx, created.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := info.NetworkSettings.Ports["8080/tcp"]
+	if len(b) == 0 {
+		t.Fatalf("%s: port 8080 not published: %+v", name, info.NetworkSettings.Ports)
+	}
+	return b[0].HostPort
+}
+
+// proxyPIDs finds the docker-proxy processes serving one host port.
+func proxyPIDs(t *testing.T, port string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if strings.TrimSpace(string(comm)) != "docker-proxy" {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		args := strings.Split(string(cmdline), "\x00")
+		for i := range args[:len(args)-1] {
+			if args[i] == "-host-port" && args[i+1] == port {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+// drive sends GETs to url from a few goroutines for d.
+func drive(t *testing.T, url string, d time.Duration) int {
+	t.Helper()
+	var (
+		mu   sync.Mutex
+		ok   int
+		wg   sync.WaitGroup
+		last error
+	)
+	deadline := time.Now().Add(d)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &http.Client{Timeout: 2 * time.Second}
+			for time.Now().Before(deadline) {
+				resp, err := c.Get(url)
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				mu.Lock()
+				if err == nil && resp.StatusCode == http.StatusOK {
+					ok++
+				} else if err != nil {
+					last = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if ok == 0 {
+		t.Fatalf("no request to %s succeeded: %v", url, last)
+	}
+	return ok
+}
+
+// TestPublishedPortProxyDocker: traffic to a port published on 127.0.0.1
+// goes through docker-proxy, and the per-process series shows its CPU.
+func TestPublishedPortProxyDocker(t *testing.T) {
+	cli := dockerOrSkip(t)
+	runID := testRunID(t)
+	ref := buildHTTPImage(t, cli, runID)
+	port := startPublished(t, cli, ref, runID)
+	url := "http://127.0.0.1:" + port + "/"
+	// The server may need a moment to listen.
+	for i := 0; ; i++ {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if i == 50 {
+			t.Fatalf("%s never answered: %v", url, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	pids := proxyPIDs(t, port)
+	if len(pids) == 0 {
+		t.Fatalf("no docker-proxy serves port %s: is the engine's userland proxy off?", port)
+	}
+	groups := DefaultProcessGroups()
+	groups["this-proxy"] = MatchPIDs(pids...) // others' traffic must not pass the test
+	o := New(WithInterval(500*time.Millisecond), WithProcessGroups(groups))
+	if err := o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n := drive(t, url, 3*time.Second)
+	sum := Summarize(o.Stop())
+	p := sum.Processes["this-proxy"]
+	t.Logf("%d requests; docker-proxy on port %s: CPU mean %.1f%% max %.1f%%; all docker-proxies max %.1f%%; loadgen max %.1f%%",
+		n, port, p.CPUPercent.Mean, p.CPUPercent.Max, sum.Processes["docker-proxy"].CPUPercent.Max, sum.Processes["loadgen"].CPUPercent.Max)
+	if p.CPUPercent.Max <= 0 || p.Count.Max < 1 {
+		t.Errorf("docker-proxy of port %s: %+v, want CPU > 0", port, p)
+	}
+	if sum.Processes["docker-proxy"].Count.Max < 1 || sum.Processes["loadgen"].CPUPercent.Max <= 0 {
+		t.Errorf("default groups: %+v", sum.Processes)
+	}
+}
