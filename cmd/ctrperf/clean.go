@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/engine/daemon"
 	"ctrperf/internal/lifecycle"
 )
 
@@ -19,10 +21,12 @@ func newCleanCmd() *cobra.Command {
 		Use:   "clean",
 		Short: "Remove everything a killed run left behind",
 		Long: `Removes what ctrperf runs left behind after a crash or SIGKILL: containers,
-networks and volumes labelled ctrperf.managed (on the default Docker engine),
-bind directories, client network namespaces and veths, host-runtime processes,
-cgroups, tmpfs mounts and data. --run limits it to one run id. Cached images
-are kept. Exits 0 when nothing is left.`,
+networks and volumes labelled ctrperf.managed (on your Docker engine and on
+every private engine ctrperf still runs), bind directories, client network
+namespaces and veths, host-runtime processes, cgroups, tmpfs mounts and data,
+then the private engines themselves with their loop devices, mounts, bridges
+and iptables rules. --run limits it to one run id. Cached images are kept.
+Exits 0 when nothing is left.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := lifecycle.SignalContext(cmd.Context())
@@ -36,28 +40,75 @@ are kept. Exits 0 when nothing is left.`,
 }
 
 func runClean(ctx context.Context, cmd *cobra.Command, runID string, dryRun bool) error {
-	out := cmd.OutOrStdout()
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err == nil {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err = cli.Ping(pctx)
-		cancel()
-		if err != nil {
-			cli.Close()
-		}
-	}
-	var api client.APIClient
-	if err != nil {
-		fmt.Fprintf(cmd.ErrOrStderr(), "ctrperf clean: no Docker engine answers (%v); cleaning host objects only\n", err)
-	} else {
-		defer cli.Close()
-		api = cli
-	}
+	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	var opts []engine.CleanOption
 	if dryRun {
 		opts = append(opts, engine.CleanDryRun())
 	}
-	removed, cerr := engine.Clean(ctx, api, runID, opts...)
+	var removed []string
+	var errs []error
+
+	// Docker objects first, on every engine that still answers: the user's
+	// (never started here) and ctrperf's private ones, which a killed run
+	// may have left running.
+	clients := map[string]client.APIClient{}
+	if d, err := daemon.Probe(ctx, 3*time.Second); err == nil {
+		defer d.Client().Close()
+		clients[d.Host()] = d.Client()
+	} else {
+		fmt.Fprintf(errOut, "ctrperf clean: your Docker engine does not answer (%v); cleaning the rest\n", err)
+	}
+	engines, err := daemon.List()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, e := range engines {
+		if !e.Alive || e.Socket == "" {
+			continue
+		}
+		host := "unix://" + e.Socket
+		if _, ok := clients[host]; ok {
+			continue
+		}
+		cli, err := client.NewClientWithOpts(client.WithHost(host), client.WithAPIVersionNegotiation())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("private engine %s: %w", e.Name, err))
+			continue
+		}
+		defer cli.Close()
+		clients[host] = cli
+	}
+	for _, cli := range clients {
+		r, err := engine.Clean(ctx, cli, runID, opts...)
+		for _, x := range r {
+			removed = appendOnce(removed, x)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(clients) == 0 {
+		r, err := engine.Clean(ctx, nil, runID, opts...)
+		removed = append(removed, r...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+
+	if dryRun {
+		for _, e := range engines {
+			if runID == "" || e.RunID == runID {
+				removed = append(removed, fmt.Sprintf("private engine %s (socket %s, alive %v)", e.Name, e.Socket, e.Alive))
+			}
+		}
+	} else {
+		r, err := daemon.CleanAll(ctx, runID)
+		removed = append(removed, r...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+
 	verb := "removed"
 	if dryRun {
 		verb = "would remove"
@@ -65,11 +116,22 @@ func runClean(ctx context.Context, cmd *cobra.Command, runID string, dryRun bool
 	for _, r := range removed {
 		fmt.Fprintf(out, "%s %s\n", verb, r)
 	}
-	if len(removed) == 0 && cerr == nil {
+	if err := errors.Join(errs...); err != nil {
+		return &exitError{code: 1, msg: "clean left something behind: " + err.Error()}
+	}
+	if len(removed) == 0 {
 		fmt.Fprintln(out, "nothing to clean")
 	}
-	if cerr != nil {
-		return &exitError{code: 1, msg: "clean left something behind: " + cerr.Error()}
-	}
 	return nil
+}
+
+// appendOnce appends s unless present: host-side objects (netns, bind
+// directories) are reported by the first engine's pass only.
+func appendOnce(list []string, s string) []string {
+	for _, x := range list {
+		if x == s {
+			return list
+		}
+	}
+	return append(list, s)
 }
