@@ -1,0 +1,215 @@
+package engine_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"ctrperf/internal/engine"
+	"ctrperf/internal/engine/daemon"
+	"ctrperf/internal/lifecycle"
+)
+
+// The kill test re-executes the test binary as a child that deploys and
+// waits; these variables carry what it needs.
+const (
+	killChildEnv = "CTRPERF_ENGINE_KILL_CHILD" // run id
+	killImageEnv = "CTRPERF_ENGINE_KILL_IMAGE"
+	killBinEnv   = "CTRPERF_ENGINE_KILL_BIN"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(killChildEnv) != "" {
+		os.Exit(killChild())
+	}
+	code := m.Run()
+	engine.RemoveTinyDir()
+	os.Exit(code)
+}
+
+// killRunIDs are the run ids one child uses: two Docker deployments (they
+// cannot share a network name) and a host deployment on the first id.
+func killRunIDs(runID string) []string { return []string{runID, runID + "b"} }
+
+// killChild deploys a 2-service published-external target with volumes, a
+// 2-service published target with bind directories, and a 2-service host
+// target on tmpfs, says "ready", and tears all down on SIGINT/SIGTERM.
+func killChild() int {
+	runID := os.Getenv(killChildEnv)
+	img, bin := os.Getenv(killImageEnv), os.Getenv(killBinEnv)
+	ctx, stop := lifecycle.SignalContext(context.Background(), lifecycle.WithMessages(nil))
+	defer stop()
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	defer cli.Close()
+	var stack lifecycle.Stack
+	d, h := engine.NewDocker(cli), engine.NewHost()
+	ids := killRunIDs(runID)
+	two := func(front string) []engine.Service {
+		f := engine.TinyServiceForTest(img, front)
+		f.Env = map[string]string{"UPSTREAM": "{{addr:db:8080}}"}
+		return []engine.Service{f, engine.TinyServiceForTest(img, "db")}
+	}
+	hostSvc := func(name string) engine.Service {
+		return engine.Service{Name: name, HostCommand: []string{bin, "serve", "127.0.0.1:{{port:" + name + ":8080}}", runID},
+			Ports: []int{8080}, Ready: &engine.ReadyCheck{Port: 8080, Timeout: 20 * time.Second}}
+	}
+	deployments := []struct {
+		e    engine.Engine
+		spec engine.DeploySpec
+	}{
+		{d, engine.DeploySpec{RunID: ids[0], Network: engine.NetworkPublishedExternal, Data: engine.DataVolume, Services: two("app")}},
+		{d, engine.DeploySpec{RunID: ids[1], Network: engine.NetworkPublished, Data: engine.DataBind, Services: two("app")}},
+		{h, engine.DeploySpec{RunID: ids[0], Network: engine.NetworkHost, Data: engine.DataTmpfs, Services: []engine.Service{hostSvc("app"), hostSvc("db")}}},
+	}
+	code := 0
+	for _, dep := range deployments {
+		t, err := dep.e.Deploy(ctx, dep.spec)
+		if err != nil {
+			if ctx.Err() == nil {
+				fmt.Fprintln(os.Stderr, "child deploy:", err)
+				code = 1
+			}
+			break
+		}
+		e := dep.e
+		stack.Push("teardown "+t.RunID, func(ctx context.Context) error { return e.Teardown(ctx, t) })
+	}
+	if code == 0 && ctx.Err() == nil {
+		fmt.Println("ready")
+		<-ctx.Done()
+	}
+	if err := stack.Run(time.Minute); err != nil {
+		fmt.Fprintln(os.Stderr, "child teardown:", err)
+		code = 1
+	}
+	return code
+}
+
+func TestKillDocker(t *testing.T) {
+	cli := engine.DockerClientForTest(t)
+	img := engine.TinyImageForTest(t, cli)
+	bin := engine.TinyBinaryForTest(t)
+	tests := []struct {
+		desc       string
+		sig        syscall.Signal
+		afterReady bool
+	}{
+		{"SIGINT during deploy", syscall.SIGINT, false},
+		{"SIGINT once deployed", syscall.SIGINT, true},
+		{"SIGKILL during deploy, then clean", syscall.SIGKILL, false},
+		{"SIGKILL once deployed, then clean", syscall.SIGKILL, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			runID := engine.NewRunIDForTest(t)
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), killChildEnv+"="+runID, killImageEnv+"="+img, killBinEnv+"="+bin)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			ready := make(chan struct{})
+			go func() {
+				sc := bufio.NewScanner(stdout)
+				for sc.Scan() {
+					if sc.Text() == "ready" {
+						close(ready)
+					}
+				}
+			}()
+			// A full deploy of the child takes a few seconds; "during deploy"
+			// picks a point inside that window.
+			var delay time.Duration
+			if tc.afterReady {
+				select {
+				case <-ready:
+				case <-time.After(90 * time.Second):
+					_ = cmd.Process.Kill()
+					_ = cmd.Wait()
+					t.Fatalf("child never became ready; stderr:\n%s", stderr.String())
+				}
+				delay = time.Duration(rand.IntN(300)) * time.Millisecond
+			} else {
+				delay = time.Duration(rand.IntN(2500)) * time.Millisecond
+			}
+			time.Sleep(delay)
+			t.Logf("%v after %v (ready before signal: %v)", tc.sig, delay, isClosed(ready))
+			if err := cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			waited := make(chan error, 1)
+			go func() { waited <- cmd.Wait() }()
+			select {
+			case err = <-waited:
+			case <-time.After(2 * time.Minute):
+				_ = cmd.Process.Kill()
+				<-waited
+				t.Fatalf("child did not exit within 2 minutes of %v", tc.sig)
+			}
+			if tc.sig == syscall.SIGINT {
+				if err != nil {
+					t.Errorf("child after SIGINT: %v; stderr:\n%s", err, stderr.String())
+				}
+			} else {
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) {
+					t.Fatalf("child after SIGKILL: %v", err)
+				}
+				// An API request the child had in flight may still be
+				// completed by the daemon after the child died; `ctrperf
+				// clean` runs after the fact, so the test does too.
+				time.Sleep(500 * time.Millisecond)
+				ctx := context.Background()
+				for _, id := range killRunIDs(runID) {
+					if _, err := engine.Clean(ctx, cli, id); err != nil {
+						t.Errorf("Clean(%s): %v", id, err)
+					}
+					if _, err := daemon.CleanAll(ctx, id); err != nil {
+						t.Errorf("daemon.CleanAll(%s): %v", id, err)
+					}
+				}
+			}
+			for _, id := range killRunIDs(runID) {
+				if left := engine.LeftoversForTest(t, cli, id); len(left) > 0 {
+					t.Errorf("run %s left behind after %v:\n  %s\nchild stderr:\n%s", id, tc.sig, strings.Join(left, "\n  "), stderr.String())
+				}
+			}
+			// The host runtime's top-level groups may stay (shared by runs);
+			// nothing of this run may be below them.
+			for _, c := range []string{"cpu", "cpuset", "memory"} {
+				if m, _ := filepath.Glob(filepath.Join(engine.DefaultCgroupRoot, c, engine.NamePrefix, runID+"*")); len(m) > 0 {
+					t.Errorf("host cgroups left: %v", m)
+				}
+			}
+		})
+	}
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
