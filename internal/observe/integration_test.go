@@ -25,6 +25,9 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/go-connections/nat"
 	"golang.org/x/sys/unix"
+
+	"ctrperf/internal/engine"
+	"ctrperf/internal/engine/daemon"
 )
 
 // requireOrSkip skips an integration test whose precondition is missing,
@@ -293,34 +296,6 @@ func startPublished(t *testing.T, cli *client.Client, ref, runID string) string 
 	return b[0].HostPort
 }
 
-// proxyPIDs finds the docker-proxy processes serving one host port.
-func proxyPIDs(t *testing.T, port string) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if strings.TrimSpace(string(comm)) != "docker-proxy" {
-			continue
-		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		args := strings.Split(string(cmdline), "\x00")
-		for i := range args[:len(args)-1] {
-			if args[i] == "-host-port" && args[i+1] == port {
-				out = append(out, pid)
-			}
-		}
-	}
-	return out
-}
-
 // drive sends GETs to url from a few goroutines for d.
 func drive(t *testing.T, url string, d time.Duration) int {
 	t.Helper()
@@ -359,45 +334,103 @@ func drive(t *testing.T, url string, d time.Duration) int {
 	return ok
 }
 
+// waitHTTP waits for the server behind url to answer.
+func waitHTTP(t *testing.T, url string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		if i == 100 {
+			t.Fatalf("%s never answered: %v", url, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// observeTraffic drives url for d under an observer whose groups include
+// "this-proxy", the docker-proxy of the published port, and summarises.
+func observeTraffic(t *testing.T, port string, d time.Duration) (Summary, int) {
+	t.Helper()
+	url := "http://127.0.0.1:" + port + "/"
+	waitHTTP(t, url)
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := DefaultProcessGroups()
+	groups["this-proxy"] = MatchDockerProxyPort(p) // other containers' proxies must not count
+	o := New(WithInterval(500*time.Millisecond), WithProcessGroups(groups))
+	if err := o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n := drive(t, url, d)
+	return Summarize(o.Stop()), n
+}
+
 // TestPublishedPortProxyDocker: traffic to a port published on 127.0.0.1
-// goes through docker-proxy, and the per-process series shows its CPU.
+// goes through docker-proxy (the userland proxy is on by default), and the
+// per-process series shows its CPU.
 func TestPublishedPortProxyDocker(t *testing.T) {
 	cli := dockerOrSkip(t)
 	runID := testRunID(t)
 	ref := buildHTTPImage(t, cli, runID)
 	port := startPublished(t, cli, ref, runID)
-	url := "http://127.0.0.1:" + port + "/"
-	// The server may need a moment to listen.
-	for i := 0; ; i++ {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if i == 50 {
-			t.Fatalf("%s never answered: %v", url, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	pids := proxyPIDs(t, port)
-	if len(pids) == 0 {
-		t.Fatalf("no docker-proxy serves port %s: is the engine's userland proxy off?", port)
-	}
-	groups := DefaultProcessGroups()
-	groups["this-proxy"] = MatchPIDs(pids...) // others' traffic must not pass the test
-	o := New(WithInterval(500*time.Millisecond), WithProcessGroups(groups))
-	if err := o.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	n := drive(t, url, 3*time.Second)
-	sum := Summarize(o.Stop())
+	sum, n := observeTraffic(t, port, 3*time.Second)
 	p := sum.Processes["this-proxy"]
-	t.Logf("%d requests; docker-proxy on port %s: CPU mean %.1f%% max %.1f%%; all docker-proxies max %.1f%%; loadgen max %.1f%%",
+	t.Logf("%d requests; docker-proxy of port %s: CPU mean %.1f%% max %.1f%%; all docker-proxies max %.1f%%; loadgen max %.1f%%",
 		n, port, p.CPUPercent.Mean, p.CPUPercent.Max, sum.Processes["docker-proxy"].CPUPercent.Max, sum.Processes["loadgen"].CPUPercent.Max)
-	if p.CPUPercent.Max <= 0 || p.Count.Max < 1 {
-		t.Errorf("docker-proxy of port %s: %+v, want CPU > 0", port, p)
+	if p.CPUPercent.Max <= 0 || p.Count.Max != 1 {
+		t.Errorf("docker-proxy of port %s: %+v, want one process with CPU > 0", port, p)
 	}
 	if sum.Processes["docker-proxy"].Count.Max < 1 || sum.Processes["loadgen"].CPUPercent.Max <= 0 {
 		t.Errorf("default groups: %+v", sum.Processes)
+	}
+}
+
+// TestNoUserlandProxyDocker: on a private engine started with
+// userland_proxy: false, the same traffic takes iptables (hairpin NAT) and
+// no docker-proxy serves the port.
+func TestNoUserlandProxyDocker(t *testing.T) {
+	cli := dockerOrSkip(t)
+	if os.Geteuid() != 0 {
+		requireOrSkip(t, "a private engine needs root")
+	}
+	if _, err := exec.LookPath("dockerd"); err != nil {
+		requireOrSkip(t, "a private engine needs dockerd")
+	}
+	runID := testRunID(t)
+	ctx := context.Background()
+	ref := buildHTTPImage(t, cli, runID)
+	def, err := daemon.Default(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { def.Close(context.Background()) }) // never stops the user's engine
+	off := false
+	priv, err := daemon.Start(ctx, engine.EngineSpec{UserlandProxy: &off}, runID)
+	if err != nil {
+		t.Fatalf("private engine without userland proxy: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := priv.Close(context.Background()); err != nil {
+			t.Errorf("close private engine: %v", err)
+		}
+	})
+	if err := daemon.CopyImages(ctx, def, priv, ref); err != nil {
+		t.Fatal(err)
+	}
+	// The image copy on the private engine goes with the engine's data root.
+	port := startPublished(t, priv.Client(), ref, runID)
+	sum, n := observeTraffic(t, port, 3*time.Second)
+	p := sum.Processes["this-proxy"]
+	t.Logf("%d requests through hairpin NAT; docker-proxy of port %s: %+v", n, port, p)
+	if p.Count.Max != 0 || p.CPUPercent.Max != 0 {
+		t.Errorf("docker-proxy of port %s with userland_proxy false: %+v, want none", port, p)
+	}
+	if p.Count.N == 0 {
+		t.Error("the proxy group was never sampled: the test proves nothing")
 	}
 }

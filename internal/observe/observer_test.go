@@ -379,3 +379,31 @@ func TestObserverSetContainers(t *testing.T) {
 	checkFloat(t, "web cpu", s.Containers["web"].CPUPercent, 1019612416/1e9*100)
 	o.Stop()
 }
+
+func TestProcessGroupsOnFixture(t *testing.T) {
+	s := runFixture(t, "host-v1", 2*time.Second, WithProcessGroups(map[string]ProcessMatcher{
+		"proxy of port 32768": MatchDockerProxyPort(32768),
+		"proxy of port 9999":  MatchDockerProxyPort(9999),
+		"daemons":             MatchComm("dockerd", "containerd"),
+		"pids":                MatchPIDs(25809, 3844),
+	}))
+	for _, tc := range []struct {
+		group string
+		cpu   float64
+		count int
+	}{
+		// 25794 only: 30001 is a docker-proxy without a cmdline in the fixture.
+		{"proxy of port 32768", 52.5, 1},
+		{"proxy of port 9999", 0, 0},
+		{"daemons", 0.5, 2},
+		{"pids", 0, 2},
+	} {
+		got, ok := s.Samples[0].Processes[tc.group]
+		if !ok || !near(got.CPUPercent, tc.cpu) || got.Count != tc.count {
+			t.Errorf("%s: got %+v (present %v), want cpu %v count %d", tc.group, got, ok, tc.cpu, tc.count)
+		}
+	}
+	if _, ok := s.Samples[0].Processes["loadgen"]; ok {
+		t.Error("default groups kept although replaced")
+	}
+}

@@ -23,6 +23,18 @@ type ProcInfo struct {
 	Comm string
 	// Self is true for the process running the observer (the load generator).
 	Self bool
+
+	proc procfs.Proc
+}
+
+// Cmdline reads the process's arguments (only matchers that need them pay
+// for the read); nil when the process is gone.
+func (p ProcInfo) Cmdline() []string {
+	args, err := p.proc.CmdLine()
+	if err != nil {
+		return nil
+	}
+	return args
 }
 
 // ProcessMatcher says whether a process belongs to a group.
@@ -51,6 +63,25 @@ func MatchPIDs(pids ...int) ProcessMatcher {
 	return func(p ProcInfo) bool {
 		for _, pid := range pids {
 			if p.PID == pid {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// MatchDockerProxyPort matches the docker-proxy that serves one published
+// host port, so that a run's own proxy is told apart from other
+// containers' proxies on the same engine.
+func MatchDockerProxyPort(hostPort int) ProcessMatcher {
+	port := strconv.Itoa(hostPort)
+	return func(p ProcInfo) bool {
+		if p.Comm != "docker-proxy" {
+			return false
+		}
+		args := p.Cmdline()
+		for i := 0; i+1 < len(args); i++ {
+			if args[i] == "-host-port" && args[i+1] == port {
 				return true
 			}
 		}
@@ -121,7 +152,7 @@ func (ps *processSampler) sample(dt float64, s *Sample, _ func(string, error)) e
 		if err != nil {
 			continue // exited since the directory was listed
 		}
-		info := ProcInfo{PID: p.PID, PPID: st.PPID, Comm: st.Comm, Self: p.PID == selfPID}
+		info := ProcInfo{PID: p.PID, PPID: st.PPID, Comm: st.Comm, Self: p.PID == selfPID, proc: p}
 		var member []string
 		for name, match := range ps.groups {
 			if match(info) {
