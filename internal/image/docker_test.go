@@ -1,0 +1,218 @@
+package image
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+)
+
+// dockerClient connects to the engine the tests build on; without one the
+// test is skipped, or fails when CTRPERF_REQUIRE_DOCKER=1 (CI).
+func dockerClient(t *testing.T) *client.Client {
+	t.Helper()
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err = cli.Ping(ctx)
+		cancel()
+	}
+	if err != nil {
+		if os.Getenv("CTRPERF_REQUIRE_DOCKER") == "1" {
+			t.Fatalf("no Docker engine (CTRPERF_REQUIRE_DOCKER=1): %v", err)
+		}
+		t.Skipf("no Docker engine: %v", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// testRunID names and labels what one test creates, so that its cleanup
+// touches nothing of other tests running on the same engine.
+func testRunID(t *testing.T) string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return "imgtest-" + hex.EncodeToString(b)
+}
+
+func runLabels(runID string) map[string]string {
+	return map[string]string{LabelManaged: "true", "ctrperf.run": runID}
+}
+
+// removeImageAtEnd removes ref when the test ends.
+func removeImageAtEnd(t *testing.T, cli *client.Client, ref string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := cli.ImageRemove(ctx, ref, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil {
+			t.Logf("remove %s: %v", ref, err)
+		}
+	})
+}
+
+// runContainer runs argv (nil: the image's own command) in a container of
+// ref and returns its output and exit code; the container is removed.
+func runContainer(t *testing.T, cli *client.Client, runID, ref string, argv []string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	name := fmt.Sprintf("ctrperf-%s-%d", runID, time.Now().UnixNano()%1e6)
+	c, err := cli.ContainerCreate(ctx, &container.Config{Image: ref, Cmd: argv, Labels: runLabels(runID)}, &container.HostConfig{NetworkMode: "none"}, nil, nil, name)
+	if err != nil {
+		t.Fatalf("create container of %s: %v", ref, err)
+	}
+	defer func() {
+		rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer rcancel()
+		if err := cli.ContainerRemove(rctx, c.ID, container.RemoveOptions{Force: true}); err != nil {
+			t.Errorf("remove container %s: %v", name, err)
+		}
+	}()
+	waitC, errC := cli.ContainerWait(ctx, c.ID, container.WaitConditionNextExit)
+	if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+		t.Fatalf("start container of %s: %v", ref, err)
+	}
+	var code int
+	select {
+	case w := <-waitC:
+		code = int(w.StatusCode)
+	case err := <-errC:
+		t.Fatalf("wait for container of %s: %v", ref, err)
+	}
+	logs, err := cli.ContainerLogs(ctx, c.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		t.Fatalf("logs of %s: %v", name, err)
+	}
+	defer logs.Close()
+	var out bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &out, logs); err != nil {
+		t.Fatalf("logs of %s: %v", name, err)
+	}
+	return out.String(), code
+}
+
+// TestBuildGoAndDerivedDocker builds a tiny Go program into a FROM-scratch
+// image, checks that an unchanged program is not rebuilt, runs it, then
+// derives an image adding a file and runs that.
+func TestBuildGoAndDerivedDocker(t *testing.T) {
+	cli := dockerClient(t)
+	runID := testRunID(t)
+	ctx := context.Background()
+	g := GoImage{Name: "hello", Ref: "ctrperf-test/hello-" + runID + ":latest", Package: "./internal/image/testdata/hello", Args: []string{"one", "two"}}
+	removeImageAtEnd(t, cli, g.Ref)
+	var progress bytes.Buffer
+	first, err := BuildGo(ctx, cli, g, WithLabels(runLabels(runID)), WithProgress(&progress))
+	if err != nil {
+		t.Fatalf("BuildGo: %v\n%s", err, progress.String())
+	}
+	if first.Action != ActionBuilt || first.Hash == "" || first.ID == "" {
+		t.Errorf("first build: %+v", first)
+	}
+	again, err := BuildGo(ctx, cli, g, WithLabels(runLabels(runID)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Action != ActionCached || again.ID != first.ID || again.Hash != first.Hash {
+		t.Errorf("unchanged program: %+v, want cached %s", again, first.ID)
+	}
+	img, err := cli.ImageInspect(ctx, g.Ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := img.Config.Labels; l[LabelManaged] != "true" || l[LabelRecipe] != first.Hash || l[LabelName] != "hello" || l["ctrperf.run"] != runID {
+		t.Errorf("labels %v", l)
+	}
+	if n := len(img.RootFS.Layers); n != 1 {
+		t.Errorf("FROM-scratch image has %d layers, want 1 (the binary)", n)
+	}
+	if out, code := runContainer(t, cli, runID, g.Ref, nil); code != 0 || !strings.Contains(out, "hello from scratch: one two") {
+		t.Errorf("run %s: exit %d, output %q", g.Ref, code, out)
+	}
+
+	d := Derived{Name: "hello-greeting", Ref: "ctrperf-test/hello-greeting-" + runID + ":latest", From: g.Ref,
+		Files: map[string]File{"/etc/greeting": {Data: []byte("bonjour\n")}},
+		Cmd:   []string{"-file", "/etc/greeting", "derived"}}
+	removeImageAtEnd(t, cli, d.Ref) // runs before the parent's removal
+	res, err := BuildFrom(ctx, cli, d, WithLabels(runLabels(runID)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Action != ActionBuilt {
+		t.Errorf("derived: %+v", res)
+	}
+	out, code := runContainer(t, cli, runID, d.Ref, nil)
+	if code != 0 || !strings.Contains(out, "hello from scratch: derived") || !strings.Contains(out, "file: bonjour") {
+		t.Errorf("run %s: exit %d, output %q", d.Ref, code, out)
+	}
+}
+
+// TestDebianBaseDocker makes the Debian base image exist (debootstrap the
+// first time on a machine, about two minutes; then cached by its recipe hash)
+// and checks the tools the workloads need are in it. When the rootfs tarball
+// is cached it also imports it under a test tag, the path a private engine
+// takes.
+func TestDebianBaseDocker(t *testing.T) {
+	cli := dockerClient(t)
+	runID := testRunID(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	reg := Default()
+	reg.SetProgress(testWriter{t})
+	res, err := reg.Ensure(ctx, cli, []string{DebianBase.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := res[0].Ref
+	t.Logf("%s: %s (%s)", ref, res[0].Action, res[0].ID)
+	script := `for b in fio sysbench stress-ng memcached mariadbd mariadb-install-db ip ps; do command -v $b >/dev/null || echo "missing $b"; done; mariadbd --version`
+	out, code := runContainer(t, cli, runID, ref, []string{"sh", "-c", script})
+	if code != 0 || strings.Contains(out, "missing") || !strings.Contains(out, "MariaDB") {
+		t.Errorf("tools in %s: exit %d, output %q", ref, code, out)
+	}
+
+	if res[0].Action == ActionExternal {
+		return
+	}
+	tarball := filepath.Join(CacheDir(), DebianBase.Name+"-"+res[0].Hash+".tar")
+	if _, err := os.Stat(tarball); err != nil {
+		t.Logf("no cached tarball (%v): import path not exercised", err)
+		return
+	}
+	testRef := "ctrperf-test/base-import-" + runID + ":latest"
+	removeImageAtEnd(t, cli, testRef)
+	start := time.Now()
+	id, err := importTarball(ctx, cli, tarball, testRef, imageLabels("base-import", res[0].Hash, runLabels(runID)), testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("imported %s as %s in %s", tarball, id, time.Since(start).Round(100*time.Millisecond))
+	img, err := cli.ImageInspect(ctx, testRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Config.Labels[LabelRecipe] != res[0].Hash || len(img.Config.Cmd) == 0 {
+		t.Errorf("imported image: labels %v, cmd %v", img.Config.Labels, img.Config.Cmd)
+	}
+	if out, code := runContainer(t, cli, runID, testRef, []string{"fio", "--version"}); code != 0 || !strings.HasPrefix(out, "fio-") {
+		t.Errorf("fio in the imported image: exit %d, %q", code, out)
+	}
+}
+
+// testWriter sends progress lines to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
