@@ -1,11 +1,37 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"encoding/json"
+
+	"github.com/spf13/cobra"
+
+	"ctrperf/internal/doctor"
+)
 
 func newDoctorCmd() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "doctor",
-		Short: "Report what this machine supports (not yet available)",
-		RunE:  notYet("ctrperf doctor"),
+		Short: "Report what this machine supports: kernel, cgroups, CPUs, Docker, storage drivers, tools",
+		Long: `ctrperf doctor reports the kernel, cgroup version and controllers, CPU
+topology, cpufreq governor, irqbalance, the Docker engine ctrperf would use
+(or that it will start a private one), which storage drivers and loop
+filesystems private engines can use here, which tools are installed, and
+warnings with concrete advice. It starts nothing and changes nothing.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := doctor.Gather(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(f)
+			}
+			return f.WriteText(cmd.OutOrStdout())
+		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the facts as JSON (the same document bench writes as env.json)")
+	return cmd
 }

@@ -12,6 +12,7 @@
 package daemon
 
 import (
+	"os/exec"
 	"path/filepath"
 	"time"
 )
@@ -19,15 +20,17 @@ import (
 // Options are the roots and knobs shared by every entry point. Tests point
 // the roots at temporary directories; production uses the defaults.
 type Options struct {
-	RunDir     string        // volatile state: sockets, pidfiles, exec-roots, state files
-	LibDir     string        // persistent data: data roots, loop images, mount points
-	ProcRoot   string        // /proc
-	SysRoot    string        // /sys
-	CgroupRoot string        // /sys/fs/cgroup (v1 controllers below it)
-	Dockerd    string        // dockerd binary; "" = look it up in PATH
-	LoopSize   int64         // size of a sparse loop image file in bytes
-	Ready      time.Duration // how long a starting dockerd may take to answer
-	StopWait   time.Duration // how long a dockerd may take to exit after SIGTERM
+	RunDir     string                       // volatile state: sockets, pidfiles, exec-roots, state files
+	LibDir     string                       // persistent data: data roots, loop images, mount points
+	ProcRoot   string                       // /proc
+	SysRoot    string                       // /sys
+	CgroupRoot string                       // /sys/fs/cgroup (v1 controllers below it)
+	DevRoot    string                       // /dev
+	LookPath   func(string) (string, error) // finds tools; exec.LookPath
+	Dockerd    string                       // dockerd binary; "" = look it up in PATH
+	LoopSize   int64                        // size of a sparse loop image file in bytes
+	Ready      time.Duration                // how long a starting dockerd may take to answer
+	StopWait   time.Duration                // how long a dockerd may take to exit after SIGTERM
 }
 
 // Option changes Options.
@@ -45,6 +48,12 @@ func WithProcRoot(dir string) Option { return func(o *Options) { o.ProcRoot = di
 // WithSysRoot sets where /sys is read from.
 func WithSysRoot(dir string) Option { return func(o *Options) { o.SysRoot = dir } }
 
+// WithDevRoot sets where /dev is looked at (for /dev/loop-control).
+func WithDevRoot(dir string) Option { return func(o *Options) { o.DevRoot = dir } }
+
+// WithLookPath replaces exec.LookPath for finding tools.
+func WithLookPath(f func(string) (string, error)) Option { return func(o *Options) { o.LookPath = f } }
+
 // WithDockerd sets the dockerd binary instead of looking it up in PATH.
 func WithDockerd(path string) Option { return func(o *Options) { o.Dockerd = path } }
 
@@ -61,6 +70,8 @@ func buildOptions(opts []Option) Options {
 		ProcRoot:   "/proc",
 		SysRoot:    "/sys",
 		CgroupRoot: "/sys/fs/cgroup",
+		DevRoot:    "/dev",
+		LookPath:   exec.LookPath,
 		// Sparse: only what the engine writes takes disk space.
 		LoopSize: 20 << 30,
 		Ready:    90 * time.Second,

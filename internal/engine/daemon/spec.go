@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -51,7 +50,7 @@ func ReadHostFacts(opts ...Option) (HostFacts, error) {
 		return h, fmt.Errorf("parse %s/filesystems: %w", o.ProcRoot, err)
 	}
 	for _, t := range toolsWanted {
-		h.Tools[t], _ = exec.LookPath(t)
+		h.Tools[t], _ = o.LookPath(t)
 	}
 	if o.Dockerd != "" {
 		h.Tools["dockerd"] = o.Dockerd
@@ -62,7 +61,7 @@ func ReadHostFacts(opts ...Option) (HostFacts, error) {
 		h.DeviceMapper = hasBlockDevice(f, "device-mapper")
 		f.Close()
 	}
-	if _, err := os.Stat("/dev/loop-control"); err == nil {
+	if _, err := os.Stat(filepath.Join(o.DevRoot, "loop-control")); err == nil {
 		h.LoopControl = true
 	}
 	if mi, err := readMountInfo(o.ProcRoot); err == nil {
@@ -143,7 +142,7 @@ func (h HostFacts) StorageDriverSupport(driver, fs string) error {
 		return nil
 	case "overlay2", "overlay":
 		if !h.Filesystems["overlay"] {
-			return fmt.Errorf("storage driver %s: kernel has no overlay filesystem (modprobe overlay), use vfs or btrfs", driver)
+			return fmt.Errorf("%s unavailable: kernel has no overlay filesystem (modprobe overlay); use vfs or btrfs", driver)
 		}
 		if fs == "overlay" {
 			return fmt.Errorf("storage driver %s cannot run on a data root that is itself on overlayfs; use data_root: loop-ext4", driver)
@@ -151,7 +150,7 @@ func (h HostFacts) StorageDriverSupport(driver, fs string) error {
 		return nil
 	case "btrfs":
 		if !h.Filesystems["btrfs"] {
-			return errors.New("storage driver btrfs: kernel has no btrfs (modprobe btrfs)")
+			return errors.New("btrfs unavailable: kernel has no btrfs (modprobe btrfs)")
 		}
 		if fs != "btrfs" {
 			return fmt.Errorf("storage driver btrfs needs data_root: loop-btrfs (a btrfs data root; this one is %s)", orUnknown(fs))
@@ -159,7 +158,7 @@ func (h HostFacts) StorageDriverSupport(driver, fs string) error {
 		return nil
 	case "zfs":
 		if !h.Filesystems["zfs"] {
-			return errors.New("storage driver zfs: kernel has no zfs module; use overlay2 or btrfs")
+			return errors.New("zfs unavailable: kernel has no zfs module; use overlay2 or btrfs")
 		}
 		if fs != "zfs" {
 			return errors.New("storage driver zfs needs its data root on a zfs dataset, which ctrperf does not create; use overlay2 or btrfs")
@@ -167,20 +166,20 @@ func (h HostFacts) StorageDriverSupport(driver, fs string) error {
 		return nil
 	case "devicemapper":
 		if !h.DeviceMapper {
-			return errors.New("storage driver devicemapper unavailable: kernel has no device-mapper (no dm_mod); use overlay2 or btrfs")
+			return errors.New("devicemapper unavailable: kernel has no device-mapper (no dm_mod); use overlay2 or btrfs")
 		}
 		return nil
 	case "aufs":
 		if !h.Filesystems["aufs"] {
-			return errors.New("storage driver aufs unavailable: kernel has no aufs; use overlay2")
+			return errors.New("aufs unavailable: kernel has no aufs; use overlay2")
 		}
 		return nil
 	case "fuse-overlayfs":
 		if h.Tools["fuse-overlayfs"] == "" {
-			return errors.New("storage driver fuse-overlayfs needs the fuse-overlayfs binary: install Debian package fuse-overlayfs")
+			return errors.New("fuse-overlayfs unavailable: needs the fuse-overlayfs binary; install Debian package fuse-overlayfs")
 		}
 		if !h.Filesystems["fuse"] {
-			return errors.New("storage driver fuse-overlayfs: kernel has no fuse (modprobe fuse)")
+			return errors.New("fuse-overlayfs unavailable: kernel has no fuse (modprobe fuse)")
 		}
 		return nil
 	}

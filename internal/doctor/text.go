@@ -1,0 +1,92 @@
+package doctor
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteText renders facts for a person at a terminal.
+func (f *Facts) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	p := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, a...)) }
+	p("kernel", "%s", f.Kernel)
+	cg := f.Cgroups.Version + " (" + strings.Join(f.Cgroups.Controllers, ", ") + ")"
+	if f.Cgroups.Version == "hybrid" {
+		cg += fmt.Sprintf("; cgroup2 at %s with %d controllers", f.Cgroups.V2Mount, len(f.Cgroups.V2Controllers))
+	}
+	p("cgroups", "%s", cg)
+	p("cpus", "%d online (%s), %d NUMA node(s), %d thread(s) per core, SMT %s", f.CPU.Count, f.CPU.Online, f.CPU.NUMANodes, f.CPU.ThreadsPerCore, orNone(f.CPU.SMT))
+	p("cpufreq governor", "%s", orNone(f.CPU.Governor))
+	p("irqbalance", "%s", map[bool]string{true: "running", false: "not running"}[f.Irqbalance])
+	if f.Docker.Answers {
+		p("docker engine", "%s at %s", f.Docker.Version, f.Docker.Host)
+		p("  storage driver", "%s on %s (%s)", f.Docker.StorageDriver, orNone(f.Docker.BackingFS), f.Docker.DataRoot)
+		p("  userland proxy", "%s", boolText(f.Docker.UserlandProxy))
+		p("  iptables", "%s", boolText(f.Docker.IPTables))
+		p("  cgroup driver", "%s", f.Docker.CgroupDriver)
+	} else {
+		p("docker engine", "no engine answers at %s: ctrperf will start a private one", f.Docker.Host)
+	}
+	for i, d := range f.StorageDrivers {
+		k := ""
+		if i == 0 {
+			k = "storage drivers"
+		}
+		if len(d.DataRoots) > 0 {
+			p(k, "%-15s usable on data_root: %s", d.Driver, strings.Join(d.DataRoots, ", "))
+		} else {
+			p(k, "%-15s no: %s", d.Driver, d.Reason)
+		}
+	}
+	for i, c := range append(f.LoopFilesystems, f.LoopDevices) {
+		k := ""
+		if i == 0 {
+			k = "loop data roots"
+		}
+		if c.Usable {
+			p(k, "%-15s yes", c.Name)
+		} else {
+			p(k, "%-15s no: %s", c.Name, c.Reason)
+		}
+	}
+	for i, t := range f.Tools {
+		k := ""
+		if i == 0 {
+			k = "tools"
+		}
+		p(k, "%-15s %s", t.Name, orText(t.Path, "missing (apt-get install "+t.Package+")"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, e := range f.Errors {
+		fmt.Fprintln(w, "error:", e)
+	}
+	for _, x := range f.Warnings {
+		if _, err := fmt.Fprintln(w, "warning:", x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func orNone(s string) string { return orText(s, "none") }
+
+func orText(s, alt string) string {
+	if s == "" {
+		return alt
+	}
+	return s
+}
+
+func boolText(b *bool) string {
+	if b == nil {
+		return "unknown (dockerd is not a local process)"
+	}
+	if *b {
+		return "on"
+	}
+	return "off"
+}
