@@ -93,7 +93,7 @@ func writeSummary(w io.Writer, s *Summary) {
 		fmt.Fprint(w, "; interrupted")
 	}
 	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "configuration\truns ok\tfailed\tnot run\tmedian throughput/s\tvs baseline\t")
 	for _, r := range SummaryRows(s.Plan, recs) {
 		name := r.Config

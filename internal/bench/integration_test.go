@@ -1,0 +1,192 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+
+	"ctrperf/internal/engine"
+	"ctrperf/internal/image"
+	"ctrperf/internal/plan"
+	"ctrperf/internal/results"
+	"ctrperf/internal/workload"
+)
+
+func skipOrFail(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CTRPERF_REQUIRE_DOCKER") == "1" {
+		t.Fatalf(format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+// tinyWorkload serves tinyhttp (the engine tests' static HTTP server) and
+// drives it closed-loop with one connection: the smallest workload that
+// exercises the real pipeline end to end.
+type tinyWorkload struct {
+	image, bin string
+}
+
+func (w *tinyWorkload) Name() string                   { return "benchtiny" }
+func (w *tinyWorkload) Validate(workload.Config) error { return nil }
+func (w *tinyWorkload) Services(workload.Config) ([]engine.Service, error) {
+	return []engine.Service{{
+		Name: "app", Image: w.image, Ports: []int{8080},
+		Command:     []string{"serve", ":{{port:app:8080}}", "app"},
+		HostCommand: []string{w.bin, "serve", "127.0.0.1:{{port:app:8080}}", "app"},
+		Ready:       &engine.ReadyCheck{Port: 8080, HTTPPath: "/", Timeout: 30 * time.Second},
+	}}, nil
+}
+
+func (w *tinyWorkload) Drive(ctx context.Context, env workload.Env) (*results.Measurement, error) {
+	ep, err := env.Target.Endpoint("app", 8080)
+	if err != nil {
+		return nil, err
+	}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: env.Target.Dialer()}}
+	defer hc.CloseIdleConnections()
+	get := func() error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ep.Addr+"/", nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("GET /: %s", resp.Status)
+		}
+		return nil
+	}
+	for end := time.Now().Add(env.Window.Warmup); time.Now().Before(end); {
+		if err := get(); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	env.Started()
+	h := results.NewHistogram()
+	start := time.Now()
+	var n int64
+	for time.Since(start) < env.Window.Duration {
+		t0 := time.Now()
+		if err := get(); err != nil {
+			return nil, err
+		}
+		h.RecordValue(time.Since(t0).Microseconds())
+		n++
+	}
+	el := time.Since(start).Seconds()
+	enc, err := results.EncodeHistogram(h)
+	if err != nil {
+		return nil, err
+	}
+	return &results.Measurement{DurationS: el, Metrics: map[string]float64{"throughput_per_s": float64(n) / el},
+		Operations: map[string]*results.Operation{"get": {Count: n, Histogram: enc}}}, nil
+}
+
+// TestBenchHostVsDockerDocker runs a two-configuration plan (host vs a
+// published Docker port) through the real engines and observers into a
+// temporary OUT, and checks that nothing of its runs is left behind.
+func TestBenchHostVsDockerDocker(t *testing.T) {
+	if os.Geteuid() != 0 {
+		skipOrFail(t, "needs root (host runtime cgroups)")
+	}
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		skipOrFail(t, "docker client: %v", err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+	_, err = cli.Ping(pctx)
+	pcancel()
+	if err != nil {
+		skipOrFail(t, "docker engine not reachable: %v", err)
+	}
+
+	root, err := image.ModuleRoot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pkg = "./internal/engine/testdata/tinyhttp"
+	bin := filepath.Join(t.TempDir(), "tinyhttp")
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	build := exec.CommandContext(ctx, goBin, "build", "-trimpath", "-o", bin, pkg)
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build tinyhttp: %v\n%s", err, out)
+	}
+	res, err := image.BuildGo(ctx, cli, image.GoImage{Name: "benchtest-tinyhttp", Ref: "ctrperf-benchtest-tinyhttp:latest", Package: pkg, ModuleDir: root},
+		image.WithLabels(map[string]string{engine.LabelManaged: "true"}))
+	if err != nil {
+		t.Fatalf("build image: %v", err)
+	}
+	wl := &tinyWorkload{image: res.Ref, bin: bin}
+	workload.Register(&tinyWorkload{}) // for plan validation
+
+	p, err := plan.Parse("tiny.yaml", []byte(`
+name: tiny
+workload: benchtiny
+repetitions: 2
+warmup: 300ms
+duration: 1s
+baseline: host
+configurations:
+  - name: host
+    runtime: host
+  - name: docker-published
+    runtime: docker
+    network: published
+`), plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	var log bytes.Buffer
+	sum, err := Run(ctx, p, Options{
+		Out: out, Engines: &Engines{RunID: "benchtest"}, Observers: SystemObservers(),
+		Workload: func(string) (workload.Workload, error) { return wl, nil },
+		Progress: &Lines{W: &log},
+	})
+	t.Log("\n" + log.String())
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if sum.OK != 4 {
+		t.Fatalf("%d ok runs of 4; records: %+v", sum.OK, sum.Records)
+	}
+	recs := readRecords(t, out)
+	for _, rec := range recs {
+		if rec.Result.Metrics["throughput_per_s"] <= 0 || rec.Engine == nil {
+			t.Errorf("run %d (%s): %+v", rec.Index, rec.Config, rec)
+		}
+		if rec.System == nil || len(rec.System.Samples) == 0 {
+			t.Errorf("run %d (%s): no system samples", rec.Index, rec.Config)
+		}
+		list, err := cli.ContainerList(ctx, container.ListOptions{All: true,
+			Filters: filters.NewArgs(filters.Arg("label", engine.LabelRun+"="+rec.RunID))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) != 0 {
+			t.Errorf("run %s left %d containers behind", rec.RunID, len(list))
+		}
+	}
+	if recs[0].Engine.Name == "" || (recs[0].Config == "host") != (recs[0].Engine.Runtime == engine.RuntimeHost) {
+		t.Errorf("engine info %+v for %s", recs[0].Engine, recs[0].Config)
+	}
+}
