@@ -1,0 +1,512 @@
+package report
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+	"gopkg.in/yaml.v3"
+
+	"ctrperf/internal/results"
+	"ctrperf/internal/stats"
+)
+
+// Metric names every workload reports where the data exists.
+const (
+	MetricThroughput = "throughput_per_s"
+	MetricKBPerS     = "kb_per_s"
+	MetricErrorRate  = "error_rate"
+	MetricSamples    = "samples" // completed requests per run
+)
+
+// Options of Build and Load.
+type Options struct {
+	// Baseline names the reference configuration. When empty, Load takes
+	// plan.yaml's baseline, then a configuration with runtime host, then the
+	// first configuration.
+	Baseline string
+	Stats    stats.Options
+	// KeyPrefix separates the bootstrap streams of two result sets that are
+	// compared with each other (they share configuration names).
+	KeyPrefix string
+}
+
+// Option sets an Option.
+type Option func(*Options)
+
+// WithBaseline names the baseline configuration.
+func WithBaseline(name string) Option { return func(o *Options) { o.Baseline = name } }
+
+// WithStats sets the bootstrap options (resamples, level, seed).
+func WithStats(s stats.Options) Option { return func(o *Options) { o.Stats = s } }
+
+func withKeyPrefix(p string) Option { return func(o *Options) { o.KeyPrefix = p } }
+
+// Load reads OUT/results.jsonl (and OUT/plan.yaml for the baseline, when
+// present) and builds the report. A truncated last line (a run killed while
+// writing) becomes a warning, not an error.
+func Load(dir string, opts ...Option) (*Report, error) {
+	recs, err := results.ReadDir(dir)
+	var warn []Warning
+	if err != nil {
+		if !errors.Is(err, results.ErrTruncated) {
+			return nil, fmt.Errorf("load report from %s: %w", dir, err)
+		}
+		warn = append(warn, Warning{Message: "the last line of results.jsonl is truncated (a run was killed while writing); it is ignored",
+			Advice: "resume the plan to redo that run"})
+	}
+	o := applyOptions(opts)
+	explicit := o.Baseline != ""
+	if !explicit {
+		o.Baseline = planBaseline(filepath.Join(dir, "plan.yaml"))
+	}
+	rep, err := build(recs, o, explicit)
+	if err != nil {
+		return nil, fmt.Errorf("load report from %s: %w", dir, err)
+	}
+	rep.Warnings = append(warn, rep.Warnings...)
+	return rep, nil
+}
+
+// planBaseline reads the baseline name from a plan file without depending on
+// the plan schema: only the top-level `baseline` key (a name, or a mapping
+// with a `name`) is looked at. Any problem means "unknown".
+func planBaseline(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	var doc map[string]any
+	if yaml.Unmarshal(b, &doc) != nil {
+		return ""
+	}
+	switch v := doc["baseline"].(type) {
+	case string:
+		return v
+	case map[string]any:
+		if n, ok := v["name"].(string); ok {
+			return n
+		}
+	}
+	return ""
+}
+
+func applyOptions(opts []Option) Options {
+	var o Options
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// Build computes the report from run records. A baseline that names no
+// configuration is an error; everything else that is wrong with the data
+// (failed runs, undecodable histograms, missing observers) is a warning.
+func Build(recs []results.RunRecord, opts ...Option) (*Report, error) {
+	o := applyOptions(opts)
+	return build(recs, o, o.Baseline != "")
+}
+
+func build(recs []results.RunRecord, o Options, baselineExplicit bool) (*Report, error) {
+	so := o.Stats
+	if so.Resamples <= 0 {
+		so.Resamples = stats.DefaultResamples
+	}
+	if so.Level <= 0 || so.Level >= 1 {
+		so.Level = stats.DefaultLevel
+	}
+	o.Stats = so
+	rep := &Report{Resamples: so.Resamples, Level: so.Level, Configs: []*Config{}, Warnings: []Warning{}}
+
+	groups := map[string][]*results.RunRecord{}
+	var order []string
+	firstIndex := map[string]int{}
+	for i := range recs {
+		r := &recs[i]
+		if rep.Plan == "" {
+			rep.Plan = r.Plan
+		}
+		if rep.Workload == "" {
+			rep.Workload = r.Workload
+		}
+		if _, ok := groups[r.Config]; !ok {
+			order = append(order, r.Config)
+			firstIndex[r.Config] = r.Index
+		}
+		groups[r.Config] = append(groups[r.Config], r)
+		firstIndex[r.Config] = min(firstIndex[r.Config], r.Index)
+	}
+	if len(order) == 0 {
+		return nil, fmt.Errorf("no run records")
+	}
+	sort.SliceStable(order, func(i, j int) bool { return firstIndex[order[i]] < firstIndex[order[j]] })
+
+	base, warn, err := chooseBaseline(o.Baseline, baselineExplicit, order, groups)
+	if err != nil {
+		return nil, err
+	}
+	rep.Baseline = base
+	rep.Warnings = append(rep.Warnings, warn...)
+	order = append([]string{base}, slices.DeleteFunc(slices.Clone(order), func(s string) bool { return s == base })...)
+
+	for _, name := range order {
+		c, w := buildConfig(name, groups[name], o)
+		rep.Configs = append(rep.Configs, c)
+		rep.Warnings = append(rep.Warnings, w...)
+	}
+	b := rep.Config(base)
+	for _, c := range rep.Configs {
+		if c != b {
+			c.VsBaseline = compareConfigs(c, b, so.Level)
+		}
+	}
+	rep.Warnings = append(rep.Warnings, crossWarnings(rep)...)
+	return rep, nil
+}
+
+func chooseBaseline(want string, explicit bool, order []string, groups map[string][]*results.RunRecord) (string, []Warning, error) {
+	if want != "" {
+		if _, ok := groups[want]; ok {
+			return want, nil, nil
+		}
+		if explicit {
+			return "", nil, fmt.Errorf("baseline %q names no configuration in the results (have: %s)", want, strings.Join(order, ", "))
+		}
+	}
+	var w []Warning
+	if want != "" {
+		w = append(w, Warning{Message: fmt.Sprintf("plan.yaml names baseline %q, which has no runs in the results", want)})
+	}
+	for _, name := range order {
+		for _, r := range groups[name] {
+			if rt, _ := r.Knobs["runtime"].(string); rt == "host" {
+				w = append(w, Warning{Message: fmt.Sprintf("no baseline given; using %q (runtime host)", name),
+					Advice: "name one with --baseline"})
+				return name, w, nil
+			}
+		}
+	}
+	w = append(w, Warning{Message: fmt.Sprintf("no baseline given and none runs on the host; using the first configuration %q", order[0]),
+		Advice: "name one with --baseline"})
+	return order[0], w, nil
+}
+
+// runData is what one successful run contributes.
+type runData struct {
+	rec     *results.RunRecord
+	metrics map[string]float64            // per-run metrics, configuration level
+	ops     map[string]map[string]float64 // per-run metrics per operation
+	hist    *hdrhistogram.Histogram       // all operations merged; nil without histograms
+	opHist  map[string]*hdrhistogram.Histogram
+	count   int64
+	errs    int64
+	opCount map[string]int64
+	opErrs  map[string]int64
+}
+
+func collectRun(r *results.RunRecord) (runData, []string) {
+	m := r.Result
+	d := runData{rec: r, metrics: map[string]float64{}, ops: map[string]map[string]float64{},
+		opHist: map[string]*hdrhistogram.Histogram{}, opCount: map[string]int64{}, opErrs: map[string]int64{}}
+	var problems []string
+	var bytes int64
+	for name, op := range m.Operations {
+		if op == nil {
+			continue
+		}
+		om := map[string]float64{MetricSamples: float64(op.Count)}
+		if m.DurationS > 0 {
+			om[MetricThroughput] = float64(op.Count) / m.DurationS
+			if op.Bytes > 0 {
+				om[MetricKBPerS] = float64(op.Bytes) / 1024 / m.DurationS
+			}
+		}
+		if op.Histogram != "" {
+			h, err := results.DecodeHistogram(op.Histogram)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("run %s operation %s: %v", r.RunID, name, err))
+			} else {
+				d.opHist[name] = h
+				if d.hist == nil {
+					d.hist = results.NewHistogram()
+				}
+				d.hist.Merge(h)
+			}
+		} else {
+			// A wrapped tool reported percentiles only: they are per-run
+			// figures, summarised across repetitions like any other.
+			for k, v := range op.PercentilesMs {
+				if mk := percentileMetric(k); mk != "" {
+					om[mk] = v
+				}
+			}
+			if op.MeanMs > 0 {
+				om["mean_ms"] = op.MeanMs
+			}
+		}
+		d.ops[name] = om
+		d.count += op.Count
+		d.errs += op.ErrorCount()
+		d.opCount[name] = op.Count
+		d.opErrs[name] = op.ErrorCount()
+		bytes += op.Bytes
+	}
+	if len(m.Operations) > 0 {
+		d.metrics[MetricSamples] = float64(d.count)
+	}
+	if m.DurationS > 0 {
+		if len(m.Operations) > 0 {
+			d.metrics[MetricThroughput] = float64(d.count) / m.DurationS
+		}
+		if bytes > 0 {
+			d.metrics[MetricKBPerS] = float64(bytes) / 1024 / m.DurationS
+		}
+	}
+	// The workload's own figures win: throughput_per_s is its primary rate,
+	// which may count sessions rather than requests.
+	for k, v := range m.Metrics {
+		if !math.IsNaN(v) && !math.IsInf(v, 0) {
+			d.metrics[k] = v
+		}
+	}
+	return d, problems
+}
+
+// percentileMetric maps a tool's percentile key ("99", "99.9", "p99",
+// "99.000000") to a metric name, or "" for ones the report does not show.
+func percentileMetric(k string) string {
+	f, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimPrefix(strings.ToLower(k), "p"), "%"), 64)
+	if err != nil {
+		return ""
+	}
+	switch f {
+	case 50:
+		return "p50_ms"
+	case 90:
+		return "p90_ms"
+	case 95:
+		return "p95_ms"
+	case 99:
+		return "p99_ms"
+	case 99.9:
+		return "p999_ms"
+	}
+	return ""
+}
+
+func buildConfig(name string, runs []*results.RunRecord, o Options) (*Config, []Warning) {
+	c := &Config{Name: name, Metrics: map[string]stats.Estimate{}, reps: map[string][]float64{},
+		opReps: map[string]map[string][]float64{}, opPooled: map[string]*stats.Pooled{}}
+	var warn []Warning
+	var ok []runData
+	seenErr := map[string]bool{}
+	for _, r := range runs {
+		if c.Knobs == nil && r.Knobs != nil {
+			c.Knobs = r.Knobs
+		}
+		switch {
+		case r.Status == results.StatusNotRun:
+			c.NotRun++
+		case r.Status != results.StatusOK:
+			c.Failed++
+		case r.Result == nil:
+			c.Failed++
+			r = withError(r, "run recorded as ok but carries no measurement")
+		default:
+			d, problems := collectRun(r)
+			for _, p := range problems {
+				warn = append(warn, Warning{Config: name, Message: p, Advice: "that run's latencies are left out"})
+			}
+			ok = append(ok, d)
+			continue
+		}
+		msg := r.Error
+		if msg == "" {
+			msg = string(r.Status) + " without an error message"
+		}
+		if !seenErr[msg] {
+			seenErr[msg] = true
+			c.Errors = append(c.Errors, msg)
+		}
+	}
+	c.Runs = len(ok)
+	if len(ok) == 0 {
+		return c, append(warn, configWarnings(c, ok)...)
+	}
+	key := func(parts ...string) string { return o.KeyPrefix + "config=" + name + "|" + strings.Join(parts, "|") }
+	so := o.Stats
+
+	// Per-run metrics: median and interval across repetitions.
+	perRun := map[string][]float64{}
+	for _, d := range ok {
+		for k, v := range d.metrics {
+			perRun[k] = append(perRun[k], v)
+		}
+	}
+	for k, xs := range perRun {
+		c.reps[k] = so.MedianReplicates(key("metric="+k), xs)
+		c.Metrics[k] = stats.Summarize(stats.Median(xs), c.reps[k], len(xs), so.Level)
+	}
+	// Error rate and latency are pooled over runs, never averaged.
+	c.setErrorRate(c.Metrics, c.reps, ok, func(d runData) (int64, int64) { return d.errs, d.count }, key("error_rate"), so)
+	var hs []*hdrhistogram.Histogram
+	for _, d := range ok {
+		if d.hist != nil {
+			hs = append(hs, d.hist)
+		}
+	}
+	if p, err := stats.NewPooled(hs); err == nil {
+		c.pooled = p
+		setLatency(c.Metrics, c.reps, p, key("latency"), so)
+	} else if len(hs) > 0 {
+		warn = append(warn, Warning{Config: name, Message: "latency histograms cannot be merged: " + err.Error()})
+	}
+
+	// Per operation.
+	c.Operations = map[string]map[string]stats.Estimate{}
+	opNames := map[string]bool{}
+	for _, d := range ok {
+		for op := range d.ops {
+			opNames[op] = true
+		}
+	}
+	for op := range opNames {
+		est, reps := map[string]stats.Estimate{}, map[string][]float64{}
+		perRun := map[string][]float64{}
+		var withOp []runData
+		for _, d := range ok {
+			if om, has := d.ops[op]; has {
+				withOp = append(withOp, d)
+				for k, v := range om {
+					perRun[k] = append(perRun[k], v)
+				}
+			}
+		}
+		for k, xs := range perRun {
+			reps[k] = so.MedianReplicates(key("op="+op, "metric="+k), xs)
+			est[k] = stats.Summarize(stats.Median(xs), reps[k], len(xs), so.Level)
+		}
+		c.setErrorRate(est, reps, withOp, func(d runData) (int64, int64) { return d.opErrs[op], d.opCount[op] }, key("op="+op, "error_rate"), so)
+		var hs []*hdrhistogram.Histogram
+		for _, d := range withOp {
+			if h := d.opHist[op]; h != nil {
+				hs = append(hs, h)
+			}
+		}
+		if p, err := stats.NewPooled(hs); err == nil {
+			c.opPooled[op] = p
+			setLatency(est, reps, p, key("op="+op, "latency"), so)
+		}
+		c.Operations[op] = est
+		c.opReps[op] = reps
+	}
+	// A single-operation tool workload without histograms: its percentiles
+	// are the configuration's.
+	if c.pooled == nil && len(c.Operations) == 1 {
+		for op, est := range c.Operations {
+			for k, e := range est {
+				if _, has := c.Metrics[k]; !has && strings.HasSuffix(k, "_ms") {
+					c.Metrics[k] = e
+					c.reps[k] = c.opReps[op][k]
+				}
+			}
+		}
+	}
+
+	c.representative = representative(ok, c.Metrics[MetricThroughput].Median)
+	c.System = summarizeSystem(ok)
+	warn = append(warn, configWarnings(c, ok)...)
+	return c, warn
+}
+
+func withError(r *results.RunRecord, msg string) *results.RunRecord {
+	cp := *r
+	if cp.Error == "" {
+		cp.Error = msg
+	}
+	return &cp
+}
+
+// setErrorRate pools errors and attempts over the runs: a rate per run would
+// let one bad run vanish in the median.
+func (c *Config) setErrorRate(est map[string]stats.Estimate, reps map[string][]float64, runs []runData,
+	get func(runData) (errs, count int64), key string, so stats.Options) {
+	var errs, count int64
+	es := make([]int64, len(runs))
+	cs := make([]int64, len(runs))
+	for i, d := range runs {
+		es[i], cs[i] = get(d)
+		errs += es[i]
+		count += cs[i]
+	}
+	if count == 0 {
+		return
+	}
+	r := so.Replicates(key, len(runs), 1, func(w []int, out []float64) {
+		var e, n int64
+		for i, m := range w {
+			e += int64(m) * es[i]
+			n += int64(m) * cs[i]
+		}
+		out[0] = math.NaN()
+		if n > 0 {
+			out[0] = float64(e) / float64(n)
+		}
+	})[0]
+	reps[MetricErrorRate] = r
+	est[MetricErrorRate] = stats.Summarize(float64(errs)/float64(count), r, len(runs), so.Level)
+}
+
+func setLatency(est map[string]stats.Estimate, reps map[string][]float64, p *stats.Pooled, key string, so stats.Options) {
+	e, r := so.LatencyEstimates(key, p, stats.StandardLatency, 1e-3) // µs → ms
+	for i, f := range stats.StandardLatency {
+		est[f.Name] = e[i]
+		reps[f.Name] = r[i]
+	}
+}
+
+func representative(ok []runData, median float64) *results.RunRecord {
+	best, bestD := ok[0].rec, math.Inf(1)
+	for _, d := range ok {
+		if d.rec.System == nil || len(d.rec.System.Samples) == 0 {
+			continue
+		}
+		dist := math.Abs(d.metrics[MetricThroughput] - median)
+		if dist < bestD {
+			best, bestD = d.rec, dist
+		}
+	}
+	return best
+}
+
+// compareConfigs is config/baseline for every metric both have.
+func compareConfigs(c, b *Config, level float64) map[string]stats.Comparison {
+	out := map[string]stats.Comparison{}
+	if !c.OK() || !b.OK() {
+		return out
+	}
+	for k, e := range c.Metrics {
+		be, ok := b.Metrics[k]
+		if !ok {
+			continue
+		}
+		out[k] = stats.CompareReplicates(k, e.Median, be.Median, c.reps[k], b.reps[k], e.N, be.N, level)
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

@@ -1,0 +1,292 @@
+package report
+
+import (
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+
+	"ctrperf/internal/stats"
+)
+
+// htmlPercentiles are the points of the latency curves, dense in the tail.
+var htmlPercentiles = func() []float64 {
+	var ps []float64
+	for n := nines(50); n <= 4.0001; n += 0.05 {
+		ps = append(ps, 100*(1-math.Pow(10, -n)))
+	}
+	return ps
+}()
+
+// htmlSummaryMetrics are the summary's columns: the seed's final table (90%
+// line, error %, KB/s) plus the primary rate and the p99 tail.
+var htmlSummaryMetrics = []string{MetricThroughput, "p90_ms", "p99_ms", MetricErrorRate, MetricKBPerS}
+
+type htmlVerdict struct {
+	Metric, Baseline, Value, Ratio, CI, Verdict, Class string
+}
+
+type htmlSummaryRow struct {
+	Config, Colour, Status string
+	Failed                 bool
+	Cells                  []htmlVerdict
+}
+
+type htmlSmall struct {
+	Config, Colour, Run string
+	CPU, Disk           template.HTML
+}
+
+type htmlAggRow struct {
+	Config, Op string
+	Cells      []string
+	IsOp       bool
+	Failed     string // non-empty: no numbers, this instead
+	Span       int
+}
+
+type htmlPage struct {
+	R             *Report
+	Head          []string
+	SummaryCols   []string
+	SummaryLabels []string
+	Summary       []htmlSummaryRow
+	Throughput    template.HTML
+	P99           template.HTML
+	Percentiles   template.HTML
+	AggHeader     []string
+	Aggregate     []htmlAggRow
+	Other         *section
+	System        *section
+	Smalls        []htmlSmall
+	Coverage      string
+}
+
+func renderHTML(w io.Writer, rep *Report) error {
+	p := htmlPage{R: rep}
+	secs := textSections(rep)
+	p.Head = secs[0].Lines
+	agg := aggregateSection(rep)
+	p.AggHeader = agg.Header[:len(agg.Header)-1] // status goes under the name
+	for _, r := range agg.Rows {
+		row := htmlAggRow{Config: r[0], Op: r[1], Cells: r[2 : len(r)-1], IsOp: r[1] != "(all)"}
+		if c := rep.Config(r[0]); c != nil && !c.OK() {
+			row = htmlAggRow{Config: r[0], Failed: c.status(), Span: len(p.AggHeader) - 1}
+		}
+		p.Aggregate = append(p.Aggregate, row)
+	}
+	if s, ok := otherSection(rep); ok {
+		p.Other = &s
+	}
+	if s, ok := systemSection(rep); ok {
+		p.System = &s
+	}
+	p.Coverage = fmt.Sprintf("With the percentile bootstrap the nominal 95%% interval of a median covers the true value %.0f%% of the time at 3 repetitions, %.0f%% at 5, %.1f%% at 7 and %.0f%% at 9.",
+		100*stats.MedianCoverage(3, 0.95), 100*stats.MedianCoverage(5, 0.95), 100*stats.MedianCoverage(7, 0.95), 100*stats.MedianCoverage(9, 0.95))
+
+	// Summary vs baseline: one row per configuration, one cell per metric.
+	b := rep.Config(rep.Baseline)
+	for _, m := range htmlSummaryMetrics {
+		if b != nil {
+			if _, ok := b.Metrics[m]; ok {
+				p.SummaryCols = append(p.SummaryCols, m)
+				p.SummaryLabels = append(p.SummaryLabels, metricLabel(m))
+			}
+		}
+	}
+	var thr, p99 []dotRow
+	var curves []curve
+	for i, c := range rep.Configs {
+		col := colour(i)
+		row := htmlSummaryRow{Config: c.Name, Colour: col, Status: c.status(), Failed: !c.OK()}
+		for _, m := range p.SummaryCols {
+			cell := htmlVerdict{Metric: metricLabel(m)}
+			if e, ok := c.Metrics[m]; ok {
+				cell.Value = fmtMetric(m, e.Median)
+				cell.CI = fmtCI(m, e.CILow, e.CIHigh)
+			}
+			if cmp, ok := c.VsBaseline[m]; ok {
+				cell.Ratio = "×" + fmtRatio(cmp.Ratio)
+				if cmp.Ratio == nil {
+					cell.Ratio = ""
+				}
+				cell.Verdict = cmp.Verdict
+				cell.Class = verdictClass(m, cmp)
+			}
+			row.Cells = append(row.Cells, cell)
+		}
+		p.Summary = append(p.Summary, row)
+
+		thr = append(thr, dotFor(c, MetricThroughput, col, c.Name == rep.Baseline))
+		p99 = append(p99, dotFor(c, "p99_ms", col, c.Name == rep.Baseline))
+		if c.pooled != nil {
+			h := c.pooled.Merged()
+			cv := curve{Label: c.Name, Colour: col}
+			for _, q := range htmlPercentiles {
+				// Beyond the last sample the curve would be invented.
+				if (1-q/100)*float64(h.TotalCount()) < 1 {
+					break
+				}
+				cv.P = append(cv.P, q)
+				cv.V = append(cv.V, float64(h.ValueAtQuantile(q))/1000)
+			}
+			curves = append(curves, cv)
+		}
+		if c.OK() && c.representative != nil && c.representative.System != nil {
+			p.Smalls = append(p.Smalls, htmlSmall{Config: c.Name, Colour: col,
+				Run:  fmt.Sprintf("run %s, repetition %d", c.representative.RunID, c.representative.Repetition+1),
+				CPU:  template.HTML(timelinePlot("CPU utilisation per CPU (% busy)", 100, cpuTimelines(c.representative.System))),
+				Disk: template.HTML(timelinePlot("Disk writes per second, per device", 0, diskTimelines(c.representative.System))),
+			})
+		}
+	}
+	p.Throughput = template.HTML(dotPlot("Throughput per configuration: median and 95% CI across repetitions", "throughput (per second)", thr))
+	p.P99 = template.HTML(dotPlot("p99 latency per configuration: merged histogram and 95% CI", "p99 latency (ms)", p99))
+	if len(curves) > 0 {
+		p.Percentiles = template.HTML(percentilePlot("Latency by percentile (all operations, merged over repetitions)", curves))
+	}
+	return htmlTemplate.Execute(w, p)
+}
+
+func dotFor(c *Config, m, col string, baseline bool) dotRow {
+	r := dotRow{Label: c.Name, Colour: col, Baseline: baseline}
+	e, ok := c.Metrics[m]
+	switch {
+	case !c.OK():
+		r.Missing = cut(c.status(), 90)
+	case !ok:
+		r.Missing = "not measured"
+	default:
+		r.Value, r.Lo, r.Hi = e.Median, e.CILow, e.CIHigh
+	}
+	return r
+}
+
+// verdictClass colours a verdict: better, worse, or neither.
+func verdictClass(metric string, c stats.Comparison) string {
+	s := stats.SenseOf(metric)
+	switch {
+	case !c.Significant():
+		return "same"
+	case s.Neutral:
+		return "same"
+	case c.Verdict == s.Better:
+		return "better"
+	default:
+		return "worse"
+	}
+}
+
+var htmlTemplate = template.Must(template.New("report").Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>ctrperf report: {{.R.Plan}}</title>
+<style>
+:root { --ink:#1d2329; --muted:#5b6670; --line:#dde1e6; --bg:#f6f7f9; --card:#fff;
+        --better:#0a7d5a; --worse:#c2410c; --same:#5b6670; }
+* { box-sizing: border-box; }
+body { margin:0; background:var(--bg); color:var(--ink);
+       font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
+main { max-width: 1230px; margin: 0 auto; padding: 28px 24px 60px; }
+h1 { font-size: 26px; margin: 0 0 4px; letter-spacing: -0.01em; }
+h2 { font-size: 19px; margin: 34px 0 10px; }
+.sub { color: var(--muted); margin: 0 0 4px; }
+.card { background: var(--card); border: 1px solid var(--line); border-radius: 10px; padding: 16px 18px; margin: 12px 0; overflow-x: auto; }
+table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; font-size: 13.5px; }
+th, td { padding: 6px 9px; border-bottom: 1px solid var(--line); text-align: right; white-space: nowrap; }
+th { color: var(--muted); font-weight: 600; font-size: 12.5px; text-transform: none; background: #fafbfc; }
+th:first-child, td:first-child, td.l, th.l { text-align: left; }
+tr.op td:first-child { color: var(--muted); }
+td.status, div.status { text-align: left; color: var(--muted); white-space: normal; font-size: 12.5px; }
+td.cfgcell { white-space: normal; min-width: 200px; max-width: 320px; }
+.failed { color: var(--worse) !important; font-weight: 600; }
+table.text-last td:last-child, table.text-last th:last-child { text-align: left; }
+.swatch { display:inline-block; width:11px; height:11px; border-radius:3px; margin-right:7px; vertical-align: -1px; }
+.cell { display:flex; flex-direction:column; align-items:flex-end; gap:1px; }
+.cell .v { font-weight: 600; }
+.cell .ci { color: var(--muted); font-size: 12px; }
+.badge { display:inline-block; padding: 1px 7px; border-radius: 999px; font-size: 12px; font-weight: 600; border: 1px solid currentColor; }
+.badge.better { color: var(--better); background: #e8f5f0; }
+.badge.worse { color: var(--worse); background: #fdf0e8; }
+.badge.same { color: var(--same); background: #f1f3f5; }
+.warnings li { margin: 6px 0; }
+.warnings .cfg { font-weight: 600; }
+.warnings .adv { color: var(--muted); }
+.grid { display:grid; grid-template-columns: repeat(auto-fill, minmax(340px, 1fr)); gap: 12px; }
+.small { background: var(--card); border:1px solid var(--line); border-radius:10px; padding: 10px 12px; }
+.small h3 { font-size: 14px; margin: 0 0 2px; }
+.small .run { color: var(--muted); font-size: 12px; margin: 0 0 4px; }
+svg { max-width: 100%; height: auto; display: block; }
+svg text { font-family: inherit; fill: var(--ink); }
+svg .ptitle { font-size: 15px; font-weight: 600; }
+svg .stitle { font-size: 12px; font-weight: 600; }
+svg .tick { font-size: 12px; fill: var(--muted); }
+svg .axis { font-size: 12.5px; fill: var(--muted); }
+svg .label { font-size: 13.5px; }
+svg .value { font-size: 12px; fill: var(--muted); }
+svg .legend { font-size: 13px; }
+svg .legend-s { font-size: 11px; }
+svg .missing { font-size: 13px; fill: var(--worse); font-style: italic; }
+.note { color: var(--muted); font-size: 13px; }
+footer { color: var(--muted); font-size: 12.5px; margin-top: 40px; border-top: 1px solid var(--line); padding-top: 12px; }
+</style>
+</head>
+<body>
+<main>
+<h1>ctrperf report{{if .R.Plan}}: {{.R.Plan}}{{end}}</h1>
+{{range .Head}}<p class="sub">{{.}}</p>{{end}}
+
+<h2>Versus the baseline <em>{{.R.Baseline}}</em></h2>
+<div class="card">
+<table>
+<tr><th class="l">configuration</th>{{range .SummaryLabels}}<th>{{.}}</th>{{end}}</tr>
+{{range .Summary}}<tr>
+<td class="cfgcell"><span class="swatch" style="background:{{.Colour}}"></span><b>{{.Config}}</b><div class="status{{if .Failed}} failed{{end}}">{{.Status}}</div></td>
+{{range .Cells}}<td><div class="cell">{{if .Value}}<span class="v">{{.Value}}</span>{{if .Ratio}}<span class="ci">{{.Ratio}} · CI {{.CI}}</span>{{else}}<span class="ci">CI {{.CI}}</span>{{end}}{{if .Verdict}}<span class="badge {{.Class}}">{{.Verdict}}</span>{{end}}{{else}}–{{end}}</div></td>{{end}}
+</tr>{{end}}
+</table>
+<p class="note">Ratio = configuration ÷ baseline with its 95% interval (both sides resampled independently). An interval that contains 1 is “no measurable difference”, never a win or a loss.</p>
+</div>
+
+<h2>Throughput</h2>
+<div class="card">{{.Throughput}}</div>
+<div class="card">{{.P99}}</div>
+
+{{if .Percentiles}}<h2>Latency percentiles</h2>
+<div class="card">{{.Percentiles}}
+<p class="note">Each curve is read from the latency histogram merged over all repetitions of the configuration (never averaged percentiles). The x axis spreads the tail: equal steps for 90%, 99%, 99.9%, 99.99%.</p></div>{{end}}
+
+<h2>Aggregate report</h2>
+<div class="card">
+<table>
+<tr>{{range $i, $h := .AggHeader}}<th{{if lt $i 2}} class="l"{{end}}>{{$h}}</th>{{end}}</tr>
+{{range .Aggregate}}{{if .Failed}}<tr><td>{{.Config}}</td><td class="l failed" colspan="{{.Span}}">{{.Failed}}</td></tr>
+{{else}}<tr{{if .IsOp}} class="op"{{end}}><td>{{if .IsOp}}{{else}}<b>{{.Config}}</b>{{end}}</td><td class="l">{{.Op}}</td>{{range .Cells}}<td>{{.}}</td>{{end}}</tr>
+{{end}}{{end}}</table>
+<p class="note">One row per configuration (all operations, in bold) and per operation. samples/run, throughput and KB/s are medians across runs; latencies come from the merged histogram.</p>
+</div>
+
+{{with .Other}}<h2>{{.Title}}</h2>
+<div class="card"><table class="text-last">
+<tr>{{range $i, $h := .Header}}<th{{if lt $i 2}} class="l"{{end}}>{{$h}}</th>{{end}}</tr>
+{{range .Rows}}<tr>{{range $i, $c := .}}<td{{if lt $i 2}} class="l"{{end}}>{{$c}}</td>{{end}}</tr>{{end}}
+</table><p class="note">{{.Note}}</p></div>{{end}}
+
+<h2>System</h2>
+{{if .Smalls}}<p class="note">Timelines of one representative run per configuration (the run whose throughput is nearest the median).</p>
+<div class="grid">{{range .Smalls}}<div class="small"><h3><span class="swatch" style="background:{{.Colour}}"></span>{{.Config}}</h3><p class="run">{{.Run}}</p>{{.CPU}}{{.Disk}}</div>{{end}}</div>{{end}}
+{{with .System}}<div class="card"><table>
+<tr>{{range $i, $h := .Header}}<th{{if lt $i 3}} class="l"{{end}}>{{$h}}</th>{{end}}</tr>
+{{range .Rows}}<tr>{{range $i, $c := .}}<td{{if lt $i 3}} class="l"{{end}}>{{$c}}</td>{{end}}</tr>{{end}}
+</table><p class="note">Mean / max over every sample of every successful run.</p></div>{{else}}<p class="note">No observer data in these results.</p>{{end}}
+
+<h2>Warnings</h2>
+<div class="card warnings">{{if .R.Warnings}}<ul>{{range .R.Warnings}}<li>{{if .Config}}<span class="cfg">{{.Config}}:</span> {{end}}{{.Message}}{{if .Advice}} <span class="adv">— {{.Advice}}</span>{{end}}</li>{{end}}</ul>{{else}}<p>None.</p>{{end}}</div>
+
+<footer>Generated by ctrperf from results.jsonl; recompute any time with <code>ctrperf report DIR --format html</code>. Intervals: percentile bootstrap over whole repetitions, {{.R.Resamples}} resamples. {{.Coverage}}</footer>
+</main>
+</body>
+</html>
+`))

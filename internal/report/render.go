@@ -1,0 +1,169 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"ctrperf/internal/stats"
+)
+
+// Formats Render accepts.
+var Formats = []string{"table", "md", "json", "csv", "html"}
+
+// Render writes rep in format (table, md, json, csv, html).
+func Render(w io.Writer, rep *Report, format string) error {
+	var err error
+	switch format {
+	case "table":
+		err = renderText(w, textSections(rep), false)
+	case "md", "markdown":
+		err = renderText(w, textSections(rep), true)
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(rep)
+	case "csv":
+		err = renderCSV(w, rep)
+	case "html":
+		err = renderHTML(w, rep)
+	default:
+		return fmt.Errorf("unknown report format %q (want one of %s)", format, strings.Join(Formats, ", "))
+	}
+	if err != nil {
+		return fmt.Errorf("render %s report: %w", format, err)
+	}
+	return nil
+}
+
+// fmtNum prints a figure with about three significant digits, which is all
+// the precision repeated benchmark runs support.
+func fmtNum(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return "n/a"
+	case v == 0:
+		return "0"
+	case a >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	case a >= 1:
+		return fmt.Sprintf("%.2f", v)
+	case a >= 0.01:
+		return fmt.Sprintf("%.3f", v)
+	default:
+		return fmt.Sprintf("%.2g", v)
+	}
+}
+
+// fmtPercent prints a fraction as a percentage.
+func fmtPercent(f float64) string {
+	if math.IsNaN(f) {
+		return "n/a"
+	}
+	p := f * 100
+	switch {
+	case p == 0:
+		return "0%"
+	case p >= 10:
+		return fmt.Sprintf("%.1f%%", p)
+	case p >= 0.01:
+		return fmt.Sprintf("%.2f%%", p)
+	default:
+		return fmt.Sprintf("%.1g%%", p)
+	}
+}
+
+// fmtMetric prints a metric's value in its display unit.
+func fmtMetric(metric string, v float64) string {
+	if metric == MetricErrorRate {
+		return fmtPercent(v)
+	}
+	return fmtNum(v)
+}
+
+// fmtCI prints an interval or says why there is none.
+func fmtCI(metric string, lo, hi *float64) string {
+	if lo == nil || hi == nil {
+		return "n/a"
+	}
+	return fmtMetric(metric, *lo) + " .. " + fmtMetric(metric, *hi)
+}
+
+func fmtRatio(p *float64) string {
+	if p == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.3f", *p)
+}
+
+func fmtRatioCI(c stats.Comparison) string {
+	if c.CILow == nil || c.CIHigh == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.3f .. %.3f", *c.CILow, *c.CIHigh)
+}
+
+// metricLabel is how a metric is titled in tables.
+func metricLabel(m string) string {
+	switch m {
+	case MetricThroughput:
+		return "throughput/s"
+	case MetricKBPerS:
+		return "KB/s"
+	case MetricErrorRate:
+		return "error %"
+	case MetricSamples:
+		return "samples/run"
+	case "mean_ms":
+		return "mean ms"
+	case "p50_ms":
+		return "median ms"
+	}
+	if strings.HasSuffix(m, "_ms") {
+		return strings.TrimSuffix(m, "_ms") + " ms"
+	}
+	return m
+}
+
+// standardMetrics are shown in the aggregate table; the rest of a
+// configuration's metrics (elapsed_s, a tool's own figures) go to "other".
+var standardMetrics = map[string]bool{
+	MetricThroughput: true, MetricKBPerS: true, MetricErrorRate: true, MetricSamples: true,
+	"mean_ms": true, "p50_ms": true, "p90_ms": true, "p95_ms": true, "p99_ms": true, "p999_ms": true, "min_ms": true, "max_ms": true,
+}
+
+// summaryMetrics are compared with the baseline in the summary, in order,
+// when the configuration has them (the seed's final table: 90% line, error %,
+// KB/s, plus the primary rate and the tail).
+var summaryMetrics = []string{MetricThroughput, "p50_ms", "p90_ms", "p99_ms", MetricErrorRate, MetricKBPerS}
+
+// otherMetrics are a configuration's non-standard metrics in a stable order.
+func otherMetrics(rep *Report) []string {
+	seen := map[string]bool{}
+	for _, c := range rep.Configs {
+		for k := range c.Metrics {
+			if !standardMetrics[k] {
+				seen[k] = true
+			}
+		}
+	}
+	return sortedKeys(seen)
+}
+
+// status is a configuration's runs in words.
+func (c *Config) status() string {
+	switch {
+	case c.Runs == 0 && c.NotRun > 0 && c.Failed == 0:
+		return "NOT RUN: " + strings.Join(c.Errors, "; ")
+	case c.Runs == 0:
+		return "FAILED: " + strings.Join(c.Errors, "; ")
+	case c.Failed+c.NotRun > 0:
+		return fmt.Sprintf("%d ok, %d failed, %d not run", c.Runs, c.Failed, c.NotRun)
+	}
+	return "ok"
+}

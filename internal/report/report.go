@@ -1,0 +1,93 @@
+// Package report turns the raw run records of a results directory into what
+// people read: per configuration and operation the JMeter-style aggregate
+// (samples, mean, median, p90, p99, min, max, error %, throughput, KB/s),
+// every configuration against the baseline with ratios, intervals and
+// verdicts, what the observers saw, and warnings with advice. It is always
+// recomputed from results.jsonl, so a new report needs no re-run.
+//
+// Build computes a Report from records (pure); Load reads a directory;
+// Render writes one of the formats: table, md, json, csv, html.
+package report
+
+import (
+	"ctrperf/internal/results"
+	"ctrperf/internal/stats"
+)
+
+// Report is everything the renderers show. Its JSON form is the `json`
+// format.
+type Report struct {
+	Plan     string `json:"plan"`
+	Workload string `json:"workload,omitempty"`
+	Baseline string `json:"baseline"`
+	// Resamples and Level describe the bootstrap behind every interval.
+	Resamples int       `json:"resamples"`
+	Level     float64   `json:"level"`
+	Configs   []*Config `json:"configs"`
+	Warnings  []Warning `json:"warnings"`
+}
+
+// Config is one configuration: its runs, metrics, comparison with the
+// baseline and per-operation metrics.
+type Config struct {
+	Name string `json:"name"`
+	// Runs is the number of successful repetitions the statistics use;
+	// Failed and NotRun count the others.
+	Runs   int            `json:"runs"`
+	Failed int            `json:"failed"`
+	NotRun int            `json:"not_run"`
+	Errors []string       `json:"errors,omitempty"` // distinct errors of failed / not-run runs
+	Knobs  map[string]any `json:"knobs,omitempty"`
+	// Metrics at the configuration level (all operations together).
+	Metrics map[string]stats.Estimate `json:"metrics"`
+	// VsBaseline is the ratio config/baseline per metric; absent for the
+	// baseline itself.
+	VsBaseline map[string]stats.Comparison `json:"vs_baseline,omitempty"`
+	// Operations holds the same metrics per operation.
+	Operations map[string]map[string]stats.Estimate `json:"operations,omitempty"`
+	// System is the observers' summary over all successful runs.
+	System []SystemFigure `json:"system,omitempty"`
+
+	reps     map[string][]float64            // bootstrap replicates per metric
+	opReps   map[string]map[string][]float64 // per operation
+	pooled   *stats.Pooled                   // all operations, all runs
+	opPooled map[string]*stats.Pooled
+	// representative is the successful run whose throughput is closest to
+	// the median: its timelines stand for the configuration in plots.
+	representative *results.RunRecord
+}
+
+// OK reports whether the configuration has numbers at all.
+func (c *Config) OK() bool { return c.Runs > 0 }
+
+// OperationNames returns the operation names in a stable order.
+func (c *Config) OperationNames() []string { return sortedKeys(c.Operations) }
+
+// Warning is something the reader must know before trusting a number, with
+// concrete advice. Config is empty for warnings about the whole report.
+type Warning struct {
+	Config  string `json:"config,omitempty"`
+	Message string `json:"message"`
+	Advice  string `json:"advice,omitempty"`
+}
+
+// SystemFigure is the mean and maximum of one observed figure over all the
+// samples of all successful runs of a configuration, e.g. disk vda w/s.
+type SystemFigure struct {
+	Group   string  `json:"group"`   // cpu, disk, container, process
+	Subject string  `json:"subject"` // all, cpu0, vda, a container or process group name
+	Figure  string  `json:"figure"`  // user, system, iowait, softirq, w/s, wkB/s, w_await, util, cpu
+	Unit    string  `json:"unit"`    // %, /s, kB/s, ms
+	Mean    float64 `json:"mean"`
+	Max     float64 `json:"max"`
+}
+
+// Config returns the configuration called name, or nil.
+func (r *Report) Config(name string) *Config {
+	for _, c := range r.Configs {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
