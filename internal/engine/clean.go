@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
@@ -159,7 +160,7 @@ func cleanDocker(ctx context.Context, cli client.APIClient, runID string, dry bo
 			name = strings.TrimPrefix(c.Names[0], "/")
 		}
 		if !dry {
-			if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !client.IsErrNotFound(err) {
+			if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("remove container %s: %w", name, err))
 				continue
 			}
@@ -172,7 +173,7 @@ func cleanDocker(ctx context.Context, cli client.APIClient, runID string, dry bo
 	}
 	for _, n := range ns {
 		if !dry {
-			if err := cli.NetworkRemove(ctx, n.ID); err != nil && !client.IsErrNotFound(err) {
+			if err := cli.NetworkRemove(ctx, n.ID); err != nil && !cerrdefs.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("remove network %s: %w", n.Name, err))
 				continue
 			}
@@ -185,7 +186,7 @@ func cleanDocker(ctx context.Context, cli client.APIClient, runID string, dry bo
 	}
 	for _, v := range vs.Volumes {
 		if !dry {
-			if err := cli.VolumeRemove(ctx, v.Name, true); err != nil && !client.IsErrNotFound(err) {
+			if err := cli.VolumeRemove(ctx, v.Name, true); err != nil && !cerrdefs.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("remove volume %s: %w", v.Name, err))
 				continue
 			}

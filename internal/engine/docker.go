@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
@@ -191,7 +192,7 @@ func (d *Docker) checkImages(ctx context.Context, services []Service) error {
 		}
 		seen[s.Image] = true
 		if _, err := d.cli.ImageInspect(ctx, s.Image); err != nil {
-			if client.IsErrNotFound(err) {
+			if cerrdefs.IsNotFound(err) {
 				return fmt.Errorf("image %q of service %q is not on docker engine %s: run `ctrperf images build` (ctrperf never pulls)", s.Image, s.Name, d.name)
 			}
 			return fmt.Errorf("inspect image %q of service %q: %w", s.Image, s.Name, err)

@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -93,11 +92,7 @@ func tinyBinary(t *testing.T) string {
 			return
 		}
 		tinyBin = filepath.Join(tinyDir, "tinyhttp")
-		goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(goBin); err != nil {
-			goBin = "go"
-		}
-		cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", tinyBin, "./testdata/tinyhttp")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", tinyBin, "./testdata/tinyhttp")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			tinyErr = fmt.Errorf("build tinyhttp: %v\n%s", err, out)

@@ -129,7 +129,7 @@ func setupExternal(runID, lockDir string) (ext *externalNet, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("published-external: netlink in %s: %w", nsName, err)
 	}
-	defer h.Delete()
+	defer h.Close()
 	for _, name := range []string{"lo", peerIf} {
 		l, err := h.LinkByName(name)
 		if err != nil {
