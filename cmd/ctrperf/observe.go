@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -98,6 +100,8 @@ func runObserve(ctx context.Context, stdout, stderr io.Writer, o observeOptions)
 		observe.WithDevices(o.devices),
 		observe.WithPartitions(o.partitions),
 		observe.WithOnSample(print),
+		// Live, containers come and go between two refreshes of the list.
+		observe.WithContainersMayGo(true),
 	)
 	if err := obs.Start(ctx); err != nil {
 		return err
@@ -118,8 +122,8 @@ func runObserve(ctx context.Context, stdout, stderr io.Writer, o observeOptions)
 			return fmt.Errorf("write summary: %w", err)
 		}
 	} else {
-		for k, why := range series.Unavailable {
-			fmt.Fprintf(stderr, "ctrperf observe: %s unavailable: %s\n", k, why)
+		for _, k := range slices.Sorted(maps.Keys(series.Unavailable)) {
+			fmt.Fprintf(stderr, "ctrperf observe: %s unavailable: %s\n", k, series.Unavailable[k])
 		}
 	}
 	return nil

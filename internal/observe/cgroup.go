@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -92,7 +93,8 @@ type cgroupCounters struct {
 
 // containerSampler reads the cgroups of a list of containers.
 type containerSampler struct {
-	root string
+	root  string
+	mayGo bool // a cgroup that disappears after a reading is no failure
 	mu   sync.Mutex
 	list []Container
 	prev map[string]cgroupCounters // by container name
@@ -132,15 +134,19 @@ func (c *containerSampler) sample(dt float64, s *Sample, fail func(string, error
 		} else {
 			cnt, err = readCgroupV2(c.root, ct.CgroupPath)
 		}
+		p, seen := c.prev[ct.Name]
 		if err != nil {
+			if c.mayGo && seen && errors.Is(err, fs.ErrNotExist) {
+				cur[ct.Name] = p // still known, so its absence stays quiet
+				continue
+			}
 			fail("containers/"+ct.Name, err)
 			if errors.Is(err, errNoCPUAccounting) {
 				continue
 			}
 		}
 		cur[ct.Name] = cnt
-		p, ok := c.prev[ct.Name]
-		if dt <= 0 || !ok || cnt.cpuNs < p.cpuNs {
+		if dt <= 0 || !seen || cnt.cpuNs < p.cpuNs {
 			continue // first reading, or a new cgroup under the same name
 		}
 		if s.Containers == nil {

@@ -68,6 +68,12 @@ func WithContainers(cs []Container) Option {
 	return func(o *Observer) { o.containers = append([]Container(nil), cs...) }
 }
 
+// WithContainersMayGo says that a container whose cgroup disappears after it
+// has been read is gone rather than failing (live observation, where the list
+// is refreshed only now and then). By default that is recorded as unavailable:
+// in a benchmark run a container must not vanish.
+func WithContainersMayGo(on bool) Option { return func(o *Observer) { o.containersMayGo = on } }
+
 // WithProcessGroups replaces the default process groups (see
 // DefaultProcessGroups) by these.
 func WithProcessGroups(groups map[string]ProcessMatcher) Option {
@@ -99,6 +105,7 @@ type Observer struct {
 	interval                      time.Duration
 	clock                         Clock
 	containers                    []Container
+	containersMayGo               bool
 	groups                        map[string]ProcessMatcher
 	devices                       []string
 	partitions                    bool
@@ -161,6 +168,7 @@ func (o *Observer) Start(ctx context.Context) error {
 	}
 	o.started = true
 	o.cgroups = newContainerSampler(o.cgroupRoot, o.containers)
+	o.cgroups.mayGo = o.containersMayGo
 	o.samplers = []sampler{
 		newCPUSampler(o.procRoot),
 		newMemorySampler(o.procRoot),

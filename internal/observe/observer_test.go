@@ -407,3 +407,42 @@ func TestProcessGroupsOnFixture(t *testing.T) {
 		t.Error("default groups kept although replaced")
 	}
 }
+
+func TestContainerGoneAfterReading(t *testing.T) {
+	for _, tc := range []struct {
+		desc       string
+		mayGo      bool
+		wantFailed bool
+	}{
+		{"in a benchmark run a vanished container is recorded", false, true},
+		{"live, containers may go", true, false},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			root := t.TempDir()
+			copyTree(t, "testdata/host-v1/t0", root)
+			clk := newFakeClock()
+			got := make(chan Sample, 4)
+			o := New(WithClock(clk), WithRoots(filepath.Join(root, "proc"), filepath.Join(root, "sys"), filepath.Join(root, "cgroup")),
+				WithContainers([]Container{{Name: "web", CgroupPath: "/docker/" + v1Container}}),
+				WithContainersMayGo(tc.mayGo), WithOnSample(func(s Sample) { got <- s }))
+			if err := o.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []string{"cpu", "cpuacct", "memory", "blkio"} {
+				if err := os.RemoveAll(filepath.Join(root, "cgroup", c, "docker", v1Container)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range 2 {
+				clk.ch <- clk.advance(time.Second)
+				if s := <-got; len(s.Containers) != 0 {
+					t.Errorf("gone container sampled: %+v", s.Containers)
+				}
+			}
+			s := o.Stop()
+			if _, failed := s.Unavailable["containers/web"]; failed != tc.wantFailed {
+				t.Errorf("unavailable = %v, want containers/web recorded: %v", s.Unavailable, tc.wantFailed)
+			}
+		})
+	}
+}
