@@ -95,9 +95,9 @@ type cgroupCounters struct {
 type containerSampler struct {
 	root  string
 	mayGo bool // a cgroup that disappears after a reading is no failure
-	mu   sync.Mutex
-	list []Container
-	prev map[string]cgroupCounters // by container name
+	mu    sync.Mutex
+	list  []Container
+	prev  map[string]cgroupCounters // by container name
 }
 
 func newContainerSampler(root string, list []Container) *containerSampler {
