@@ -34,6 +34,7 @@ type isolateOptions struct {
 	Policy           string        `yaml:"policy"`
 	Interval         time.Duration `yaml:"interval"`
 	All              bool          `yaml:"all"`
+	Labels           []string      `yaml:"labels"`
 	CPUsPerContainer int           `yaml:"cpus_per_container"`
 	MinShared        int           `yaml:"min_shared"`
 	HotThreshold     float64       `yaml:"hot_threshold"`
@@ -100,6 +101,7 @@ func newIsolateRunCmd() *cobra.Command {
 	f.StringVar(&o.Policy, "policy", string(d.Policy), "where a hot container goes: paper (all CPUs) or strict (shared pool only)")
 	f.DurationVar(&o.Interval, "interval", time.Second, "sampling interval")
 	f.BoolVar(&o.All, "all", false, "manage every running container, not only those labelled ctrperf.isolate")
+	f.StringArrayVar(&o.Labels, "label", nil, "only manage containers that also carry this label (key or key=value; repeatable)")
 	f.IntVar(&o.CPUsPerContainer, "cpus-per-container", d.CPUsPerContainer, "dedicated CPUs per normal container (label ctrperf.isolate.cpus overrides)")
 	f.IntVar(&o.MinShared, "min-shared", d.MinShared, "CPUs always kept in the shared pool")
 	f.Float64Var(&o.HotThreshold, "hot-threshold", d.HotThreshold, "fraction of its dedicated CPUs a container must use to count as saturated")
@@ -138,6 +140,8 @@ func loadIsolateConfig(path string, o *isolateOptions, cmd *cobra.Command) error
 			merged.Interval = o.Interval
 		case "all":
 			merged.All = o.All
+		case "label":
+			merged.Labels = o.Labels
 		case "cpus-per-container":
 			merged.CPUsPerContainer = o.CPUsPerContainer
 		case "min-shared":
@@ -272,7 +276,7 @@ func runIsolate(cmd *cobra.Command, o isolateOptions) error {
 	if o.RPS {
 		opts = append(opts, isolate.WithRPS(rps, func(pid int) (string, error) { return isolate.HostVeth("/proc", "/sys", pid) }))
 	}
-	rt := &isolate.DockerRuntime{Client: cli, All: o.All}
+	rt := &isolate.DockerRuntime{Client: cli, All: o.All, Labels: o.Labels}
 	ctl, err := isolate.New(isolate.Config{Params: params, Interval: o.Interval, IRQRotate: o.IRQRotate, DryRun: o.DryRun,
 		CheckpointPath: ckptPath, NCPU: len(top.CPUs)}, top, rt, isolate.CgroupUsage{ProcRoot: "/proc", CgroupRoot: "/sys/fs/cgroup"}, cpus, opts...)
 	if err != nil {

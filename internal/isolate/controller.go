@@ -269,7 +269,9 @@ func (c *Controller) Step(ctx context.Context) error {
 		if !known {
 			orig, err := c.cpus.CPUs(ctx, id)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("read cpuset of %s: %w", pl.Name, err))
+				if !gone(err) {
+					errs = append(errs, fmt.Errorf("read cpuset of %s: %w", pl.Name, err))
+				}
 				continue
 			}
 			old = orig
@@ -281,6 +283,9 @@ func (c *Controller) Step(ctx context.Context) error {
 		}
 		if !c.cfg.DryRun {
 			if err := c.cpus.SetCPUs(ctx, id, pl.CPUs); err != nil {
+				if gone(err) {
+					continue // removed while we decided: churn, not a failure
+				}
 				errs = append(errs, err)
 				c.emit(Event{Kind: "error", Container: id, Name: pl.Name, New: want, Reason: err.Error()})
 				if c.metrics != nil {
@@ -457,6 +462,11 @@ func (c *Controller) Restore(ctx context.Context) error {
 // ErrContainerGone lets a CPUSetter say the container no longer exists.
 var ErrContainerGone = errors.New("container is gone")
 
+// gone reports an error that only means the container went away.
+func gone(err error) bool {
+	return errors.Is(err, ErrContainerGone) || errors.Is(err, os.ErrNotExist)
+}
+
 // RestoreCheckpoint writes back what cp remembers, through the given
 // actuators (nil ones are skipped only if cp has nothing for them).
 func RestoreCheckpoint(ctx context.Context, cp *Checkpoint, cpus CPUSetter, irq IRQSetter, rps RPSSetter, emit func(Event)) error {
@@ -471,7 +481,7 @@ func RestoreCheckpoint(ctx context.Context, cp *Checkpoint, cpus CPUSetter, irq 
 			continue
 		}
 		if err := cpus.SetCPUs(ctx, id, set); err != nil {
-			if errors.Is(err, ErrContainerGone) || errors.Is(err, os.ErrNotExist) {
+			if gone(err) {
 				continue
 			}
 			errs = append(errs, err)

@@ -390,3 +390,21 @@ func TestProcIRQAndSysRPSOnFixtureRoot(t *testing.T) {
 		t.Errorf("missing container accepted")
 	}
 }
+
+func TestContainerCgroup(t *testing.T) {
+	tests := []struct {
+		desc, path, id string
+		want           bool
+	}{
+		{"cgroupfs driver", "/docker/abc123", "abc123", true},
+		{"systemd driver", "/system.slice/docker-abc123.scope", "abc123", true},
+		{"root cgroup of a reused pid", "/", "abc123", false},
+		{"another container", "/docker/def456", "abc123", false},
+		{"empty", "", "abc123", false},
+	}
+	for _, tc := range tests {
+		if got := ContainerCgroup(tc.path, tc.id); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.desc, got, tc.want)
+		}
+	}
+}

@@ -27,6 +27,8 @@ const (
 type DockerRuntime struct {
 	Client client.APIClient
 	All    bool // manage every running container, not only those with the label
+	// Labels narrows the selection further ("key" or "key=value" filters).
+	Labels []string
 }
 
 var _ Runtime = (*DockerRuntime)(nil)
@@ -36,6 +38,9 @@ func (d *DockerRuntime) Managed(ctx context.Context) ([]Managed, error) {
 	f := filters.NewArgs(filters.Arg("status", "running"))
 	if !d.All {
 		f.Add("label", LabelIsolate)
+	}
+	for _, l := range d.Labels {
+		f.Add("label", l)
 	}
 	list, err := d.Client.ContainerList(ctx, container.ListOptions{Filters: f})
 	if err != nil {
@@ -211,6 +216,19 @@ func CgroupPathOf(cli client.APIClient, procRoot string, v2 bool) func(ctx conte
 		if !ok {
 			return "", fmt.Errorf("container %s (pid %d) has no %q cgroup", id, insp.State.Pid, key)
 		}
+		// Between inspect and the read the container may have died and its
+		// PID been reused, or its init may not be in its cgroup yet: never
+		// hand out a path that is not the container's own (writing the root
+		// cpuset would confine the whole machine).
+		if !ContainerCgroup(p, id) {
+			return "", fmt.Errorf("pid %d of %s is in cgroup %q, not the container's: %w", insp.State.Pid, id[:12], p, ErrContainerGone)
+		}
 		return p, nil
 	}
+}
+
+// ContainerCgroup reports whether a cgroup path belongs to the container id
+// (cgroupfs driver: /docker/<id>; systemd driver: .../docker-<id>.scope).
+func ContainerCgroup(path, id string) bool {
+	return path != "/" && path != "" && id != "" && strings.Contains(path, id)
 }

@@ -1,0 +1,348 @@
+package isolate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+
+	"ctrperf/internal/image"
+)
+
+const spinRef = "ctrperf/isolate-spin:test"
+
+// dockerOrSkip returns a client of the engine on DOCKER_HOST or the default
+// socket; without one the test skips, or fails under CTRPERF_REQUIRE_DOCKER=1.
+func dockerOrSkip(t *testing.T) *client.Client {
+	t.Helper()
+	fail := t.Skipf
+	if os.Getenv("CTRPERF_REQUIRE_DOCKER") == "1" {
+		fail = t.Fatalf
+	}
+	if os.Geteuid() != 0 {
+		fail("needs root to write cpusets, IRQ affinities and RPS masks")
+	}
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		fail("docker client: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx); err != nil {
+		fail("no Docker engine answers: %v", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// tenants starts n spin containers labelled for isolation and this run.
+func tenants(t *testing.T, cli *client.Client, runID string, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := image.BuildGo(ctx, cli, image.GoImage{Ref: spinRef, Package: "./internal/isolate/testdata/spin"}); err != nil {
+		t.Fatalf("build spin image: %v", err)
+	}
+	t.Cleanup(func() { removeRun(cli, runID) })
+	var ids []string
+	for i := 0; i < n; i++ {
+		ids = append(ids, startTenant(t, cli, runID, i))
+	}
+	return ids
+}
+
+func startTenant(t *testing.T, cli *client.Client, runID string, i int) string {
+	ctx := context.Background()
+	labels := map[string]string{"ctrperf.managed": "true", "ctrperf.run": runID, LabelIsolate: "true"}
+	c, err := cli.ContainerCreate(ctx, &container.Config{Image: spinRef, Labels: labels}, &container.HostConfig{}, nil, nil,
+		fmt.Sprintf("ctrperf-%s-t%d", runID, i))
+	if err != nil {
+		t.Errorf("create tenant %d: %v", i, err)
+		return ""
+	}
+	if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+		t.Errorf("start tenant %d: %v", i, err)
+	}
+	return c.ID
+}
+
+func removeRun(cli *client.Client, runID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	list, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "ctrperf.run="+runID))})
+	for _, c := range list {
+		_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+	}
+}
+
+// snapshot is every value the controller may change.
+type snapshot map[string]string
+
+func takeSnapshot(t *testing.T, cli *client.Client, ids []string) snapshot {
+	t.Helper()
+	ctx := context.Background()
+	s := snapshot{}
+	path := CgroupPathOf(cli, "/proc", false)
+	cs := CgroupCPUSet{Root: "/sys/fs/cgroup", Path: path}
+	for _, id := range ids {
+		v, err := cs.CPUs(ctx, id)
+		if err != nil {
+			t.Fatalf("cpuset of %s: %v", id, err)
+		}
+		s["cpuset "+id[:12]] = v
+		insp, err := cli.ContainerInspect(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dev, err := HostVeth("/proc", "/sys", insp.State.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := SysRPS{Root: "/sys", NCPU: 2}.Masks(dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for q, v := range m {
+			s["rps "+dev+"/"+q] = v
+		}
+	}
+	irqs, err := ListIRQs("/proc", regexp.MustCompile(DefaultIRQPattern))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, irq := range irqs {
+		v, err := ProcIRQ{Root: "/proc"}.Affinity(irq.Num)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s[fmt.Sprintf("irq %d", irq.Num)] = v.String()
+	}
+	return s
+}
+
+func diff(a, b snapshot) string {
+	var out []string
+	for k, v := range a {
+		if b[k] != v {
+			out = append(out, fmt.Sprintf("%s: %q -> %q", k, v, b[k]))
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			out = append(out, "new "+k)
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+func realController(t *testing.T, cli *client.Client, runID, stateDir string, policy Policy, log *bytes.Buffer) *Controller {
+	t.Helper()
+	top, err := DiscoverTopology("/sys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(DefaultIRQPattern)
+	// A 2-CPU machine shares the "dedicated" CPU with host processes (and
+	// here with parallel builds), so a spinning tenant reaches well under
+	// 90 % of it: count 50 % as saturated.
+	ctl, err := New(Config{Params: Params{Policy: policy, HotThreshold: 0.5, CoolThreshold: 0.2}, Interval: 200 * time.Millisecond, IRQRotate: time.Second,
+		CheckpointPath: filepath.Join(stateDir, "checkpoint.json"), NCPU: len(top.CPUs)},
+		top, &DockerRuntime{Client: cli, Labels: []string{"ctrperf.run=" + runID}},
+		CgroupUsage{ProcRoot: "/proc", CgroupRoot: "/sys/fs/cgroup"},
+		CgroupCPUSet{Root: "/sys/fs/cgroup", Path: CgroupPathOf(cli, "/proc", false)},
+		WithIRQ(ProcIRQ{Root: "/proc"}, func() ([]IRQ, error) { return ListIRQs("/proc", re) }),
+		WithRPS(SysRPS{Root: "/sys", NCPU: len(top.CPUs)}, func(pid int) (string, error) { return HostVeth("/proc", "/sys", pid) }),
+		WithDecisionLog(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctl
+}
+
+// TestRestoreAfterHotTenantDocker: a hot tenant is confined (strict), the
+// quiet ones keep their CPU, IRQs and RPS move to the pool, and Restore puts
+// every cpuset, IRQ affinity and RPS mask back exactly.
+func TestRestoreAfterHotTenantDocker(t *testing.T) {
+	cli := dockerOrSkip(t)
+	runID := fmt.Sprintf("iso%d", time.Now().UnixNano()%1_000_000)
+	ids := tenants(t, cli, runID, 3)
+	before := takeSnapshot(t, cli, ids)
+	var log bytes.Buffer
+	ctl := realController(t, cli, runID, t.TempDir(), PolicyStrict, &log)
+	ctx := context.Background()
+	step := func() {
+		time.Sleep(200 * time.Millisecond)
+		if err := ctl.Step(ctx); err != nil {
+			t.Fatalf("step: %v\n%s", err, log.String())
+		}
+	}
+	step()
+	if err := cli.ContainerKill(ctx, ids[0], "USR1"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	var hotAt time.Time
+	for time.Now().Before(deadline) {
+		step()
+		if ctl.Status().Containers != nil {
+			for _, c := range ctl.Status().Containers {
+				if c.ID == ids[0] && c.Hot {
+					hotAt = time.Now()
+				}
+			}
+		}
+		if !hotAt.IsZero() {
+			break
+		}
+	}
+	if hotAt.IsZero() {
+		t.Fatalf("tenant never turned hot:\n%s", log.String())
+	}
+	during := takeSnapshot(t, cli, ids)
+	pool := ctl.Status().SharedPool
+	if got := during["cpuset "+ids[0][:12]]; got != pool {
+		t.Errorf("hot tenant cpuset %q, want the shared pool %q", got, pool)
+	}
+	if d := diff(before, during); d == "" {
+		t.Errorf("controller changed nothing")
+	}
+	if err := ctl.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(before, takeSnapshot(t, cli, ids)); d != "" {
+		t.Errorf("not restored exactly: %s", d)
+	}
+}
+
+// TestSignalsRestoreDocker runs the real command: SIGTERM restores on exit;
+// SIGKILL leaves a checkpoint that `isolate restore` (and a restart) undoes.
+func TestSignalsRestoreDocker(t *testing.T) {
+	cli := dockerOrSkip(t)
+	runID := fmt.Sprintf("iso%d", time.Now().UnixNano()%1_000_000)
+	ids := tenants(t, cli, runID, 2)
+	before := takeSnapshot(t, cli, ids)
+	bin := filepath.Join(t.TempDir(), "ctrperf")
+	root, err := image.ModuleRoot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-o", bin, "./cmd/ctrperf")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build ctrperf: %v\n%s", err, out)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			state := t.TempDir()
+			var out bytes.Buffer
+			cmd := exec.Command(bin, "isolate", "run", "--policy", "strict", "--interval", "200ms", "--irq-rotate", "1s",
+				"--metrics", "", "--state-dir", state, "--label", "ctrperf.run="+runID)
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// Wait until it has placed both tenants.
+			deadline := time.Now().Add(20 * time.Second)
+			for time.Now().Before(deadline) {
+				var s Status
+				b, err := os.ReadFile(filepath.Join(state, "status.json"))
+				if err == nil && json.Unmarshal(b, &s) == nil && len(s.Containers) == 2 {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			time.Sleep(time.Duration(rand.Intn(1000)) * time.Millisecond) // a random point
+			if d := diff(before, takeSnapshot(t, cli, ids)); d == "" {
+				t.Fatalf("controller changed nothing before the signal:\n%s", out.String())
+			}
+			_ = cmd.Process.Signal(sig)
+			_ = cmd.Wait()
+			if sig == syscall.SIGKILL {
+				if d := diff(before, takeSnapshot(t, cli, ids)); d == "" {
+					t.Fatalf("SIGKILL should have left changes for restore to undo")
+				}
+				r := exec.Command(bin, "isolate", "restore", "--state-dir", state)
+				if b, err := r.CombinedOutput(); err != nil {
+					t.Fatalf("isolate restore: %v\n%s", err, b)
+				}
+			}
+			if d := diff(before, takeSnapshot(t, cli, ids)); d != "" {
+				t.Errorf("after %s: not restored exactly: %s\n%s", sig, d, out.String())
+			}
+		})
+	}
+}
+
+// TestChurnDocker: 100 containers start and go while the controller runs:
+// no error, never an empty cpuset, no stale state.
+func TestChurnDocker(t *testing.T) {
+	cli := dockerOrSkip(t)
+	runID := fmt.Sprintf("iso%d", time.Now().UnixNano()%1_000_000)
+	tenants(t, cli, runID, 0) // builds the image, registers cleanup
+	var log bytes.Buffer
+	state := t.TempDir()
+	ctl := realController(t, cli, runID, state, PolicyPaper, &log)
+	ctx, cancel := context.WithCancel(context.Background())
+	rt := &DockerRuntime{Client: cli, Labels: []string{"ctrperf.run=" + runID}}
+	done := make(chan error, 1)
+	var logMu sync.Mutex
+	go func() { done <- ctl.Run(ctx, rt.Events(ctx)) }()
+
+	const total, parallel = 100, 4
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for i := 0; i < total; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			id := startTenant(t, cli, runID, i)
+			if id == "" {
+				return
+			}
+			time.Sleep(time.Duration(200+rand.Intn(600)) * time.Millisecond)
+			rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer rcancel()
+			if err := cli.ContainerRemove(rctx, id, container.RemoveOptions{Force: true}); err != nil {
+				t.Errorf("remove tenant %d: %v", i, err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	time.Sleep(time.Second) // a few more steps with nothing left
+	cancel()
+	<-done
+	logMu.Lock()
+	defer logMu.Unlock()
+	for _, line := range strings.Split(strings.TrimSpace(log.String()), "\n") {
+		if strings.Contains(line, `"kind":"error"`) {
+			t.Errorf("controller error during churn: %s", line)
+		}
+		if strings.Contains(line, `"new":""`) && strings.Contains(line, `"kind":"cpuset"`) {
+			t.Errorf("empty cpuset written: %s", line)
+		}
+	}
+	if n := len(ctl.Status().Containers); n != 0 {
+		t.Errorf("stale state: %d containers still placed after all were removed", n)
+	}
+	if err := ctl.Restore(context.Background()); err != nil {
+		t.Errorf("restore after churn: %v", err)
+	}
+	if !strings.Contains(log.String(), `"kind":"cpuset"`) {
+		t.Errorf("controller never placed anything during churn")
+	}
+}
