@@ -15,23 +15,31 @@ import (
 	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
+	"ctrperf/internal/engine/daemon"
 	"ctrperf/internal/image"
 	"ctrperf/internal/lifecycle"
 )
 
-// imageEngine connects to the Docker engine the images are built on.
-// TODO(issue 2): switch to daemon.Default(ctx) once internal/engine/daemon
-// exports it, so that a private engine is started when none answers.
-func imageEngine(ctx context.Context) (*client.Client, error) {
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+// imageEngine returns the engine images are built on: the user's (DOCKER_HOST
+// or the default socket), or else ctrperf's own default engine, started now
+// and stopped by the returned close when this process started it (its data
+// root persists, so the images stay for later runs).
+func imageEngine(ctx context.Context) (*client.Client, func(), error) {
+	d, err := daemon.Default(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("docker client: %w", err)
+		return nil, nil, fmt.Errorf("no Docker engine: %w", err)
 	}
-	if _, err := cli.Ping(ctx); err != nil {
-		cli.Close()
-		return nil, fmt.Errorf("no Docker engine answers at %s: %w (start one with scripts/ensure-docker.sh)", cli.DaemonHost(), err)
+	if d.Private() {
+		fmt.Fprintf(os.Stderr, "no engine answers at %s: using ctrperf's own engine %s at %s\n", daemon.UserHost(), d.Name(), d.Host())
 	}
-	return cli, nil
+	closeFn := func() {
+		cctx, cancel := lifecycle.Detached(ctx, 30*time.Second)
+		defer cancel()
+		if err := d.Close(cctx); err != nil {
+			fmt.Fprintln(os.Stderr, "ctrperf: close engine:", err)
+		}
+	}
+	return d.Client(), closeFn, nil
 }
 
 func newImagesCmd() *cobra.Command {
@@ -103,11 +111,11 @@ func newImagesBuildCmd() *cobra.Command {
 					return &exitError{code: 2, msg: fmt.Sprintf("no image named %q (known: %s)", a, knownNames())}
 				}
 			}
-			cli, err := imageEngine(ctx)
+			cli, closeEngine, err := imageEngine(ctx)
 			if err != nil {
 				return err
 			}
-			defer cli.Close()
+			defer closeEngine()
 			reg.SetProgress(cmd.ErrOrStderr())
 			var opts []image.Option
 			if force {
@@ -137,11 +145,11 @@ func newImagesListCmd() *cobra.Command {
 		Short: "List ctrperf's images with size, age, recipe hash and whether they are current",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			cli, err := imageEngine(ctx)
+			cli, closeEngine, err := imageEngine(ctx)
 			if err != nil {
 				return err
 			}
-			defer cli.Close()
+			defer closeEngine()
 			st, err := image.Default().Status(ctx, cli)
 			if err != nil {
 				return err
@@ -192,11 +200,11 @@ func newImagesRmCmd() *cobra.Command {
 				return &exitError{code: 2, msg: "images rm: name the images to remove or give --all (not both)"}
 			}
 			ctx := cmd.Context()
-			cli, err := imageEngine(ctx)
+			cli, closeEngine, err := imageEngine(ctx)
 			if err != nil {
 				return err
 			}
-			defer cli.Close()
+			defer closeEngine()
 			removed, rmErr := image.Remove(ctx, cli, args)
 			for _, r := range removed {
 				fmt.Fprintln(cmd.OutOrStdout(), "removed", r)

@@ -50,7 +50,7 @@ func (b Base) Ref() string { return b.Repo + ":latest" }
 
 // ErrMirrorUnreachable is wrapped by a base build that could not download
 // Debian's packages.
-var ErrMirrorUnreachable = errors.New("Debian mirror unreachable")
+var ErrMirrorUnreachable = errors.New("mirror unreachable")
 
 // DefaultCacheDir holds the base image's rootfs tarball unless
 // CTRPERF_CACHE_DIR names another directory.
