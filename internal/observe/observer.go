@@ -229,7 +229,11 @@ func (o *Observer) Stop() *Series {
 		<-o.done
 		o.mu.Lock()
 		if o.clock.Now().Sub(o.last) >= o.interval/10 {
-			o.tick()
+			if s, ok := o.tick(); ok && o.onSample != nil {
+				o.mu.Unlock()
+				o.onSample(s)
+				o.mu.Lock()
+			}
 		}
 	}
 	defer o.mu.Unlock()

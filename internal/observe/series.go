@@ -29,6 +29,8 @@ type Sample struct {
 	// Disks per device name (sda, vda, loop0, ...), as iostat -x computes them.
 	Disks map[string]DiskStats `json:"disks,omitempty"`
 	// Interrupts per IRQ (number or name as in /proc/interrupts) and per CPU, per second.
+	// Numbered IRQs are keyed "N:device" (e.g. "38:virtio2-input.0"); IRQs
+	// that did not fire during the interval are left out.
 	Interrupts map[string][]float64 `json:"interrupts,omitempty"`
 	// Softirqs per kind (NET_RX, BLOCK, ...) and per CPU, per second.
 	Softirqs map[string][]float64 `json:"softirqs,omitempty"`
@@ -71,10 +73,12 @@ type DiskStats struct {
 
 // ContainerStats come from one container's cgroup.
 type ContainerStats struct {
-	CPUPercent       float64 `json:"cpu_pct"` // 100 = one full CPU
+	CPUPercent float64 `json:"cpu_pct"` // 100 = one full CPU
+	// CFS periods in which the cgroup was throttled, and the time it spent
+	// throttled, during the interval (not since the container started).
 	ThrottledPeriods float64 `json:"throttled_periods,omitempty"`
 	ThrottledS       float64 `json:"throttled_s,omitempty"`
-	MemBytes         float64 `json:"mem_bytes,omitempty"`
+	MemBytes         float64 `json:"mem_bytes,omitempty"` // level at the end of the interval
 	BlkReadBPerS     float64 `json:"blk_read_b_s,omitempty"`
 	BlkWriteBPerS    float64 `json:"blk_write_b_s,omitempty"`
 }
