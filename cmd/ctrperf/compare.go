@@ -1,11 +1,63 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"ctrperf/internal/report"
+	"ctrperf/internal/stats"
+)
+
+type compareFlags struct {
+	format    string
+	output    string
+	resamples int
+	seed      uint64
+}
 
 func newCompareCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "compare",
-		Short: "Compare two result sets (not yet available)",
-		RunE:  notYet("ctrperf compare"),
+	var f compareFlags
+	cmd := &cobra.Command{
+		Use:   "compare OUT1 OUT2",
+		Short: "Compare the same configurations across two result sets",
+		Long: `Compare two results directories (before and after a change, or two hosts):
+for every configuration present in both, each metric's median in OUT1 and
+OUT2 and the ratio OUT2/OUT1 with a 95% bootstrap interval (each set
+resampled independently) and a verdict. An interval that contains 1 is
+"no measurable difference".`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runCompare(cmd.OutOrStdout(), args[0], args[1], f)
+		},
 	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.format, "format", "table", "table, md or json")
+	fl.StringVarP(&f.output, "output", "o", "", "write to this file instead of standard output")
+	fl.IntVar(&f.resamples, "resamples", stats.DefaultResamples, "bootstrap resamples per interval")
+	fl.Uint64Var(&f.seed, "seed", 1, "bootstrap seed")
+	return cmd
+}
+
+func runCompare(stdout io.Writer, first, second string, f compareFlags) error {
+	if !slices.Contains(report.CompareFormats, f.format) {
+		return &exitError{code: 2, msg: fmt.Sprintf("unknown --format %q (want one of %s)", f.format, strings.Join(report.CompareFormats, ", "))}
+	}
+	if f.resamples < 100 {
+		return &exitError{code: 2, msg: fmt.Sprintf("--resamples %d is too few for a 95%% interval (use 1000 or more)", f.resamples)}
+	}
+	c, err := report.CompareDirs(first, second, report.WithStats(stats.Options{Resamples: f.resamples, Seed: f.seed}))
+	if err != nil {
+		return err
+	}
+	if err := writeRendered(stdout, f.output, func(w io.Writer) error { return report.RenderComparison(w, c, f.format) }); err != nil {
+		return err
+	}
+	if f.output != "" {
+		fmt.Fprintln(stdout, "comparison written to", f.output)
+	}
+	return nil
 }

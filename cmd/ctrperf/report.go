@@ -1,11 +1,114 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"ctrperf/internal/report"
+	"ctrperf/internal/stats"
+)
+
+type reportFlags struct {
+	format    string
+	baseline  string
+	output    string
+	resamples int
+	seed      uint64
+}
 
 func newReportCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "report",
-		Short: "Recompute reports from a results directory (not yet available)",
-		RunE:  notYet("ctrperf report"),
+	var f reportFlags
+	cmd := &cobra.Command{
+		Use:   "report OUT",
+		Short: "Recompute reports from a results directory",
+		Long: `Recompute statistics and a report from OUT/results.jsonl: per configuration
+and operation the aggregate (samples, mean, median, p90, p99, min, max,
+error %, throughput, KB/s), every configuration against the baseline with a
+95% bootstrap interval and a verdict, the observers' mean/max figures and
+warnings with advice.
+
+Formats: table (terminal), md, json, csv (one row per config x operation x
+metric), html (one self-contained file with plots; written to
+OUT/report.html unless -o is given).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runReport(cmd.OutOrStdout(), args[0], f) },
 	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.format, "format", "table", "table, md, json, csv or html")
+	fl.StringVar(&f.baseline, "baseline", "", "configuration to compare with (default: the plan's baseline)")
+	fl.StringVarP(&f.output, "output", "o", "", "write to this file instead of standard output")
+	fl.IntVar(&f.resamples, "resamples", stats.DefaultResamples, "bootstrap resamples per interval")
+	fl.Uint64Var(&f.seed, "seed", 1, "bootstrap seed (the same seed gives the same intervals)")
+	return cmd
+}
+
+func runReport(stdout io.Writer, dir string, f reportFlags) error {
+	if !slices.Contains(report.Formats, f.format) {
+		return &exitError{code: 2, msg: fmt.Sprintf("unknown --format %q (want one of %s)", f.format, strings.Join(report.Formats, ", "))}
+	}
+	if f.resamples < 100 {
+		return &exitError{code: 2, msg: fmt.Sprintf("--resamples %d is too few for a 95%% interval (use 1000 or more)", f.resamples)}
+	}
+	opts := []report.Option{report.WithStats(stats.Options{Resamples: f.resamples, Seed: f.seed})}
+	if f.baseline != "" {
+		opts = append(opts, report.WithBaseline(f.baseline))
+	}
+	rep, err := report.Load(dir, opts...)
+	if err != nil {
+		return err
+	}
+	out := f.output
+	if out == "" && f.format == "html" {
+		out = filepath.Join(dir, "report.html")
+	}
+	if err := writeRendered(stdout, out, func(w io.Writer) error { return report.Render(w, rep, f.format) }); err != nil {
+		return err
+	}
+	if out != "" {
+		fmt.Fprintln(stdout, "report written to", out)
+	}
+	return nil
+}
+
+// writeRendered renders into memory first, so that a failed render never
+// leaves half a file, then writes to path (atomically, via a temporary file
+// in the same directory) or to stdout when path is empty.
+func writeRendered(stdout io.Writer, path string, render func(io.Writer) error) error {
+	var buf bytes.Buffer
+	if err := render(&buf); err != nil {
+		return err
+	}
+	if path == "" {
+		_, err := stdout.Write(buf.Bytes())
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".ctrperf-report-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := tmp.Write(buf.Bytes()); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
 }

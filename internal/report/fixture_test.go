@@ -57,17 +57,38 @@ var fixtureOps = []struct {
 // encodes them), counts, errors, bytes, load stats and system series.
 func genRecords(t testing.TB) []results.RunRecord {
 	t.Helper()
-	r := rand.New(rand.NewPCG(2015, 4))
+	return genRecordsFrom(t, fixtureConfigs, 2015)
+}
+
+// afterConfigs are the "after" set of the compare fixture: the published
+// port without the userland proxy, and one configuration dropped.
+func afterConfigs() []fixtureConfig {
+	var out []fixtureConfig
+	for _, fc := range fixtureConfigs {
+		switch fc.name {
+		case "docker-published":
+			fc.rate, fc.latencyMs, fc.errRate, fc.proxyCPU, fc.shortRep = 39.6, 4.2, 0, 0, -1
+		case "docker-volume-2reps":
+			continue
+		}
+		out = append(out, fc)
+	}
+	return out
+}
+
+func genRecordsFrom(t testing.TB, configs []fixtureConfig, seed uint64) []results.RunRecord {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 4))
 	start := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	const duration = 30.0
 	maxReps := 0
-	for _, fc := range fixtureConfigs {
+	for _, fc := range configs {
 		maxReps = max(maxReps, fc.reps)
 	}
 	var recs []results.RunRecord
 	idx := 0
 	for rep := 0; rep < maxReps; rep++ {
-		for _, fc := range fixtureConfigs {
+		for _, fc := range configs {
 			if rep >= fc.reps {
 				continue
 			}
