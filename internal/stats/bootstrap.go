@@ -85,18 +85,45 @@ func (o Options) Replicates(key string, n, k int, stat func(weights []int, out [
 	r := o.rng(key)
 	w := make([]int, n)
 	out := make([]float64, k)
+	// With a handful of repetitions there are few distinct resamples (126
+	// for n=5), so each is evaluated once: pooling large histograms is the
+	// expensive part of a report.
+	var memo map[string][]float64
+	var mkey []byte
+	if n <= memoMaxUnits {
+		memo = map[string][]float64{}
+		mkey = make([]byte, n)
+	}
 	for i := 0; i < b; i++ {
 		clear(w)
 		for d := 0; d < n; d++ {
 			w[r.IntN(n)]++
 		}
+		if memo != nil {
+			for j, c := range w {
+				mkey[j] = byte(c)
+			}
+			if v, ok := memo[string(mkey)]; ok {
+				for j := range v {
+					reps[j][i] = v[j]
+				}
+				continue
+			}
+		}
 		stat(w, out)
 		for j := range out {
 			reps[j][i] = out[j]
 		}
+		if memo != nil {
+			memo[string(mkey)] = append([]float64(nil), out...)
+		}
 	}
 	return reps
 }
+
+// memoMaxUnits bounds memoisation of resamples: beyond it distinct resamples
+// rarely repeat (and weights must fit a byte).
+const memoMaxUnits = 12
 
 // Estimate is a point estimate with its confidence interval. The interval is
 // nil when it is undefined (fewer than two repetitions). For per-run metrics

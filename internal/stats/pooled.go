@@ -3,6 +3,7 @@ package stats
 import (
 	"fmt"
 	"math"
+	"sort"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 )
@@ -13,11 +14,12 @@ import (
 // resample drew each run, so that percentiles are always read from a merged
 // distribution and never averaged.
 type Pooled struct {
-	merged *hdrhistogram.Histogram
-	high   []float64 // highest equivalent value of each used bucket, ascending
-	mid    []float64 // median equivalent value, for means
-	low    []float64 // lowest equivalent value, for minima
-	counts [][]int64 // per run, per used bucket
+	merged   *hdrhistogram.Histogram
+	high     []float64 // highest equivalent value of each used bucket, ascending
+	mid      []float64 // median equivalent value, for means
+	low      []float64 // lowest equivalent value, for minima
+	counts   [][]int64 // per run, per used bucket
+	runTotal []int64   // samples per run
 }
 
 // NewPooled merges the runs' histograms. All must share one geometry (as
@@ -64,6 +66,7 @@ func NewPooled(hs []*hdrhistogram.Histogram) (*Pooled, error) {
 			}
 		}
 		p.counts = append(p.counts, row)
+		p.runTotal = append(p.runTotal, h.TotalCount())
 	}
 	return p, nil
 }
@@ -98,57 +101,74 @@ var StandardLatency = []LatencyStat{
 // equivalent to the rank-th smallest sample), so with nil weights they equal
 // Merged().ValueAtQuantile.
 func (p *Pooled) Stats(figs []LatencyStat, w []int, out []float64) {
-	pooled := make([]int64, len(p.high))
-	var total int64
-	for r, row := range p.counts {
-		m := int64(1)
-		if w != nil {
-			m = int64(w[r])
+	weight := func(r int) int64 {
+		if w == nil {
+			return 1
 		}
-		if m == 0 {
+		return int64(w[r])
+	}
+	var total int64
+	for r, t := range p.runTotal {
+		total += weight(r) * t
+	}
+	for i := range out[:len(figs)] {
+		out[i] = math.NaN()
+	}
+	if total == 0 {
+		return
+	}
+	// Quantiles in rank order, so one pass over the buckets serves them all.
+	type target struct {
+		rank int64
+		out  int
+	}
+	var targets []target
+	for i, f := range figs {
+		if f.Kind == "quantile" {
+			targets = append(targets, target{hdrRank(f.Quantile*100, total), i})
+		}
+	}
+	sort.Slice(targets, func(a, b int) bool { return targets[a].rank < targets[b].rank })
+	// Only the runs drawn at least once matter.
+	var rows [][]int64
+	var mult []int64
+	for r, row := range p.counts {
+		if m := weight(r); m > 0 {
+			rows = append(rows, row)
+			mult = append(mult, m)
+		}
+	}
+	var cum int64
+	var sum float64
+	first, last := -1, -1
+	next := 0
+	for j := range p.high {
+		var c int64
+		for k, row := range rows {
+			c += mult[k] * row[j]
+		}
+		if c == 0 {
 			continue
 		}
-		for j, c := range row {
-			pooled[j] += m * c
-			total += m * c
+		if first < 0 {
+			first = j
+		}
+		last = j
+		cum += c
+		sum += float64(c) * p.mid[j]
+		for next < len(targets) && targets[next].rank <= cum {
+			out[targets[next].out] = p.high[j]
+			next++
 		}
 	}
 	for i, f := range figs {
-		out[i] = math.NaN()
-		if total == 0 {
-			continue
-		}
 		switch f.Kind {
 		case "mean":
-			var s float64
-			for j, c := range pooled {
-				s += float64(c) * p.mid[j]
-			}
-			out[i] = s / float64(total)
+			out[i] = sum / float64(total)
 		case "min":
-			for j, c := range pooled {
-				if c > 0 {
-					out[i] = p.low[j]
-					break
-				}
-			}
+			out[i] = p.low[first]
 		case "max":
-			for j := len(pooled) - 1; j >= 0; j-- {
-				if pooled[j] > 0 {
-					out[i] = p.high[j]
-					break
-				}
-			}
-		case "quantile":
-			rank := hdrRank(f.Quantile*100, total)
-			var cum int64
-			for j, c := range pooled {
-				cum += c
-				if cum >= rank {
-					out[i] = p.high[j]
-					break
-				}
-			}
+			out[i] = p.high[last]
 		}
 	}
 }

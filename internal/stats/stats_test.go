@@ -444,3 +444,26 @@ func TestLatencyEstimatesInterval(t *testing.T) {
 		t.Errorf("p50 %.3f ms, expected about 1.1 ms", est[1].Median)
 	}
 }
+
+// BenchmarkLatencyEstimates is a realistic size: 5 runs of 120k requests
+// (60 s at 2000/s) with a wide latency spread, B=2000.
+func BenchmarkLatencyEstimates(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 3))
+	var hs []*hdrhistogram.Histogram
+	for run := 0; run < 5; run++ {
+		h := hdrhistogram.New(1, 10*60*1_000_000, 3)
+		for i := 0; i < 120000; i++ {
+			h.RecordValue(int64(2000 * math.Exp(1.0*r.NormFloat64())))
+		}
+		hs = append(hs, h)
+	}
+	p, err := NewPooled(hs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%d distinct buckets", len(p.high))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		Options{}.LatencyEstimates("k", p, StandardLatency, 1e-3)
+	}
+}
