@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"errors"
 	"context"
 	"fmt"
 	"io"
@@ -37,6 +38,8 @@ func skipOrFail(t *testing.T, format string, args ...any) {
 // exercises the real pipeline end to end.
 type tinyWorkload struct {
 	image, bin string
+	// onDrive, when set, is called at the start of every Drive.
+	onDrive func(env workload.Env)
 }
 
 func (w *tinyWorkload) Name() string                   { return "benchtiny" }
@@ -51,6 +54,9 @@ func (w *tinyWorkload) Services(workload.Config) ([]engine.Service, error) {
 }
 
 func (w *tinyWorkload) Drive(ctx context.Context, env workload.Env) (*results.Measurement, error) {
+	if w.onDrive != nil {
+		w.onDrive(env)
+	}
 	ep, err := env.Target.Endpoint("app", 8080)
 	if err != nil {
 		return nil, err
@@ -186,6 +192,49 @@ configurations:
 			t.Errorf("run %s left %d containers behind", rec.RunID, len(list))
 		}
 	}
+
+	// Interrupt (as SIGINT does) during the first Docker run of a second
+	// invocation: nothing of that run may be left behind, the records stay
+	// valid, and --resume finishes the plan.
+	out2 := filepath.Join(t.TempDir(), "out")
+	ictx, icancel := context.WithCancel(ctx)
+	defer icancel()
+	var interruptedRun string
+	wl.onDrive = func(env workload.Env) {
+		if env.Target.Runtime == engine.RuntimeDocker && interruptedRun == "" {
+			interruptedRun = env.Target.RunID
+			icancel()
+		}
+	}
+	opts := Options{Out: out2, Engines: &Engines{RunID: "benchtest"},
+		Workload: func(string) (workload.Workload, error) { return wl, nil }}
+	_, err = Run(ictx, p, opts)
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("interrupted Run: %v", err)
+	}
+	list, err := cli.ContainerList(ctx, container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", engine.LabelRun+"="+interruptedRun))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if interruptedRun == "" || len(list) != 0 {
+		t.Errorf("interrupted run %q left %d containers behind", interruptedRun, len(list))
+	}
+	before := readRecords(t, out2)
+	for _, r := range before {
+		if r.RunID == interruptedRun {
+			t.Errorf("the interrupted run %s was recorded", interruptedRun)
+		}
+	}
+	wl.onDrive = nil
+	opts.Resume = true
+	if _, err := Run(ctx, p, opts); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	if after := readRecords(t, out2); len(after) != 4 {
+		t.Errorf("%d records after resume (%d before), want 4", len(after), len(before))
+	}
+
 	if recs[0].Engine.Name == "" || (recs[0].Config == "host") != (recs[0].Engine.Runtime == engine.RuntimeHost) {
 		t.Errorf("engine info %+v for %s", recs[0].Engine, recs[0].Config)
 	}
