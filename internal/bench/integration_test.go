@@ -2,8 +2,8 @@ package bench
 
 import (
 	"bytes"
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
