@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/spf13/cobra"
 
+	"ctrperf/internal/engine"
 	"ctrperf/internal/observe"
 )
 
@@ -172,7 +173,7 @@ func runningContainers(ctx context.Context, cli *client.Client, procRoot string)
 		if err != nil || info.State == nil || info.State.Pid == 0 {
 			continue // gone since the list
 		}
-		path, err := observe.CgroupPathOfPID(procRoot, info.State.Pid)
+		path, err := engine.CgroupPath(procRoot, info.State.Pid)
 		if err != nil {
 			continue
 		}

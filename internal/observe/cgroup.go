@@ -13,7 +13,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/prometheus/procfs"
+	"ctrperf/internal/engine"
 )
 
 // CgroupVersion is the cgroup hierarchy a root holds.
@@ -48,37 +48,26 @@ func DetectCgroup(root string) CgroupVersion {
 	return CgroupUnknown
 }
 
-// CgroupPathOfPID returns the cgroup of a process as the observer wants it:
-// the cpuacct hierarchy's path on v1, the unified path on v2 (e.g. the init
-// process of a container gives "/docker/<id>").
-func CgroupPathOfPID(procRoot string, pid int) (string, error) {
-	fs, err := procfs.NewFS(procRoot)
-	if err != nil {
-		return "", fmt.Errorf("open proc root %s: %w", procRoot, err)
+// ContainersOf lists the containers of a deployed target for the observer,
+// keyed by service name ("app", "db") so that series of different runs line
+// up in reports; a target without service names falls back to container names.
+// Containers without a cgroup path (not started) are left out.
+func ContainersOf(t *engine.Target) []Container {
+	if t == nil {
+		return nil
 	}
-	p, err := fs.Proc(pid)
-	if err != nil {
-		return "", fmt.Errorf("process %d: %w", pid, err)
-	}
-	cgs, err := p.Cgroups()
-	if err != nil {
-		return "", fmt.Errorf("read cgroups of process %d: %w", pid, err)
-	}
-	unified := ""
-	for _, cg := range cgs {
-		for _, c := range cg.Controllers {
-			if c == "cpuacct" {
-				return cg.Path, nil
-			}
+	var out []Container
+	for _, c := range t.Containers {
+		if c.CgroupPath == "" {
+			continue
 		}
-		if cg.HierarchyID == 0 {
-			unified = cg.Path
+		name := c.Service
+		if name == "" {
+			name = c.Name
 		}
+		out = append(out, Container{Name: name, CgroupPath: c.CgroupPath})
 	}
-	if unified == "" {
-		return "", fmt.Errorf("process %d has neither a cpuacct (v1) nor a unified (v2) cgroup", pid)
-	}
-	return unified, nil
+	return out
 }
 
 // cgroupCounters is one reading of a container's cgroup.

@@ -386,6 +386,8 @@ func TestProcessGroupsOnFixture(t *testing.T) {
 		"proxy of port 9999":  MatchDockerProxyPort(9999),
 		"daemons":             MatchComm("dockerd", "containerd"),
 		"pids":                MatchPIDs(25809, 3844),
+		"shim by exe":         MatchExe("containerd-shim-runc-v2"),
+		"proxy by exe":        MatchExe("docker-proxy"),
 	}))
 	for _, tc := range []struct {
 		group string
@@ -397,6 +399,10 @@ func TestProcessGroupsOnFixture(t *testing.T) {
 		{"proxy of port 9999", 0, 0},
 		{"daemons", 0.5, 2},
 		{"pids", 0, 2},
+		// comm "containerd-shim" is truncated; exe links to the full name.
+		{"shim by exe", 0, 1},
+		// comm matches but the fixture has no exe link: not a member.
+		{"proxy by exe", 0, 0},
 	} {
 		got, ok := s.Samples[0].Processes[tc.group]
 		if !ok || !near(got.CPUPercent, tc.cpu) || got.Count != tc.count {

@@ -2,10 +2,11 @@ package observe
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	"ctrperf/internal/engine"
 
 	"github.com/prometheus/procfs"
 	"github.com/prometheus/procfs/blockdevice"
@@ -108,34 +109,24 @@ func TestCPUPercent(t *testing.T) {
 	}
 }
 
-func TestCgroupPathOfPID(t *testing.T) {
-	root := t.TempDir()
-	write := func(pid, content string) {
-		if err := os.MkdirAll(filepath.Join(root, pid), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(root, pid, "cgroup"), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Verbatim from a container's init process on the development machine (v1 + empty unified).
-	write("100", "9:name=systemd:/docker/1d71\n4:memory:/docker/1d71\n2:cpuacct:/docker/1d71\n1:cpu:/docker/1d71\n0::/docker/1d71\n")
-	write("200", "0::/system.slice/docker-abc.scope\n")
-	write("300", "4:memory:/x\n")
+func TestContainersOf(t *testing.T) {
 	for _, tc := range []struct {
-		desc, pid, want string
-		wantErr         bool
+		desc   string
+		target *engine.Target
+		want   []Container
 	}{
-		{"v1: the cpuacct hierarchy", "100", "/docker/1d71", false},
-		{"v2: the unified path", "200", "/system.slice/docker-abc.scope", false},
-		{"neither", "300", "", true},
-		{"no such process", "400", "", true},
+		{"no target", nil, nil},
+		{"service names key the containers; unstarted ones are left out", &engine.Target{Containers: []engine.Container{
+			{Name: "ctrperf-r1-app", Service: "app", CgroupPath: "/docker/aaa"},
+			{Name: "ctrperf-r1-db", Service: "db", CgroupPath: "/docker/bbb"},
+			{Name: "ctrperf-r1-cache", Service: "cache"},
+		}}, []Container{{Name: "app", CgroupPath: "/docker/aaa"}, {Name: "db", CgroupPath: "/docker/bbb"}}},
+		{"container name without a service", &engine.Target{Containers: []engine.Container{{Name: "x", CgroupPath: "/x"}}},
+			[]Container{{Name: "x", CgroupPath: "/x"}}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			pid := map[string]int{"100": 100, "200": 200, "300": 300, "400": 400}[tc.pid]
-			got, err := CgroupPathOfPID(root, pid)
-			if got != tc.want || (err != nil) != tc.wantErr {
-				t.Errorf("got %q %v, want %q err=%v", got, err, tc.want, tc.wantErr)
+			if got := ContainersOf(tc.target); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 		})
 	}

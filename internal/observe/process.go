@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -38,6 +39,32 @@ func (p ProcInfo) Cmdline() []string {
 
 // ProcessMatcher says whether a process belongs to a group.
 type ProcessMatcher func(ProcInfo) bool
+
+// Exe returns the base name of the process's executable ("" when it is
+// gone or a kernel thread); reading it costs a readlink, so only matchers
+// that need it call it.
+func (p ProcInfo) Exe() string {
+	exe, err := p.proc.Executable()
+	if err != nil || exe == "" {
+		return ""
+	}
+	return filepath.Base(exe)
+}
+
+// MatchExe matches processes whose executable's base name is one of names:
+// for programs whose names are longer than comm's 15 characters.
+func MatchExe(names ...string) ProcessMatcher {
+	return func(p ProcInfo) bool {
+		if len(p.Comm) < 15 {
+			// comm is the executable's name unless truncated or renamed:
+			// skip the readlink when it cannot be a truncated match.
+			if !slices.Contains(names, p.Comm) {
+				return false
+			}
+		}
+		return slices.Contains(names, p.Exe())
+	}
+}
 
 // MatchComm matches processes whose command name is one of names.
 func MatchComm(names ...string) ProcessMatcher {
