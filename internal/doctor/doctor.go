@@ -38,9 +38,9 @@ type Facts struct {
 
 // Cgroups describes the cgroup hierarchy.
 type Cgroups struct {
-	Version     string   `json:"version"`               // v1, v2 or hybrid
-	Controllers []string `json:"controllers"`           // enabled controllers
-	V2Mount     string   `json:"v2_mount,omitempty"`    // where cgroup2 is mounted, if anywhere
+	Version       string   `json:"version"`                  // v1, v2 or hybrid
+	Controllers   []string `json:"controllers"`              // enabled controllers
+	V2Mount       string   `json:"v2_mount,omitempty"`       // where cgroup2 is mounted, if anywhere
 	V2Controllers []string `json:"v2_controllers,omitempty"` // controllers the v2 mount has
 }
 

@@ -153,7 +153,7 @@ func newState(o Options, name, runID string, spec engine.EngineSpec) *State {
 		PIDFile:    filepath.Join(dir, "docker.pid"),
 		LogFile:    filepath.Join(dir, "dockerd.log"),
 		ConfigFile: filepath.Join(dir, "daemon.json"),
-		Bridge:     bridgeName(name),
+		Bridge:     bridgeName(dir),
 		// Always on: the published modes measure the kernel's NAT path
 		// like a real host; see iptables.go for protecting other engines.
 		IPTables: true,

@@ -146,9 +146,11 @@ func TestPrivateBtrfsLoopNoProxyDocker(t *testing.T) {
 		t.Errorf("rules of other engines lost by starting a private one: %v", lost)
 	}
 
+	t1 := time.Now()
 	if err := d.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("Close (stop dockerd, unmount, detach loop, remove bridge and rules) took %s", time.Since(t1).Round(time.Millisecond))
 	assertNothingLeft(t, &st)
 }
 
@@ -335,5 +337,46 @@ func TestStartFailuresLeaveNothingRoot(t *testing.T) {
 			st := newState(buildOptions(nil), engineName(tt.spec, runID), runID, tt.spec)
 			assertNothingLeft(t, st)
 		})
+	}
+}
+
+// TestDefaultStartsPrivateDocker: when no engine answers (DOCKER_HOST points
+// at a socket nobody serves), Default starts ctrperf's own engine; Close
+// stops it but keeps its data root, so the image cache survives.
+func TestDefaultStartsPrivateDocker(t *testing.T) {
+	requireDockerRoot(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(dir, "nobody.sock"))
+	opts := []Option{WithRunDir(filepath.Join(dir, "run")), WithLibDir(filepath.Join(dir, "lib"))}
+	t0 := time.Now()
+	d, err := Default(ctx, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("default private engine answered after %s", time.Since(t0).Round(time.Millisecond))
+	st := *d.State()
+	t.Cleanup(func() { CleanAll(context.Background(), "", opts...) })
+	info, err := d.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Private || info.Name != "ctrperf-default" || info.DataRoot != filepath.Join(dir, "lib", "engines", "default") {
+		t.Errorf("info = %+v, want the private default engine with its data root under the lib dir", info)
+	}
+	if err := d.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if procAlive("/proc", st.PID) {
+		t.Errorf("dockerd %d still running after Close", st.PID)
+	}
+	if _, err := os.Stat(filepath.Join(st.DataRoot, "image")); err != nil {
+		t.Errorf("the default engine's data root must persist: %v", err)
+	}
+	if _, err := os.Stat(stateDir(buildOptions(opts), st.Name)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state of a closed engine left: %v", err)
+	}
+	if _, err := netlink.LinkByName(st.Bridge); err == nil {
+		t.Errorf("bridge %s left", st.Bridge)
 	}
 }

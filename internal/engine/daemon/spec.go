@@ -268,8 +268,10 @@ func runTag(runID string) string {
 }
 
 // bridgeName fits the 15-byte interface name limit and still says ctrperf.
-func bridgeName(name string) string {
-	s := sha256.Sum256([]byte(name))
+// It hashes the engine's state dir, not just its name, so engines of the
+// same name under different run dirs (tests) never share a bridge.
+func bridgeName(stateDir string) string {
+	s := sha256.Sum256([]byte(stateDir))
 	return engine.NamePrefix + hex.EncodeToString(s[:])[:8]
 }
 

@@ -192,7 +192,7 @@ func TestNamesFitKernelLimits(t *testing.T) {
 			if !strings.HasPrefix(name, "ctrperf-") || strings.ContainsAny(name, "/ ") {
 				t.Errorf("engine name %q must start with ctrperf- and be path-safe", name)
 			}
-			if b := bridgeName(name); len(b) > 15 || !strings.HasPrefix(b, "ctrperf") {
+			if b := bridgeName(stateDir(o, name)); len(b) > 15 || !strings.HasPrefix(b, "ctrperf") {
 				t.Errorf("bridge %q: must fit IFNAMSIZ (15) and say ctrperf", b)
 			}
 			st := newState(o, name, tt.runID, tt.spec)
@@ -205,7 +205,7 @@ func TestNamesFitKernelLimits(t *testing.T) {
 			}
 		})
 	}
-	if bridgeName("ctrperf-a") == bridgeName("ctrperf-b") {
+	if bridgeName("/run/ctrperf/engines/ctrperf-a") == bridgeName("/run/ctrperf/engines/ctrperf-b") {
 		t.Error("different engines must get different bridges")
 	}
 }
