@@ -23,6 +23,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"ctrperf/internal/engine"
@@ -332,6 +333,8 @@ func (r *runner) one(ctx context.Context, run plan.Run, cfg *plan.Configuration)
 
 	var obs Observer
 	var obsErr error
+	// The wall clock, not opt.Now: the offset relates two real instants.
+	obsStart := time.Now()
 	if r.opt.Observers != nil {
 		obs = r.opt.Observers(target)
 		if obsErr = obs.Start(rctx); obsErr != nil {
@@ -339,9 +342,14 @@ func (r *runner) one(ctx context.Context, run plan.Run, cfg *plan.Configuration)
 		}
 	}
 	pr.Phase("warming up")
+	// Started may be called from a driver's goroutine.
+	var windowOffset atomic.Int64
 	env := workload.Env{
 		Engine: eng, Target: target, Config: wcfg, Window: r.p.Window(),
-		Started:    func() { pr.Phase("measuring") },
+		Started: func() {
+			windowOffset.Store(int64(time.Since(obsStart)))
+			pr.Phase("measuring")
+		},
 		LoadCPUSet: r.p.LoadCPUSet,
 	}
 	m, err := r.wl.Drive(rctx, env)
@@ -363,6 +371,9 @@ func (r *runner) one(ctx context.Context, run plan.Run, cfg *plan.Configuration)
 		return finish(results.StatusFailed, errors.New("drive: the workload returned no measurement")), teardown
 	}
 	rec.Result, rec.System = m, series
+	if series != nil {
+		rec.WindowOffsetS = time.Duration(windowOffset.Load()).Seconds()
+	}
 	return finish(results.StatusOK, nil), teardown
 }
 

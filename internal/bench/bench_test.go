@@ -230,7 +230,7 @@ func TestRunRecordsEveryOutcome(t *testing.T) {
 				t.Errorf("%s run %d: status %s result %v error %q; want not_run without numbers, with a reason", rec.Config, i, rec.Status, rec.Result, rec.Error)
 			}
 		case "bare":
-			if rec.Status != results.StatusOK || rec.Result.Metrics["throughput_per_s"] != 100 || rec.System == nil || rec.Engine == nil {
+			if rec.Status != results.StatusOK || rec.Result.Metrics["throughput_per_s"] != 100 || rec.System == nil || rec.Engine == nil || rec.WindowOffsetS <= 0 {
 				t.Errorf("bare run %d: %+v", i, rec)
 			}
 		}

@@ -88,4 +88,8 @@ type RunRecord struct {
 	Engine     *engine.Info    `json:"engine,omitempty"`
 	Result     *Measurement    `json:"result,omitempty"`
 	System     *observe.Series `json:"system,omitempty"`
+	// WindowOffsetS is where the measured window starts in System, in
+	// seconds from the start of the series (the samples before it are the
+	// deployment's warm-up): reports cut the series there.
+	WindowOffsetS float64 `json:"window_offset_s,omitempty"`
 }
