@@ -19,8 +19,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -67,6 +71,8 @@ type Options struct {
 	// Env gathers the environment facts written to OUT/env.json; nil means
 	// GatherEnv.
 	Env func(ctx context.Context) any
+	// ProcRoot is where /proc is mounted (default /proc).
+	ProcRoot string
 	// Now is the clock of records; nil means time.Now.
 	Now func() time.Time
 	// TeardownTimeout bounds each teardown and the final Close (default 2 min).
@@ -135,6 +141,10 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (*Summary, error) {
 	r.session = newSessionID()
 	pr := r.opt.Progress
 	pr.Begin(p, len(runs), len(done))
+	load1, _ := Loadavg(r.opt.ProcRoot)
+	for _, w := range planWarnings(p, load1, runtime.NumCPU()) {
+		pr.Warn(w)
+	}
 	defer func() {
 		cctx, cancel := lifecycle.Detached(ctx, r.opt.TeardownTimeout)
 		defer cancel()
@@ -232,6 +242,9 @@ func (r *runner) warnSamplers(rec *results.RunRecord) {
 }
 
 func (r *runner) defaults() {
+	if r.opt.ProcRoot == "" {
+		r.opt.ProcRoot = "/proc"
+	}
 	if r.opt.Progress == nil {
 		r.opt.Progress = Discard{}
 	}
@@ -239,7 +252,7 @@ func (r *runner) defaults() {
 		r.opt.Workload = workload.Get
 	}
 	if r.opt.Env == nil {
-		r.opt.Env = func(ctx context.Context) any { return GatherEnv(ctx, "/proc") }
+		r.opt.Env = func(ctx context.Context) any { return GatherEnv(ctx, r.opt.ProcRoot) }
 	}
 	if r.opt.Now == nil {
 		r.opt.Now = time.Now
@@ -396,6 +409,37 @@ func newSessionID() string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// planWarnings are hints before the first run: too few repetitions for a
+// confidence interval, or a machine already busy with other work.
+func planWarnings(p *plan.Plan, load1 float64, cpus int) []string {
+	var out []string
+	if p.Repetitions < 3 && !p.Quicked {
+		out = append(out, fmt.Sprintf("%d repetition(s) per configuration: the report needs at least 3 for a confidence interval; set repetitions: 3 or more", p.Repetitions))
+	}
+	if cpus > 0 && load1 > 0.5*float64(cpus) {
+		out = append(out, fmt.Sprintf("the machine is busy before the plan starts (1-minute load %.2f on %d CPUs): other work distorts every run; interleaving spreads it over all configurations, but a quiet machine gives narrower intervals", load1, cpus))
+	}
+	return out
+}
+
+// Loadavg reads the 1-minute load average from procRoot/loadavg.
+func Loadavg(procRoot string) (float64, error) {
+	f, err := os.Open(filepath.Join(procRoot, "loadavg"))
+	if err != nil {
+		return 0, fmt.Errorf("load average: %w", err)
+	}
+	defer f.Close()
+	return parseLoadavg(f)
+}
+
+func parseLoadavg(r io.Reader) (float64, error) {
+	var l1 float64
+	if _, err := fmt.Fscan(r, &l1); err != nil {
+		return 0, fmt.Errorf("parse loadavg: %w", err)
+	}
+	return l1, nil
 }
 
 // runWarnings are hyperfine-like hints about a finished run.
