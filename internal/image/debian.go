@@ -259,10 +259,17 @@ func debootstrapTarball(ctx context.Context, b Base, mirror, dir, tarball string
 	}
 	args = append(args, b.Suite, rootfs, mirror)
 	cmd := exec.CommandContext(ctx, "debootstrap", args...)
-	// On Ctrl-C debootstrap gets SIGTERM, so its exit trap unmounts the
-	// proc and sys it mounted inside the target.
-	cmd.Cancel = func() error { return cmd.Process.Signal(unix.SIGTERM) }
-	cmd.WaitDelay = 15 * time.Second
+	// debootstrap is a shell script whose pipelines run in subshells that
+	// outlive a signal to the script itself, so it runs in a process group
+	// of its own and an interruption signals the whole group: SIGTERM, then
+	// SIGKILL for what is left. removeRootfs then unmounts what it mounted.
+	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
+	var killLater *time.Timer
+	cmd.Cancel = func() error {
+		pgid := cmd.Process.Pid
+		killLater = time.AfterFunc(5*time.Second, func() { unix.Kill(-pgid, unix.SIGKILL) })
+		return unix.Kill(-pgid, unix.SIGTERM)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return fmt.Errorf("debootstrap: %w", err)
@@ -272,7 +279,15 @@ func debootstrapTarball(ctx context.Context, b Base, mirror, dir, tarball string
 		return fmt.Errorf("start debootstrap: %w", err)
 	}
 	tail := followDebootstrap(out, progress, b.Name, time.Now())
-	if err := cmd.Wait(); err != nil {
+	err = cmd.Wait()
+	if ctx.Err() != nil {
+		if killLater != nil {
+			killLater.Stop()
+		}
+		unix.Kill(-cmd.Process.Pid, unix.SIGKILL) // stragglers of the group, if any
+		return fmt.Errorf("debootstrap interrupted (%w); its partial root filesystem is removed", ctx.Err())
+	}
+	if err != nil {
 		return debootstrapError(mirror, err, tail)
 	}
 
