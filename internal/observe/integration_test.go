@@ -418,6 +418,10 @@ func TestNoUserlandProxyDocker(t *testing.T) {
 		if err := priv.Close(context.Background()); err != nil {
 			t.Errorf("close private engine: %v", err)
 		}
+		// Whatever a failed start or close left behind, of this run only.
+		if _, err := daemon.CleanAll(context.Background(), runID); err != nil {
+			t.Errorf("clean run %s: %v", runID, err)
+		}
 	})
 	if err := daemon.CopyImages(ctx, def, priv, ref); err != nil {
 		t.Fatal(err)
