@@ -167,7 +167,7 @@ func comparisonSections(c *Comparison) []section {
 				continue
 			}
 			s.Rows = append(s.Rows, []string{cc.Name, metricLabel(m), fmtMetric(m, mc.First.Median), fmtMetric(m, mc.Second.Median),
-				fmtRatio(mc.Ratio.Ratio), fmtRatioCI(mc.Ratio), mc.Ratio.Verdict})
+				fmtRatio(mc.Ratio.Ratio), fmtRatioCI(mc.Ratio), verdictText(mc.Ratio, mc.First.N, mc.Second.N)})
 		}
 	}
 	return []section{head, s, warningSection(c.Warnings)}

@@ -110,7 +110,7 @@ func renderHTML(w io.Writer, rep *Report) error {
 				if cmp.Ratio == nil {
 					cell.Ratio = ""
 				}
-				cell.Verdict = cmp.Verdict
+				cell.Verdict = verdictText(cmp, b.Metrics[m].N, c.Metrics[m].N)
 				cell.Class = verdictClass(m, cmp)
 			}
 			row.Cells = append(row.Cells, cell)

@@ -10,15 +10,18 @@ import (
 	"ctrperf/internal/stats"
 )
 
-// Formats Render accepts.
-var Formats = []string{"table", "md", "json", "csv", "html"}
+// Formats Render accepts. "summary" is the short terminal form that bench
+// prints at the end of a run: configurations vs the baseline and warnings.
+var Formats = []string{"table", "md", "json", "csv", "html", "summary"}
 
-// Render writes rep in format (table, md, json, csv, html).
+// Render writes rep in format (table, md, json, csv, html, summary).
 func Render(w io.Writer, rep *Report, format string) error {
 	var err error
 	switch format {
 	case "table":
 		err = renderText(w, textSections(rep), false)
+	case "summary":
+		err = renderText(w, summarySections(rep), false)
 	case "md", "markdown":
 		err = renderText(w, textSections(rep), true)
 	case "json":
@@ -163,7 +166,27 @@ func (c *Config) status() string {
 	case c.Runs == 0:
 		return "FAILED: " + strings.Join(c.Errors, "; ")
 	case c.Failed+c.NotRun > 0:
-		return fmt.Sprintf("%d ok, %d failed, %d not run", c.Runs, c.Failed, c.NotRun)
+		parts := []string{fmt.Sprintf("%d ok", c.Runs)}
+		if c.Failed > 0 {
+			parts = append(parts, fmt.Sprintf("%d failed", c.Failed))
+		}
+		if c.NotRun > 0 {
+			parts = append(parts, fmt.Sprintf("%d not run", c.NotRun))
+		}
+		return strings.Join(parts, ", ")
 	}
 	return "ok"
+}
+
+// fewRuns is below which repetition count a verdict is flagged in tables:
+// the interval's real coverage is far below 95% there (see warnings).
+const fewRuns = 3
+
+// verdictText is a comparison's verdict, flagged when it rests on too few
+// repetitions on either side.
+func verdictText(c stats.Comparison, n1, n2 int) string {
+	if c.Significant() && min(n1, n2) < fewRuns {
+		return fmt.Sprintf("%s (only %d runs)", c.Verdict, min(n1, n2))
+	}
+	return c.Verdict
 }

@@ -36,7 +36,7 @@ func loadFixture(t *testing.T) *Report {
 
 func TestGolden(t *testing.T) {
 	rep := loadFixture(t)
-	for _, format := range []string{"table", "md", "csv", "json"} {
+	for _, format := range []string{"table", "md", "csv", "json", "summary"} {
 		t.Run(format, func(t *testing.T) {
 			var buf bytes.Buffer
 			if err := Render(&buf, rep, format); err != nil {

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"regexp"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -50,6 +51,20 @@ func textSections(rep *Report) []section {
 	}
 	out = append(out, warningSection(rep.Warnings))
 	return out
+}
+
+// summarySections are the short form: the headline comparison and what to
+// be careful about. With the baseline alone there is nothing to compare, so
+// the aggregate stands in.
+func summarySections(rep *Report) []section {
+	all := textSections(rep)
+	out := []section{all[0]}
+	if s, ok := summarySection(rep); ok {
+		out = append(out, s)
+	} else {
+		out = append(out, aggregateSection(rep))
+	}
+	return append(out, warningSection(rep.Warnings))
 }
 
 func orDash(s string) string {
@@ -115,7 +130,7 @@ func summarySection(rep *Report) (section, bool) {
 				continue
 			}
 			s.Rows = append(s.Rows, []string{c.Name, metricLabel(m), fmtMetric(m, b.Metrics[m].Median), fmtMetric(m, c.Metrics[m].Median),
-				fmtRatio(cmp.Ratio), fmtRatioCI(cmp), cmp.Verdict})
+				fmtRatio(cmp.Ratio), fmtRatioCI(cmp), verdictText(cmp, b.Metrics[m].N, c.Metrics[m].N)})
 		}
 	}
 	return s, len(s.Rows) > 0
@@ -143,7 +158,7 @@ func otherSection(rep *Report) (section, bool) {
 			if c.Name != rep.Baseline {
 				ratio, verdict = "n/a", "no baseline value"
 				if cmp, ok := c.VsBaseline[m]; ok {
-					ratio, verdict = fmtRatio(cmp.Ratio), cmp.Verdict
+					ratio, verdict = fmtRatio(cmp.Ratio), verdictText(cmp, e.N, rep.Config(rep.Baseline).Metrics[m].N)
 				}
 			}
 			s.Rows = append(s.Rows, []string{c.Name, m, fmtNum(e.Median), fmtCI(m, e.CILow, e.CIHigh), ratio, verdict})
@@ -278,7 +293,12 @@ func renderText(w io.Writer, secs []section, md bool) error {
 			return err
 		}
 	}
-	_, err := io.WriteString(w, b.String())
+	text := b.String()
+	if md {
+		// paragraphs end in a blank line and sections start with one
+		text = regexp.MustCompile(`\n{3,}`).ReplaceAllString(text, "\n\n")
+	}
+	_, err := io.WriteString(w, text)
 	return err
 }
 
