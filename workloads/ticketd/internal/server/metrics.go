@@ -56,4 +56,6 @@ func newMetrics(g *gate, p *pool) *metrics {
 	return m
 }
 
-func (m *metrics) observeDB(op string, d time.Duration) { m.db.WithLabelValues(op).Observe(d.Seconds()) }
+func (m *metrics) observeDB(op string, d time.Duration) {
+	m.db.WithLabelValues(op).Observe(d.Seconds())
+}

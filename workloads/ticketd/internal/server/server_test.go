@@ -291,7 +291,9 @@ func (f *fakeStore) Project(context.Context, int64) (store.Project, error) {
 func (f *fakeStore) RecentTickets(context.Context, int64, int) ([]store.Ticket, error) {
 	return nil, f.err
 }
-func (f *fakeStore) Ticket(context.Context, int64) (store.Ticket, error) { return store.Ticket{}, f.err }
+func (f *fakeStore) Ticket(context.Context, int64) (store.Ticket, error) {
+	return store.Ticket{}, f.err
+}
 func (f *fakeStore) CreateTicket(context.Context, store.NewTicket) (int64, error) {
 	return 0, f.err
 }
