@@ -40,11 +40,12 @@ engine: bootstrap
 images: build engine
 	$(BIN) images build
 
-# The end-to-end tour. bench and report are other issues' commands: until
-# they land, this stops there with their "not yet available" message.
+# The end-to-end tour. It starts afresh each time (real results belong in
+# out/bench, which `make bench` resumes instead).
 demo: build engine
 	$(BIN) doctor
 	$(BIN) images build
+	rm -rf $(DEMO_OUT)
 	$(BIN) bench run plans/smoke.yaml --quick --out $(DEMO_OUT)
 	$(BIN) report $(DEMO_OUT)
 
@@ -66,14 +67,16 @@ unit:
 integration: engine
 	$(GO) test -race -count=1 -timeout 20m -run '$(INTEGRATION)' $(TEST_FLAGS) ./...
 
-# Every plan, one output directory each. Extend PLANS or add plan families
-# here as they land.
+# Every plan, one output directory each; a directory that already holds
+# results is resumed (finished runs are kept). Extend PLANS or add plan
+# families here as they land.
 bench: build engine
 	@set -e; for p in $(PLANS); do \
-		n=$$(basename $$p .yaml); \
-		echo "== $$p -> out/bench/$$n"; \
-		$(BIN) bench run $$p --out out/bench/$$n; \
-		$(BIN) report out/bench/$$n; \
+		o=out/bench/$$(basename $$p .yaml); \
+		echo "== $$p -> $$o"; \
+		if [ -e $$o/results.jsonl ]; then $(BIN) bench run --resume $$o; \
+		else $(BIN) bench run $$p --out $$o; fi; \
+		$(BIN) report $$o; \
 	done
 
 clean:
