@@ -283,7 +283,7 @@ func TestRunRecordsEveryOutcome(t *testing.T) {
 		"failed: drive: connection reset by peer; it is recorded as failed and the report will mark it",
 		"not run: engine docker (btrfs-native) unavailable: btrfs: prerequisites not met",
 		"not run: workload benchfake cannot deploy this configuration: needs a published port",
-		"bare (baseline)",
+		"bare",
 		"ctrperf report " + out,
 	} {
 		if !strings.Contains(text, want) {
