@@ -76,6 +76,16 @@ func runClean(ctx context.Context, cmd *cobra.Command, runID string, dryRun bool
 			continue
 		}
 		defer cli.Close()
+		// An engine that is still starting or already stopping (another
+		// run's) holds no containers of a dead run worth waiting for;
+		// CleanAll below handles the engines of the run itself.
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err = cli.Ping(pctx)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(errOut, "ctrperf clean: private engine %s does not answer, skipping its containers: %v\n", e.Name, err)
+			continue
+		}
 		clients[host] = cli
 	}
 	for _, cli := range clients {

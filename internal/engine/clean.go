@@ -88,6 +88,11 @@ func cleanRun(ctx context.Context, cli client.APIClient, runID, bindRoot string,
 			errs = append(errs, err)
 		}
 	}
+	r, err := removeLoopbackRules(ctx, execIPTables, runID, dry)
+	removed = append(removed, r...)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	// Bind directories after the containers that mounted them.
 	var bindDirs []string
 	if runID != "" {

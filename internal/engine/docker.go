@@ -48,6 +48,7 @@ type Docker struct {
 	bindRoot      string
 	procRoot      string
 	runDir        string
+	iptables      iptablesRunner
 }
 
 var _ Engine = (*Docker)(nil)
@@ -78,7 +79,7 @@ func WithRunDir(dir string) DockerOption { return func(d *Docker) { d.runDir = d
 
 // NewDocker returns an engine deploying through cli.
 func NewDocker(cli client.APIClient, opts ...DockerOption) *Docker {
-	d := &Docker{cli: cli, name: "default", bindRoot: DefaultBindRoot, procRoot: "/proc", runDir: DefaultRunDir}
+	d := &Docker{cli: cli, name: "default", bindRoot: DefaultBindRoot, procRoot: "/proc", runDir: DefaultRunDir, iptables: execIPTables}
 	for _, o := range opts {
 		o(d)
 	}
@@ -360,6 +361,11 @@ func (d *Docker) deployService(ctx context.Context, t *Target, spec DeploySpec, 
 				return fmt.Errorf("service %q port %d: %w", s.Name, p, err)
 			}
 			t.Endpoints = append(t.Endpoints, Endpoint{Service: s.Name, Port: p, Addr: addr})
+			if spec.Network == NetworkPublished && (d.userlandProxy == nil || *d.userlandProxy) {
+				if err := d.keepOnProxy(ctx, spec.RunID, addr); err != nil {
+					return fmt.Errorf("service %q port %d: %w", s.Name, p, err)
+				}
+			}
 		}
 	}
 	if s.Ready == nil {
@@ -388,6 +394,29 @@ func (d *Docker) deployService(ctx context.Context, t *Target, spec DeploySpec, 
 	}
 	if err := waitReady(ctx, *s.Ready, addr, dial, alive); err != nil {
 		return fmt.Errorf("service %q (%s) not ready on %s: %w%s", s.Name, name, addr, err, d.logTail(ctx, created.ID, 20))
+	}
+	return nil
+}
+
+// keepOnProxy makes sure host traffic to a loopback port that docker-proxy
+// serves reaches docker-proxy even while another dockerd's rules would DNAT
+// it (see docker_iptables.go).
+func (d *Docker) keepOnProxy(ctx context.Context, runID, addr string) error {
+	_, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return fmt.Errorf("published port %q: %w", portStr, err)
+	}
+	if !dockerProxyServes(d.procRoot, port) {
+		return nil // the daemon's proxy is off: NAT is the configuration
+	}
+	ictx, cancel := lifecycle.Detached(ctx, 30*time.Second)
+	defer cancel()
+	if err := addLoopbackRule(ictx, d.iptables, runID, port); err != nil {
+		return fmt.Errorf("keep 127.0.0.1:%d on docker-proxy: %w", port, err)
 	}
 	return nil
 }

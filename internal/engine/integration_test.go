@@ -263,6 +263,11 @@ func leftovers(t *testing.T, cli client.APIClient, runID string) []string {
 			left = append(left, "link "+l)
 		}
 	}
+	if out, err := execIPTables(ctx, "-t", "nat", "-S", "OUTPUT"); err == nil {
+		for _, r := range parseLoopbackRules(bytes.NewReader(out), runID) {
+			left = append(left, fmt.Sprintf("iptables loopback rule for port %d", r.Port))
+		}
+	}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
@@ -317,6 +322,13 @@ func TestNetworkModesDocker(t *testing.T) {
 			}
 			if !proxyFor(port) {
 				t.Errorf("no docker-proxy process with -host-port %s", port)
+			}
+			out, err := execIPTables(context.Background(), "-t", "nat", "-S", "OUTPUT")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rules := parseLoopbackRules(bytes.NewReader(out), tg.RunID); len(rules) != 1 || itoa(rules[0].Port) != port {
+				t.Errorf("loopback rules of the run = %v, want one keeping port %s on docker-proxy", rules, port)
 			}
 		}},
 		{"published-external: dialled from the client namespace", NetworkPublishedExternal, func(t *testing.T, tg *Target, ep Endpoint) {

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"errors"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -448,5 +450,74 @@ func TestHostBindings(t *testing.T) {
 	}
 	if got[2] != "127.0.0.1:"+itoa(b["db"].Ports[3306]) {
 		t.Errorf("addr of db = %q", got[2])
+	}
+}
+
+func TestParseLoopbackRules(t *testing.T) {
+	tests := []struct {
+		desc  string
+		runID string
+		want  []loopbackRuleRef
+	}{
+		{"one run, quoted comment", "run-a", []loopbackRuleRef{{"run-a", 32803}}},
+		{"one run, unquoted comment", "run-b", []loopbackRuleRef{{"run-b", 32810}}},
+		{"every run, never someone else's or Docker's", "", []loopbackRuleRef{{"run-a", 32803}, {"run-b", 32810}}},
+		{"unknown run", "run-c", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			f, err := os.Open(filepath.Join("testdata", "iptables", "nat-output"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if got := parseLoopbackRules(f, tc.runID); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("parseLoopbackRules = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// fakeIPTables records calls and answers -S with a fixture.
+type fakeIPTables struct {
+	list  string
+	calls [][]string
+	err   error
+}
+
+func (f *fakeIPTables) run(_ context.Context, args ...string) ([]byte, error) {
+	f.calls = append(f.calls, args)
+	if f.err != nil {
+		return nil, f.err
+	}
+	if len(args) > 2 && args[2] == "-S" {
+		return []byte(f.list), nil
+	}
+	return nil, nil
+}
+
+func TestLoopbackRulesRoundTrip(t *testing.T) {
+	f := &fakeIPTables{}
+	if err := addLoopbackRule(context.Background(), f.run, "run-a", 32803); err != nil {
+		t.Fatal(err)
+	}
+	added := strings.Join(f.calls[0], " ")
+	if !strings.HasPrefix(added, "-t nat -I OUTPUT 1 ") {
+		t.Fatalf("add = %q, want inserted first in nat OUTPUT", added)
+	}
+	// What iptables -S prints back for the added rule must parse and delete
+	// with exactly the same arguments.
+	f.list = "-A OUTPUT " + strings.Join(loopbackRule("run-a", 32803)[:11], " ") + ` "ctrperf.run=run-a" -j RETURN` + "\n"
+	removed, err := removeLoopbackRules(context.Background(), f.run, "run-a", false)
+	if err != nil || len(removed) != 1 {
+		t.Fatalf("remove = %v, %v", removed, err)
+	}
+	del := strings.Join(f.calls[len(f.calls)-1], " ")
+	if del != strings.Replace(added, "-I OUTPUT 1", "-D OUTPUT", 1) {
+		t.Errorf("delete = %q, want the added rule %q", del, added)
+	}
+	f.err = errors.New("xtables lock held")
+	if _, err := removeLoopbackRules(context.Background(), f.run, "run-a", false); err == nil {
+		t.Error("iptables failure not reported")
 	}
 }
