@@ -95,11 +95,16 @@ func runBench(cmd *cobra.Command, args []string, f benchRunFlags) error {
 		out = filepath.Join("out", p.Name+"-"+time.Now().Format("20060102-150405"))
 	}
 
-	ctx, stop := lifecycle.SignalContext(cmd.Context())
-	defer stop()
+	// A second Ctrl-C exits at once, after tearing down the run in progress
+	// and stopping private engines (the stack runs last pushed first).
 	engines := &bench.Engines{RunID: "bench-" + p.Name}
+	force := &lifecycle.Stack{}
+	force.Push("stop private engines", engines.Close)
+	ctx, stop := lifecycle.SignalContext(cmd.Context(), lifecycle.WithForceCleanup(force, 30*time.Second))
+	defer stop()
+	fmt.Fprintf(stdout, "writing to %s\n", out)
 	opts := bench.Options{
-		Out: out, Resume: f.resume != "", Engines: engines,
+		Out: out, Resume: f.resume != "", Engines: engines, Force: force,
 		Progress: progressFor(stdout, cmd.ErrOrStderr(), f.quiet),
 		Quick:    f.quick, Only: f.only,
 	}

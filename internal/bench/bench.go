@@ -27,6 +27,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -81,6 +82,10 @@ type Options struct {
 	// (deploy, readiness, the driver's own overhead) before it is cut off
 	// and recorded as failed (default 10 min).
 	RunSlack time.Duration
+	// Force, when set, gets a step that tears down the run in progress: the
+	// cleanup a second Ctrl-C runs before the process exits at once
+	// (lifecycle.WithForceCleanup).
+	Force *lifecycle.Stack
 	// Only and Quick are recorded in OUT/meta.json (the plan already has
 	// them applied).
 	Only  []string
@@ -138,6 +143,9 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (*Summary, error) {
 	}
 
 	sum := &Summary{Out: opt.Out, Plan: p, Total: len(runs), Skipped: len(done)}
+	if opt.Force != nil {
+		opt.Force.Push("tear down the run in progress", r.forceTeardown)
+	}
 	r.session = newSessionID()
 	pr := r.opt.Progress
 	pr.Begin(p, len(runs), len(done))
@@ -172,6 +180,7 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (*Summary, error) {
 		}
 		pr.RunStarted(run, cfg)
 		rec, cleanup := r.one(ctx, run, cfg)
+		r.setCurrent(nil)
 		if rec != nil {
 			// Written before teardown: a kill during teardown must not lose it.
 			if err := store.Append(rec); err != nil {
@@ -214,6 +223,11 @@ func (s *Summary) add(rec *results.RunRecord) {
 }
 
 type runner struct {
+	// mu guards current, which the force cleanup reads from the signal
+	// goroutine.
+	mu      sync.Mutex
+	current func(context.Context) error // teardown of the deployed run, nil between runs
+
 	opt     Options
 	p       *plan.Plan
 	wl      workload.Workload
@@ -239,6 +253,25 @@ func (r *runner) warnSamplers(rec *results.RunRecord) {
 		r.samplerWarned[k] = true
 		r.opt.Progress.Warn(fmt.Sprintf("system sampler %q unavailable: %s; the report will lack it", k, rec.System.Unavailable[k]))
 	}
+}
+
+func (r *runner) setCurrent(f func(context.Context) error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.current = f
+}
+
+// forceTeardown tears down the deployed run, if any, when the user will
+// not wait for the normal unwinding. Teardown is safe to repeat, so racing
+// the runner's own teardown does no harm.
+func (r *runner) forceTeardown(ctx context.Context) error {
+	r.mu.Lock()
+	f := r.current
+	r.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	return f(ctx)
 }
 
 func (r *runner) defaults() {
@@ -328,6 +361,7 @@ func (r *runner) one(ctx context.Context, run plan.Run, cfg *plan.Configuration)
 		// Teardown is safe on a partial target; it finds the rest by run id.
 		target = &engine.Target{RunID: runID, Runtime: cfg.Runtime, Network: cfg.Network}
 	}
+	r.setCurrent(func(ctx context.Context) error { return eng.Teardown(ctx, target) })
 	teardown := func() {
 		pr.Phase("tearing down")
 		tctx, tcancel := lifecycle.Detached(ctx, r.opt.TeardownTimeout)

@@ -11,8 +11,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/lifecycle"
 	"ctrperf/internal/observe"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
@@ -363,11 +365,17 @@ func TestRunInterruptAndResume(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	driven := 0
+	force := &lifecycle.Stack{}
 	wl := &fakeWorkload{
 		servicesErr: map[string]error{"container-ip": errors.New("refused")},
 		drive: func(dctx context.Context, env workload.Env) (*results.Measurement, error) {
 			driven++
 			if driven == 3 {
+				// A second Ctrl-C: the force cleanup tears the run down
+				// while it is still running.
+				if err := force.Run(time.Second); err != nil {
+					t.Errorf("force cleanup: %v", err)
+				}
 				cancel()
 				<-dctx.Done()
 				return nil, dctx.Err()
@@ -375,7 +383,7 @@ func TestRunInterruptAndResume(t *testing.T) {
 			return measurement(50), nil
 		},
 	}
-	opts := Options{Out: out, Engines: prov, Workload: func(string) (workload.Workload, error) { return wl, nil }}
+	opts := Options{Out: out, Engines: prov, Force: force, Workload: func(string) (workload.Workload, error) { return wl, nil }}
 	sum, err := Run(ctx, p, opts)
 	if !errors.Is(err, ErrInterrupted) || !sum.Interrupted {
 		t.Fatalf("err = %v, interrupted = %v; want ErrInterrupted", err, sum.Interrupted)
@@ -394,8 +402,9 @@ func TestRunInterruptAndResume(t *testing.T) {
 	if interruptedID == "" {
 		t.Fatalf("the interrupted run was recorded: %+v", recs)
 	}
-	if len(prov.teardownCtxErr) != 0 || prov.tornDown[len(prov.tornDown)-1] != interruptedID {
-		t.Errorf("interrupted run %s: torn down %v, with dead context %v", interruptedID, prov.tornDown, prov.teardownCtxErr)
+	n := len(prov.tornDown)
+	if len(prov.teardownCtxErr) != 0 || n < 2 || prov.tornDown[n-1] != interruptedID || prov.tornDown[n-2] != interruptedID {
+		t.Errorf("interrupted run %s: torn down %v (want it by the force cleanup, then by the runner), with dead context %v", interruptedID, prov.tornDown, prov.teardownCtxErr)
 	}
 	if prov.closed != 1 {
 		t.Errorf("engines closed %d times after interrupt, want 1", prov.closed)

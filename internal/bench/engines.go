@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/engine/daemon"
@@ -142,9 +143,16 @@ func dockerOn(ctx context.Context, d *daemon.Daemon) (engine.Engine, engine.Info
 }
 
 // Close stops the private engines this provider started (last first) and
-// releases the clients; the user's engine is never touched.
+// releases the clients; the user's engine is never touched. It gives up when
+// ctx ends while an engine is still starting (a forced exit must not hang).
 func (e *Engines) Close(ctx context.Context) error {
-	e.mu.Lock()
+	for !e.mu.TryLock() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("close engines: an engine is still starting: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 	defer e.mu.Unlock()
 	var errs []error
 	for i := len(e.daemons) - 1; i >= 0; i-- {
