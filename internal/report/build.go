@@ -465,6 +465,9 @@ func (c *Config) setErrorRate(est map[string]stats.Estimate, reps map[string][]f
 }
 
 func setLatency(est map[string]stats.Estimate, reps map[string][]float64, p *stats.Pooled, key string, so stats.Options) {
+	if p.Merged().TotalCount() == 0 {
+		return // histograms present but empty: no latency, not NaN
+	}
 	e, r := so.LatencyEstimates(key, p, stats.StandardLatency, 1e-3) // µs → ms
 	for i, f := range stats.StandardLatency {
 		est[f.Name] = e[i]

@@ -106,9 +106,11 @@ func renderHTML(w io.Writer, rep *Report) error {
 				cell.CI = fmtCI(m, e.CILow, e.CIHigh)
 			}
 			if cmp, ok := c.VsBaseline[m]; ok {
-				cell.Ratio = "×" + fmtRatio(cmp.Ratio)
-				if cmp.Ratio == nil {
-					cell.Ratio = ""
+				if cmp.Ratio != nil {
+					cell.Ratio = "×" + fmtRatio(cmp.Ratio)
+					if cmp.CILow != nil {
+						cell.Ratio += fmt.Sprintf(" [%.3f–%.3f]", *cmp.CILow, *cmp.CIHigh)
+					}
 				}
 				cell.Verdict = verdictText(cmp, b.Metrics[m].N, c.Metrics[m].N)
 				cell.Class = verdictClass(m, cmp)
@@ -200,14 +202,15 @@ th { color: var(--muted); font-weight: 600; font-size: 12.5px; text-transform: n
 th:first-child, td:first-child, td.l, th.l { text-align: left; }
 tr.op td:first-child { color: var(--muted); }
 td.status, div.status { text-align: left; color: var(--muted); white-space: normal; font-size: 12.5px; }
-td.cfgcell { white-space: normal; min-width: 200px; max-width: 320px; }
+td.cfgcell { white-space: normal; min-width: 170px; max-width: 300px; }
 .failed { color: var(--worse) !important; font-weight: 600; }
 table.text-last td:last-child, table.text-last th:last-child { text-align: left; }
 .swatch { display:inline-block; width:11px; height:11px; border-radius:3px; margin-right:7px; vertical-align: -1px; }
 .cell { display:flex; flex-direction:column; align-items:flex-end; gap:1px; }
 .cell .v { font-weight: 600; }
 .cell .ci { color: var(--muted); font-size: 12px; }
-.badge { display:inline-block; padding: 1px 7px; border-radius: 999px; font-size: 12px; font-weight: 600; border: 1px solid currentColor; }
+table.summary td { white-space: normal; }
+.badge { display:inline-block; max-width: 150px; text-align: center; line-height: 1.3; padding: 1px 7px; border-radius: 10px; font-size: 12px; font-weight: 600; border: 1px solid currentColor; }
 .badge.better { color: var(--better); background: #e8f5f0; }
 .badge.worse { color: var(--worse); background: #fdf0e8; }
 .badge.same { color: var(--same); background: #f1f3f5; }
@@ -240,14 +243,14 @@ footer { color: var(--muted); font-size: 12.5px; margin-top: 40px; border-top: 1
 
 <h2>Versus the baseline <em>{{.R.Baseline}}</em></h2>
 <div class="card">
-<table>
+<table class="summary">
 <tr><th class="l">configuration</th>{{range .SummaryLabels}}<th>{{.}}</th>{{end}}</tr>
 {{range .Summary}}<tr>
 <td class="cfgcell"><span class="swatch" style="background:{{.Colour}}"></span><b>{{.Config}}</b><div class="status{{if .Failed}} failed{{end}}">{{.Status}}</div></td>
-{{range .Cells}}<td><div class="cell">{{if .Value}}<span class="v">{{.Value}}</span>{{if .Ratio}}<span class="ci">{{.Ratio}} · CI {{.CI}}</span>{{else}}<span class="ci">CI {{.CI}}</span>{{end}}{{if .Verdict}}<span class="badge {{.Class}}">{{.Verdict}}</span>{{end}}{{else}}–{{end}}</div></td>{{end}}
+{{range .Cells}}<td title="{{.Metric}}: 95% CI {{.CI}}"><div class="cell">{{if .Value}}<span class="v">{{.Value}}</span>{{if .Ratio}}<span class="ci">{{.Ratio}}</span>{{else}}<span class="ci">CI {{.CI}}</span>{{end}}{{if .Verdict}}<span class="badge {{.Class}}">{{.Verdict}}</span>{{end}}{{else}}–{{end}}</div></td>{{end}}
 </tr>{{end}}
 </table>
-<p class="note">Ratio = configuration ÷ baseline with its 95% interval (both sides resampled independently). An interval that contains 1 is “no measurable difference”, never a win or a loss.</p>
+<p class="note">Each cell: the configuration's median, then ×ratio to the baseline with the ratio's 95% interval in brackets (both sides resampled independently), then the verdict. An interval that contains 1 is “no measurable difference”, never a win or a loss. The baseline row shows each median's own interval; hover a cell for any configuration's.</p>
 </div>
 
 <h2>Throughput</h2>

@@ -377,3 +377,34 @@ func TestToolPercentilesWithoutHistogram(t *testing.T) {
 		t.Error("table lacks the tool's own metric")
 	}
 }
+
+// TestEmptyHistogramsRenderAsJSON: runs whose requests all failed carry
+// empty histograms; the report must have no latency rather than NaN (which
+// JSON cannot encode).
+func TestEmptyHistogramsRenderAsJSON(t *testing.T) {
+	empty, err := results.EncodeHistogram(results.NewHistogram())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []results.RunRecord
+	for i := 0; i < 3; i++ {
+		recs = append(recs, results.RunRecord{Plan: "p", Config: "host", Index: i, Status: results.StatusOK,
+			Result: &results.Measurement{DurationS: 10, Operations: map[string]*results.Operation{
+				"get": {Count: 100, Errors: map[string]int64{"refused": 100}, Histogram: empty}}}})
+	}
+	rep, err := Build(recs, testStats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range Formats {
+		if err := Render(&bytes.Buffer{}, rep, format); err != nil {
+			t.Errorf("%s: %v", format, err)
+		}
+	}
+	if _, has := rep.Config("host").Metrics["p99_ms"]; has {
+		t.Error("p99_ms reported without any latency sample")
+	}
+	if got := rep.Config("host").Metrics[MetricErrorRate].Median; got != 1 {
+		t.Errorf("error_rate %v, want 1", got)
+	}
+}
