@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -97,7 +98,7 @@ func parseDeb822Sources(r io.Reader) ([]aptSource, error) {
 		if strings.EqualFold(para["enabled"], "no") {
 			return
 		}
-		if !contains(strings.Fields(para["types"]), "deb") {
+		if !slices.Contains(strings.Fields(para["types"]), "deb") {
 			return
 		}
 		for _, uri := range strings.Fields(para["uris"]) {
@@ -133,18 +134,9 @@ func parseDeb822Sources(r io.Reader) ([]aptSource, error) {
 // or suite-security) from apt's sources.
 func debianMirror(sources []aptSource, suite string) (string, error) {
 	for _, s := range sources {
-		if contains(s.Suites, suite) {
+		if slices.Contains(s.Suites, suite) {
 			return strings.TrimSuffix(s.URI, "/"), nil
 		}
 	}
 	return "", fmt.Errorf("apt's sources name no mirror for the Debian suite %q", suite)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
