@@ -126,6 +126,13 @@ func (d *Docker) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err er
 	if err := d.checkImages(ctx, spec.Services); err != nil {
 		return nil, err
 	}
+	// Teardown works by label, so a second deploy under a live run id would
+	// take the first one down with it on failure: refuse before creating.
+	if left, err := cleanDocker(ctx, d.cli, spec.RunID, true); err != nil {
+		return nil, fmt.Errorf("deploy %s: %w", spec.RunID, err)
+	} else if len(left) > 0 {
+		return nil, fmt.Errorf("deploy %s: the run id is already in use on docker engine %s (%s); use a new run id or `ctrperf clean --run %s`", spec.RunID, d.name, strings.Join(left, ", "), spec.RunID)
+	}
 	st := &dockerState{network: NetworkName(spec.RunID)}
 	t = &Target{RunID: spec.RunID, Runtime: RuntimeDocker, Network: spec.Network, Private: st}
 	defer func() {

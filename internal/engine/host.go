@@ -209,7 +209,7 @@ func (h *Host) startService(ctx context.Context, t *Target, r *hostRun, spec Dep
 		return fmt.Errorf("service %q: data directory: %w", s.Name, err)
 	}
 	svc := hostServiceS{Name: s.Name}
-	if spec.Data == DataTmpfs {
+	if spec.Data == DataTmpfs && s.DataDir != "" {
 		// Recorded before mounting so a kill in between is still cleaned.
 		svc.Mount = dir
 		r.mu.Lock()

@@ -336,8 +336,13 @@ func TestNetworkModesDocker(t *testing.T) {
 			if !strings.HasPrefix(host, "198.1") || !strings.HasSuffix(host, ".1") {
 				t.Errorf("endpoint %s, want the host side of a 198.18.0.0/15 veth", ep.Addr)
 			}
-			if tg.Netns == "" {
-				t.Error("target names no client namespace")
+			// External load tools run through `ip netns exec <Netns>`.
+			out, err := exec.Command("ip", "netns", "exec", tg.Netns, "ip", "-4", "-o", "addr").CombinedOutput()
+			if err != nil {
+				t.Fatalf("ip netns exec %s: %v\n%s", tg.Netns, err, out)
+			}
+			if peer := strings.TrimSuffix(host, ".1") + ".2/30"; !strings.Contains(string(out), peer) {
+				t.Errorf("client namespace %s addresses:\n%s\nwant %s", tg.Netns, out, peer)
 			}
 			if _, err := tg.Dialer()(context.Background(), "tcp", "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "only addresses") {
 				t.Errorf("dial outside 198.18.0.0/15 from the namespace = %v, want refused", err)
@@ -561,6 +566,21 @@ func TestBadInputLeavesNothingDocker(t *testing.T) {
 			}
 			assertNothingLeft(t, cli, runID)
 		})
+	}
+}
+
+func TestRunIDInUseDocker(t *testing.T) {
+	cli := dockerClient(t)
+	img := tinyImage(t, cli)
+	d := NewDocker(cli)
+	runID := newRunID(t)
+	spec := DeploySpec{RunID: runID, Network: NetworkContainerIP, Data: DataLayer, Services: []Service{tinyService(img, "app")}}
+	tg := deploy(t, d, spec)
+	if _, err := d.Deploy(context.Background(), spec); err == nil || !strings.Contains(err.Error(), "already in use") {
+		t.Fatalf("second deploy under the same run id: %v, want refused", err)
+	}
+	if got := httpGet(t, tg, tg.Endpoints[0].Addr, "/"); got != "ok app" {
+		t.Errorf("the first deployment was disturbed: %q", got)
 	}
 }
 
