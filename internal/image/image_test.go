@@ -56,7 +56,7 @@ func TestRecipeHashes(t *testing.T) {
 	}
 }
 
-func TestDockerfile(t *testing.T) {
+func TestGeneratedInstructions(t *testing.T) {
 	tests := []struct {
 		desc string
 		df   dockerfile
