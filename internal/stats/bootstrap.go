@@ -19,6 +19,12 @@
 // n=9 covers 96%. The coverage simulation in the tests (1000 lognormal
 // experiments, B=2000) measures 0.751, 0.941, 0.864 and 0.953. Reports warn
 // below 5 repetitions and state what the "95%" interval really covers.
+//
+// The ratio interval (both sides resampled independently) is better
+// behaved: in the same kind of simulation it contains the true ratio 90% of
+// the time with 3 repetitions per side and 97.5% with 5, and two
+// configurations drawn from one distribution are called different in about
+// 4% of experiments at n=5.
 package stats
 
 import (
