@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"strings"
 
 	"ctrperf/internal/stats"
 )
@@ -28,6 +29,7 @@ type htmlVerdict struct {
 
 type htmlSummaryRow struct {
 	Config, Colour, Status string
+	Knobs                  string
 	Failed                 bool
 	Cells                  []htmlVerdict
 }
@@ -98,7 +100,7 @@ func renderHTML(w io.Writer, rep *Report) error {
 	var curves []curve
 	for i, c := range rep.Configs {
 		col := colour(i)
-		row := htmlSummaryRow{Config: c.Name, Colour: col, Status: c.status(), Failed: !c.OK()}
+		row := htmlSummaryRow{Config: c.Name, Colour: col, Status: c.status(), Failed: !c.OK(), Knobs: knobText(c.Knobs)}
 		for _, m := range p.SummaryCols {
 			cell := htmlVerdict{Metric: metricLabel(m)}
 			if e, ok := c.Metrics[m]; ok {
@@ -148,6 +150,16 @@ func renderHTML(w io.Writer, rep *Report) error {
 		p.Percentiles = template.HTML(percentilePlot("Latency by percentile (all operations, merged over repetitions)", curves))
 	}
 	return htmlTemplate.Execute(w, p)
+}
+
+// knobText lists a configuration's knobs as key=value, keys sorted, so a
+// reader sees what each name stands for.
+func knobText(k map[string]any) string {
+	var parts []string
+	for _, key := range sortedKeys(k) {
+		parts = append(parts, fmt.Sprintf("%s=%v", key, k[key]))
+	}
+	return strings.Join(parts, " ")
 }
 
 func dotFor(c *Config, m, col string, baseline bool) dotRow {
@@ -206,6 +218,7 @@ td.cfgcell { white-space: normal; min-width: 170px; max-width: 300px; }
 .failed { color: var(--worse) !important; font-weight: 600; }
 table.text-last td:last-child, table.text-last th:last-child { text-align: left; }
 .swatch { display:inline-block; width:11px; height:11px; border-radius:3px; margin-right:7px; vertical-align: -1px; }
+.knobs { color: var(--muted); font-size: 12px; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
 .cell { display:flex; flex-direction:column; align-items:flex-end; gap:1px; }
 .cell .v { font-weight: 600; }
 .cell .ci { color: var(--muted); font-size: 12px; }
@@ -246,7 +259,7 @@ footer { color: var(--muted); font-size: 12.5px; margin-top: 40px; border-top: 1
 <table class="summary">
 <tr><th class="l">configuration</th>{{range .SummaryLabels}}<th>{{.}}</th>{{end}}</tr>
 {{range .Summary}}<tr>
-<td class="cfgcell"><span class="swatch" style="background:{{.Colour}}"></span><b>{{.Config}}</b><div class="status{{if .Failed}} failed{{end}}">{{.Status}}</div></td>
+<td class="cfgcell"><span class="swatch" style="background:{{.Colour}}"></span><b>{{.Config}}</b>{{if .Knobs}}<div class="knobs">{{.Knobs}}</div>{{end}}<div class="status{{if .Failed}} failed{{end}}">{{.Status}}</div></td>
 {{range .Cells}}<td title="{{.Metric}}: 95% CI {{.CI}}"><div class="cell">{{if .Value}}<span class="v">{{.Value}}</span>{{if .Ratio}}<span class="ci">{{.Ratio}}</span>{{else}}<span class="ci">CI {{.CI}}</span>{{end}}{{if .Verdict}}<span class="badge {{.Class}}">{{.Verdict}}</span>{{end}}{{else}}–{{end}}</div></td>{{end}}
 </tr>{{end}}
 </table>
