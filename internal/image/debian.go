@@ -139,13 +139,10 @@ func BuildBase(ctx context.Context, api API, b Base, opts ...Option) (Result, er
 	hashRef := b.Repo + ":" + res.Hash
 
 	if !o.force {
-		if img, hash, found, err := existing(ctx, api, hashRef); err != nil {
+		if id, err := currentBase(ctx, api, res.Hash, hashRef, res.Ref); err != nil {
 			return res, err
-		} else if found && hash == res.Hash {
-			if err := api.ImageTag(ctx, hashRef, res.Ref); err != nil {
-				return res, fmt.Errorf("tag %s as %s: %w", hashRef, res.Ref, err)
-			}
-			res.ID, res.Action = img.ID, ActionCached
+		} else if id != "" {
+			res.ID, res.Action = id, ActionCached
 			return res, nil
 		}
 	}
@@ -162,11 +159,10 @@ func BuildBase(ctx context.Context, api API, b Base, opts ...Option) (Result, er
 	defer unlock()
 	// Another process may have imported it while this one waited.
 	if !o.force {
-		if img, hash, found, err := existing(ctx, api, hashRef); err == nil && found && hash == res.Hash {
-			if err := api.ImageTag(ctx, hashRef, res.Ref); err != nil {
-				return res, fmt.Errorf("tag %s as %s: %w", hashRef, res.Ref, err)
-			}
-			res.ID, res.Action = img.ID, ActionCached
+		if id, err := currentBase(ctx, api, res.Hash, hashRef, res.Ref); err != nil {
+			return res, err
+		} else if id != "" {
+			res.ID, res.Action = id, ActionCached
 			return res, nil
 		}
 	}
@@ -192,6 +188,30 @@ func BuildBase(ctx context.Context, api API, b Base, opts ...Option) (Result, er
 	fmt.Fprintf(o.progress, "%s: imported %s in %s\n", b.Name, hashRef, time.Since(start).Round(100*time.Millisecond))
 	res.ID = id
 	return res, nil
+}
+
+// currentBase returns the ID of the engine's base image when one of its two
+// tags carries the recipe hash (an image copied from another engine may
+// have only :latest), after giving it both tags; "" when there is none.
+func currentBase(ctx context.Context, api API, hash string, refs ...string) (string, error) {
+	for _, ref := range refs {
+		img, h, found, err := existing(ctx, api, ref)
+		if err != nil {
+			return "", err
+		}
+		if !found || h != hash {
+			continue
+		}
+		for _, other := range refs {
+			if other != ref {
+				if err := api.ImageTag(ctx, ref, other); err != nil {
+					return "", fmt.Errorf("tag %s as %s: %w", ref, other, err)
+				}
+			}
+		}
+		return img.ID, nil
+	}
+	return "", nil
 }
 
 // importTarball streams a rootfs tarball into the engine's image import.

@@ -117,6 +117,9 @@ func TestEnsure(t *testing.T) {
 		{desc: "base cached by hash: only tagged latest", setup: func(t *testing.T, f *fakeEngine, _ string) {
 			f.add(imageLabels("base", testBaseHash(), nil), "t/base:"+testBaseHash())
 		}, refs: []string{"base"}, want: []Action{ActionCached}, wantRefs: []string{"t/base:latest"}},
+		{desc: "base copied with only its latest tag: cached, hash tag restored", setup: func(t *testing.T, f *fakeEngine, _ string) {
+			f.add(imageLabels("base", testBaseHash(), nil), "t/base:latest")
+		}, refs: []string{"base", "t/base:" + testBaseHash()}, want: []Action{ActionCached, ActionExternal}, wantNoBld: true},
 		{desc: "base imported from the cached tarball", setup: func(t *testing.T, f *fakeEngine, dir string) {
 			os.WriteFile(filepath.Join(dir, "base-"+testBaseHash()+".tar"), []byte("rootfs"), 0o644)
 		}, refs: []string{"base"}, want: []Action{ActionImported}, wantRefs: []string{"t/base:latest"}},
