@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,41 +29,25 @@ func teardown(ctx context.Context, o Options, st *State, ipt iptablesRunner) ([]
 	var errs []error
 	note := func(format string, a ...any) { done = append(done, st.Name+": "+fmt.Sprintf(format, a...)) }
 
-	if st.Socket != "" {
-		pid := st.PID
-		if pid == 0 {
-			pid = readPIDFile(st.PIDFile)
-		}
-		if ownedPID(o.ProcRoot, pid, st.Socket) {
-			if stopPID(o.ProcRoot, pid, o.StopWait) {
-				note("killed dockerd pid %d (did not stop on SIGTERM within %s)", pid, o.StopWait)
-			} else {
-				note("stopped dockerd pid %d", pid)
-			}
-		}
-	}
-	if st.ExecRoot != "" {
-		// containerd, its shims and anything else started for this engine
-		// carry the exec-root in their command line.
-		for _, pid := range pidsMatching(o.ProcRoot, st.ExecRoot) {
-			what := firstWord(procCmdline(o.ProcRoot, pid))
-			stopPID(o.ProcRoot, pid, 2*time.Second)
-			note("stopped leftover process %d (%s)", pid, what)
-		}
-	}
+	done, errs = append(done, stopEngineProcesses(o, st)...), append(errs, killErrs(o, st)...)
+
+	// Bridges of user-defined networks, in case the engine could not remove
+	// them itself (see cleanEngine): their names are in its network store,
+	// which lives in the data root, so read it before unmounting.
 	if st.DataRoot != "" {
-		n, err := killContainerProcesses(o, st.DataRoot)
-		if n > 0 {
-			note("killed %d leftover container processes", n)
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if st.Subnet != "" {
-		for _, pid := range proxyPIDsIn(o.ProcRoot, st.Subnet) {
-			stopPID(o.ProcRoot, pid, 2*time.Second)
-			note("stopped leftover docker-proxy %d", pid)
+		for _, br := range storeBridges(st.DataRoot) {
+			if ok, err := deleteBridge(br); err != nil {
+				errs = append(errs, err)
+			} else if ok {
+				note("deleted bridge %s of a user-defined network", br)
+			}
+			if st.IPTables && ipt != nil {
+				if n, err := deleteRulesOf(ctx, ipt, br, ""); err != nil {
+					errs = append(errs, err)
+				} else if n > 0 {
+					note("deleted %d iptables rules of %s", n, br)
+				}
+			}
 		}
 	}
 
@@ -153,6 +139,91 @@ func teardown(ctx context.Context, o Options, st *State, ipt iptablesRunner) ([]
 		}
 	}
 	return done, errors.Join(errs...)
+}
+
+// stopEngineProcesses stops the dockerd (gracefully first, so it stops its
+// containers) and what a killed dockerd leaves running: containerd, shims,
+// container processes, docker-proxy.
+func stopEngineProcesses(o Options, st *State) []string {
+	var done []string
+	note := func(format string, a ...any) { done = append(done, st.Name+": "+fmt.Sprintf(format, a...)) }
+	if st.Socket != "" {
+		pid := st.PID
+		if pid == 0 {
+			pid = readPIDFile(st.PIDFile)
+		}
+		if ownedPID(o.ProcRoot, pid, st.Socket) {
+			if stopPID(o.ProcRoot, pid, o.StopWait) {
+				note("killed dockerd pid %d (did not stop on SIGTERM within %s)", pid, o.StopWait)
+			} else {
+				note("stopped dockerd pid %d", pid)
+			}
+		}
+	}
+	if st.ExecRoot != "" {
+		// containerd, its shims and anything else started for this engine
+		// carry the exec-root in their command line.
+		for _, pid := range pidsMatching(o.ProcRoot, st.ExecRoot) {
+			what := firstWord(procCmdline(o.ProcRoot, pid))
+			stopPID(o.ProcRoot, pid, 2*time.Second)
+			note("stopped leftover process %d (%s)", pid, what)
+		}
+	}
+	if st.DataRoot != "" {
+		if n, _ := killContainerProcesses(o, st.DataRoot); n > 0 {
+			note("killed %d leftover container processes", n)
+		}
+	}
+	if st.Subnet != "" {
+		for _, pid := range proxyPIDsIn(o.ProcRoot, st.Subnet) {
+			stopPID(o.ProcRoot, pid, 2*time.Second)
+			note("stopped leftover docker-proxy %d", pid)
+		}
+	}
+
+	return done
+}
+
+// killErrs reports cgroups of the engine's containers that could not be
+// removed after stopEngineProcesses.
+func killErrs(o Options, st *State) []error {
+	if st.DataRoot == "" {
+		return nil
+	}
+	if _, err := killContainerProcesses(o, st.DataRoot); err != nil {
+		return []error{err}
+	}
+	return nil
+}
+
+// storeBridges lists the br-* bridge names recorded in an engine's
+// libnetwork store (<data-root>/network/files/local-kv.db). Network ids are
+// random, so these names are this engine's and no other's.
+func storeBridges(dataRoot string) []string {
+	f, err := os.Open(filepath.Join(dataRoot, "network", "files", "local-kv.db"))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	return parseStoreBridges(f)
+}
+
+var storeBridgeRE = regexp.MustCompile(`br-[0-9a-f]{12}`)
+
+func parseStoreBridges(r io.Reader) []string {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range storeBridgeRE.FindAll(b, -1) {
+		if !seen[string(m)] {
+			seen[string(m)] = true
+			out = append(out, string(m))
+		}
+	}
+	return out
 }
 
 func stateDirOrEmpty(o Options, st *State) string {
@@ -276,7 +347,7 @@ func CleanAll(ctx context.Context, runID string, opts ...Option) ([]string, erro
 		if runID != "" && st.RunID != runID {
 			continue
 		}
-		d, err := teardown(ctx, o, st, execIPTables{})
+		d, err := cleanEngine(ctx, o, st)
 		done = append(done, d...)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("clean engine %s: %w", st.Name, err))

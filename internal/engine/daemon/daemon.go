@@ -191,7 +191,7 @@ func startOrShare(ctx context.Context, o Options, st *State) (*Daemon, error) {
 		if cli, err := ping(ctx, "unix://"+old.Socket, 2*time.Second); err == nil {
 			return &Daemon{name: old.Name, host: "unix://" + old.Socket, cli: cli, private: true, o: o, st: old}, nil
 		}
-		if _, err := teardown(ctx, o, old, execIPTables{}); err != nil {
+		if _, err := cleanEngine(ctx, o, old); err != nil {
 			return nil, fmt.Errorf("clear leftovers of dead engine %s before starting it again: %w", old.Name, err)
 		}
 	}
@@ -343,7 +343,7 @@ func (d *Daemon) Close(ctx context.Context) error {
 	if !d.owned {
 		return nil
 	}
-	if _, err := teardown(ctx, d.o, d.st, execIPTables{}); err != nil {
+	if _, err := cleanEngine(ctx, d.o, d.st); err != nil {
 		return fmt.Errorf("stop engine %s: %w", d.name, err)
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
 	"github.com/vishvananda/netlink"
 
 	"ctrperf/internal/engine"
@@ -146,12 +147,19 @@ func TestPrivateBtrfsLoopNoProxyDocker(t *testing.T) {
 		t.Errorf("rules of other engines lost by starting a private one: %v", lost)
 	}
 
+	nw, err := d.Client().NetworkCreate(ctx, "ctrperf-net-"+runID, network.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t1 := time.Now()
 	if err := d.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("Close (stop dockerd, unmount, detach loop, remove bridge and rules) took %s", time.Since(t1).Round(time.Millisecond))
 	assertNothingLeft(t, &st)
+	if _, err := netlink.LinkByName("br-" + nw.ID[:12]); err == nil {
+		t.Errorf("Close left the bridge of a user-defined network")
+	}
 }
 
 // buildSleeperImage imports a FROM-scratch image holding a static sleeper
@@ -225,8 +233,15 @@ func TestCopyImagesAndCleanAllAfterKillDocker(t *testing.T) {
 	if err := CopyImages(ctx, user, d, "ctrperf-test-absent:"+runID); err == nil || !strings.Contains(err.Error(), "not in engine") {
 		t.Errorf("copying an absent image: %v", err)
 	}
+	// A user-defined network (as for app + DB split): its br-* bridge is
+	// named by dockerd alone, so only the engine can remove it.
+	nw, err := d.Client().NetworkCreate(ctx, "ctrperf-net-"+runID, network.CreateOptions{Labels: map[string]string{engine.LabelManaged: "true", engine.LabelRun: runID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	userBridge := "br-" + nw.ID[:12]
 	c, err := d.Client().ContainerCreate(ctx, &container.Config{Image: ref, Labels: map[string]string{engine.LabelManaged: "true", engine.LabelRun: runID}},
-		nil, nil, nil, "ctrperf-sleeper-"+runID)
+		&container.HostConfig{NetworkMode: container.NetworkMode("ctrperf-net-" + runID)}, nil, nil, "ctrperf-sleeper-"+runID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,6 +277,14 @@ func TestCopyImagesAndCleanAllAfterKillDocker(t *testing.T) {
 	}
 	if procAlive("/proc", ctrPID) {
 		t.Errorf("container process %d survived CleanAll", ctrPID)
+	}
+	if _, err := netlink.LinkByName(userBridge); err == nil {
+		t.Errorf("bridge %s of the user-defined network survived CleanAll", userBridge)
+	}
+	if rules, err := saveAll(ctx, execIPTables{}); err == nil {
+		if left := rulesOf(rules, userBridge, ""); len(left) > 0 {
+			t.Errorf("iptables rules of %s survived CleanAll: %v", userBridge, left)
+		}
 	}
 	assertNothingLeft(t, &st)
 	if err := d.Close(ctx); err != nil {
@@ -379,4 +402,48 @@ func TestDefaultStartsPrivateDocker(t *testing.T) {
 	if _, err := netlink.LinkByName(st.Bridge); err == nil {
 		t.Errorf("bridge %s left", st.Bridge)
 	}
+}
+
+// TestCleanAllWithoutReviveDocker: a killed engine that cannot be revived
+// (its own bridge is gone too) still has its user-defined network bridges
+// and their rules removed, found through its network store.
+func TestCleanAllWithoutReviveDocker(t *testing.T) {
+	requireDockerRoot(t)
+	ctx := context.Background()
+	runID := testRunID(t)
+	d, err := Start(ctx, engine.EngineSpec{StorageDriver: "vfs"}, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := *d.State()
+	t.Cleanup(func() { CleanAll(context.Background(), runID) })
+	nw, err := d.Client().NetworkCreate(ctx, "ctrperf-net-"+runID, network.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	userBridge := "br-" + nw.ID[:12]
+	if err := syscall.Kill(st.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-d.exited
+	if _, err := deleteBridge(st.Bridge); err != nil {
+		t.Fatal(err)
+	}
+	if revivable(buildOptions(nil), &st) {
+		t.Fatal("an engine without its bridge must not be revived")
+	}
+	done, err := CleanAll(ctx, runID)
+	t.Logf("CleanAll(%s):\n%s", runID, strings.Join(done, "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := netlink.LinkByName(userBridge); err == nil {
+		t.Errorf("bridge %s survived", userBridge)
+	}
+	if rules, err := saveAll(ctx, execIPTables{}); err == nil {
+		if left := rulesOf(rules, userBridge, ""); len(left) > 0 {
+			t.Errorf("rules of %s survived: %v", userBridge, left)
+		}
+	}
+	assertNothingLeft(t, &st)
 }

@@ -110,3 +110,22 @@ func TestTeardownFilesOnly(t *testing.T) {
 		t.Errorf("second teardown must be a no-op, got %v", err)
 	}
 }
+
+func TestParseStoreBridges(t *testing.T) {
+	tests := []struct {
+		desc  string
+		input string
+		want  []string
+	}{
+		{"bolt bytes with one network twice", "\x00\x01{\"BridgeName\":\"br-b2fabd1d44a5\"}\x00docker/network/v1.0/bridge/b2fa\x00br-b2fabd1d44a5\x02", []string{"br-b2fabd1d44a5"}},
+		{"the default bridge is not a br- name", "{\"BridgeName\":\"ctrperf5b6bcf40\"}", nil},
+		{"two networks", "br-0123456789ab..br-ba9876543210", []string{"br-0123456789ab", "br-ba9876543210"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			if got := parseStoreBridges(strings.NewReader(tt.input)); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,170 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+)
+
+// cleanEngine removes a private engine completely. Only dockerd knows the
+// names of what it created outside the engine's own directories: the br-*
+// bridges of user-defined networks and their iptables rules, container
+// endpoints, docker-proxy processes. A running engine is therefore asked to
+// remove all its containers and networks first; a dead one (SIGKILL) is
+// revived on its own state for that, then stopped. teardown follows either
+// way and removes what is left.
+func cleanEngine(ctx context.Context, o Options, st *State) ([]string, error) {
+	var done []string
+	var errs []error
+	pid := st.PID
+	if pid == 0 {
+		pid = readPIDFile(st.PIDFile)
+	}
+	alive := st.Socket != "" && ownedPID(o.ProcRoot, pid, st.Socket)
+	if !alive && revivable(o, st) {
+		d, err := revive(ctx, o, st)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("revive dead engine to remove its networks: %w", err))
+		} else {
+			done = append(done, st.Name+": revived the dead engine to remove its containers and networks")
+			alive = true
+			defer d.cli.Close()
+		}
+	}
+	if alive {
+		cli, err := newClient("unix://" + st.Socket)
+		if err == nil {
+			n, err := removeAllObjects(ctx, cli)
+			cli.Close()
+			if n > 0 {
+				done = append(done, fmt.Sprintf("%s: removed %d containers and networks through the engine", st.Name, n))
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	d, err := teardown(ctx, o, st, execIPTables{})
+	done = append(done, d...)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return done, errors.Join(errs...)
+}
+
+// revivable: the engine had started (it has a pid), and what it needs to
+// start again is still there: its bridge, its data root, its loop mount.
+func revivable(o Options, st *State) bool {
+	if st.PID == 0 || st.Socket == "" || st.DataRoot == "" {
+		return false
+	}
+	if _, err := os.Stat(st.DataRoot + "/network"); err != nil {
+		return false // no network store: it never made a network
+	}
+	if st.Loop != nil {
+		mi, err := readMountInfo(o.ProcRoot)
+		if err != nil || fsOf(mi, st.DataRoot) != st.Loop.FS {
+			return false
+		}
+	}
+	if _, err := os.Stat("/sys/class/net/" + st.Bridge); err != nil {
+		return false
+	}
+	return true
+}
+
+// revive starts the engine's dockerd again with its recorded flags, after
+// stopping whatever of its old processes survived.
+func revive(ctx context.Context, o Options, st *State) (*Daemon, error) {
+	stopEngineProcesses(o, st)
+	dockerd := o.Dockerd
+	if dockerd == "" {
+		p, err := exec.LookPath("dockerd")
+		if err != nil {
+			return nil, errNoDockerd
+		}
+		dockerd = p
+	}
+	ipt := execIPTables{}
+	before, err := saveAll(ctx, ipt)
+	if err != nil {
+		return nil, err
+	}
+	_ = os.Remove(st.Socket)
+	// dockerd reuses a containerd whose pidfile names a process that
+	// kill(pid, 0) finds; a zombie passes that test (a pid 1 that does not
+	// reap leaves the old containerd as one), and dockerd then waits for it
+	// forever. The old containerd is dead by now: drop its pidfile.
+	ctrdPID := st.ExecRoot + "/containerd/containerd.pid"
+	if pid := readPIDFile(ctrdPID); pid != 0 && !procAlive(o.ProcRoot, pid) {
+		_ = os.Remove(ctrdPID)
+	}
+	logf, err := os.OpenFile(st.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open dockerd log %s: %w", st.LogFile, err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(dockerd, dockerdArgs(st)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", dockerd, err)
+	}
+	st.PID = cmd.Process.Pid
+	if err := writeState(o, st); err != nil {
+		return nil, err
+	}
+	d := &Daemon{name: st.Name, host: "unix://" + st.Socket, private: true, o: o, st: st, exited: make(chan struct{})}
+	go func() { d.waitErr = cmd.Wait(); close(d.exited) }()
+	if err := d.waitReady(ctx, 30*time.Second); err != nil {
+		return nil, err
+	}
+	if _, err := restoreRules(ctx, ipt, before); err != nil {
+		return d, err
+	}
+	return d, nil
+}
+
+// predefinedNetworks cannot be removed and go with the engine's bridge.
+var predefinedNetworks = map[string]bool{"bridge": true, "host": true, "none": true}
+
+// removeAllObjects removes every container and user-defined network of a
+// private engine (everything in it is ctrperf's), returning how many.
+func removeAllObjects(ctx context.Context, cli *client.Client) (int, error) {
+	n := 0
+	var errs []error
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true})
+	if err != nil {
+		return 0, fmt.Errorf("list containers: %w", err)
+	}
+	for _, c := range cs {
+		if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
+			errs = append(errs, fmt.Errorf("remove container %s: %w", c.ID[:12], err))
+			continue
+		}
+		n++
+	}
+	nets, err := cli.NetworkList(ctx, network.ListOptions{})
+	if err != nil {
+		return n, errors.Join(append(errs, fmt.Errorf("list networks: %w", err))...)
+	}
+	for _, nw := range nets {
+		if predefinedNetworks[nw.Name] {
+			continue
+		}
+		if err := cli.NetworkRemove(ctx, nw.ID); err != nil {
+			errs = append(errs, fmt.Errorf("remove network %s: %w", nw.Name, err))
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
