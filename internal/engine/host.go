@@ -46,9 +46,6 @@ type Host struct {
 	stateDir   string
 	dataRoot   string
 	procRoot   string
-
-	mu   sync.Mutex
-	runs map[string]*hostRun
 }
 
 var _ Engine = (*Host)(nil)
@@ -71,7 +68,7 @@ func WithHostProcRoot(dir string) HostOption { return func(h *Host) { h.procRoot
 // NewHost returns the host runtime.
 func NewHost(opts ...HostOption) *Host {
 	h := &Host{cgroupRoot: DefaultCgroupRoot, stateDir: filepath.Join(DefaultRunDir, "host"),
-		dataRoot: DefaultHostDataRoot, procRoot: "/proc", runs: map[string]*hostRun{}}
+		dataRoot: DefaultHostDataRoot, procRoot: "/proc"}
 	for _, o := range opts {
 		o(h)
 	}
@@ -155,9 +152,6 @@ func (h *Host) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err erro
 	if _, err := os.Stat(h.statePath(spec.RunID)); err == nil {
 		return nil, fmt.Errorf("deploy %s: host run state %s already exists: run `ctrperf clean --run %s`", spec.RunID, h.statePath(spec.RunID), spec.RunID)
 	}
-	h.mu.Lock()
-	h.runs[spec.RunID] = r
-	h.mu.Unlock()
 	defer func() {
 		if err != nil {
 			if terr := h.Teardown(ctx, t); terr != nil {
@@ -578,9 +572,6 @@ func (h *Host) Teardown(ctx context.Context, t *Target) error {
 		st = s
 	}
 	_, err := h.destroy(ctx, st, false, done)
-	h.mu.Lock()
-	delete(h.runs, t.RunID)
-	h.mu.Unlock()
 	return err
 }
 

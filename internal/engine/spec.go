@@ -75,10 +75,6 @@ func ValidateSpec(rt Runtime, spec DeploySpec) error {
 			return fmt.Errorf("deploy %s: service %q: negative resource limit %+v", spec.RunID, s.Name, s.Resources)
 		}
 	}
-	if spec.Network != NetworkHost && len(spec.Services[0].Ports) == 0 {
-		// Not fatal in host mode either, but then there is nothing to dial.
-		return fmt.Errorf("deploy %s: front service %q has no Ports to reach it through network %q", spec.RunID, spec.Services[0].Name, spec.Network)
-	}
 	return nil
 }
 

@@ -113,7 +113,7 @@ func TestValidateSpec(t *testing.T) {
 		{"bad port", RuntimeDocker, func(s *DeploySpec) { s.Services[0].Ports = []int{70000} }, "out of range"},
 		{"ready port not declared", RuntimeDocker, func(s *DeploySpec) { s.Services[0].Ready = &ReadyCheck{Port: 81} }, "not in Ports"},
 		{"relative data dir in a container", RuntimeDocker, func(s *DeploySpec) { s.Services[0].DataDir = "data" }, "absolute"},
-		{"published front without ports", RuntimeDocker, func(s *DeploySpec) { s.Services[0].Ports = nil }, "no Ports"},
+		{"front without ports (a tool used through Exec) is fine", RuntimeDocker, func(s *DeploySpec) { s.Services[0].Ports = nil }, ""},
 		{"negative memory", RuntimeDocker, func(s *DeploySpec) { s.Services[0].Resources.MemoryBytes = -1 }, "negative"},
 	}
 	for _, tc := range tests {
