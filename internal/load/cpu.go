@@ -40,9 +40,24 @@ func PinCPUs(taskDir, list string) (restore func() error, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Threads created while pinned inherit the pin; on restore they get
+	// the affinity the calling thread had before.
+	var orig unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &orig); err != nil {
+		return nil, fmt.Errorf("read generator affinity: %w", err)
+	}
 	old := make(map[int]unix.CPUSet, len(tids))
 	undo := func() error {
 		var first error
+		now, err := threadIDs(taskDir)
+		if err != nil {
+			now = nil
+		}
+		for _, tid := range now {
+			if _, ok := old[tid]; !ok {
+				old[tid] = orig
+			}
+		}
 		for tid, m := range old {
 			m := m
 			if err := unix.SchedSetaffinity(tid, &m); err != nil && first == nil && err != unix.ESRCH {
