@@ -1,0 +1,659 @@
+package workload
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"ctrperf/internal/engine"
+	"ctrperf/internal/image"
+	"ctrperf/internal/load"
+	"ctrperf/internal/results"
+)
+
+// The web workload: ticketd (workloads/ticketd), an issue tracker that
+// behaves under load like seed 000's Redmine + MySQL, driven by that seed's
+// JMeter session (login page → login → project page → create ticket) as an
+// open-loop session generator.
+
+// Names of the web workload's images and services.
+const (
+	WebImageTicketd  = "ticketd"      // FROM scratch, the static ticketd binary
+	WebImageCombined = "web-combined" // Debian base + ticketd, MariaDB in the same container
+	webPort          = 8080
+	mariadbPort      = 3306
+	// webDataDir is the data directory of every web container; the plan's
+	// data placement (layer, volume, bind, tmpfs) applies to it.
+	webDataDir = "/data"
+	// Credentials of the MariaDB account ticketd uses; the server is the
+	// run's own, reachable only from the run's containers or 127.0.0.1.
+	webDBUser = "ticketd"
+	webDBPass = "ticketd"
+	webDBName = "ticketd"
+)
+
+// Labels of the scenario's steps, as seed 000's JMeter report named them.
+const (
+	LabelLoginPage    = "login page"
+	LabelLogin        = "login"
+	LabelProjectPage  = "project page"
+	LabelCreateTicket = "create ticket"
+)
+
+func init() {
+	Register(Web{})
+	image.Register(image.Recipe{Name: WebImageTicketd, Go: &image.GoImage{
+		Name: WebImageTicketd, Ref: "ctrperf/ticketd:latest", Package: "./workloads/ticketd"}})
+	image.Register(image.Recipe{Name: WebImageCombined, Derived: &image.Derived{
+		Name: WebImageCombined, Ref: "ctrperf/web-combined:latest", From: image.DebianBase.Name,
+		Files: map[string]image.File{"/usr/local/bin/ticketd": {Mode: 0o755, GoPackage: "./workloads/ticketd"}}}})
+}
+
+// Web is the "web" workload.
+type Web struct {
+	// HostBinary returns the path of a ticketd binary for the host runtime;
+	// nil builds one into the cache directory (tests inject a fake).
+	HostBinary func(ctx context.Context) (string, error)
+}
+
+var _ Workload = Web{}
+
+// Name is "web".
+func (Web) Name() string { return "web" }
+
+// WebApp is the app knobs of a configuration.
+type WebApp struct {
+	DB           string        // sqlite | mariadb
+	MaxClients   int           // Apache MaxClients
+	MaxQueue     int           // ticketd --max-queue
+	QueueTimeout time.Duration // Apache's 60 s
+	Pool         int           // PassengerMaxPoolSize
+	HashCost     int           // log2 PBKDF2 iterations
+	SeedUsers    int
+	SeedProjects int
+	SeedTickets  int
+	// InnoDBBufferPool is mariadbd's --innodb-buffer-pool-size ("128M").
+	InnoDBBufferPool string
+	// FlushAtCommit is innodb_flush_log_at_trx_commit for MariaDB, and the
+	// same durability for SQLite (1 FULL, 2 NORMAL, 0 OFF).
+	FlushAtCommit int
+}
+
+// WebLoad is the load knobs of a configuration.
+type WebLoad struct {
+	Rate        float64 // sessions per second, open loop
+	Concurrency int     // closed loop instead, when Rate is 0
+	Poisson     bool
+	Timeout     time.Duration
+	MaxInFlight int
+	Seed        uint64
+	User        string // login of the scenario's user
+	Project     int    // project the sessions read and write
+}
+
+// Defaults are seed 000's: 2000 sessions per 60 s, MaxClients 150,
+// PassengerMaxPoolSize 6, 60 s timeouts.
+var (
+	DefaultWebApp = WebApp{DB: "sqlite", MaxClients: 150, MaxQueue: 4096, QueueTimeout: 60 * time.Second, Pool: 6,
+		HashCost: 14, SeedUsers: 100, SeedProjects: 10, SeedTickets: 200, InnoDBBufferPool: "128M", FlushAtCommit: 1}
+	DefaultWebLoad = WebLoad{Rate: 2000.0 / 60, Timeout: load.DefaultTimeout, MaxInFlight: load.DefaultMaxInFlight,
+		Seed: 1, User: "user1", Project: 1}
+)
+
+// knobs reads a free-form map with type and range checks; the first
+// problem of each key is kept, and unknown keys are errors (a typo must not
+// silently run the default).
+type knobs struct {
+	m    map[string]any
+	used map[string]bool
+	errs []error
+	what string
+}
+
+func newKnobs(what string, m map[string]any) *knobs {
+	return &knobs{m: m, used: map[string]bool{}, what: what}
+}
+
+func (k *knobs) get(key string) (any, bool) {
+	k.used[key] = true
+	v, ok := k.m[key]
+	return v, ok && v != nil
+}
+
+func (k *knobs) fail(key string, v any, format string, args ...any) {
+	k.errs = append(k.errs, fmt.Errorf("%s.%s = %v: %s", k.what, key, v, fmt.Sprintf(format, args...)))
+}
+
+func (k *knobs) int(key string, dst *int, lo, hi int) {
+	v, ok := k.get(key)
+	if !ok {
+		return
+	}
+	var n int
+	switch x := v.(type) {
+	case int:
+		n = x
+	case int64:
+		n = int(x)
+	case float64:
+		if x != float64(int(x)) {
+			k.fail(key, v, "want a whole number")
+			return
+		}
+		n = int(x)
+	default:
+		k.fail(key, v, "want a whole number")
+		return
+	}
+	if n < lo || n > hi {
+		k.fail(key, v, "out of range [%d, %d]", lo, hi)
+		return
+	}
+	*dst = n
+}
+
+func (k *knobs) float(key string, dst *float64, lo, hi float64) {
+	v, ok := k.get(key)
+	if !ok {
+		return
+	}
+	var f float64
+	switch x := v.(type) {
+	case int:
+		f = float64(x)
+	case int64:
+		f = float64(x)
+	case float64:
+		f = x
+	default:
+		k.fail(key, v, "want a number")
+		return
+	}
+	if f < lo || f > hi {
+		k.fail(key, v, "out of range [%g, %g]", lo, hi)
+		return
+	}
+	*dst = f
+}
+
+func (k *knobs) bool(key string, dst *bool) {
+	v, ok := k.get(key)
+	if !ok {
+		return
+	}
+	b, isBool := v.(bool)
+	if !isBool {
+		k.fail(key, v, "want true or false")
+		return
+	}
+	*dst = b
+}
+
+func (k *knobs) duration(key string, dst *time.Duration, lo, hi time.Duration) {
+	v, ok := k.get(key)
+	if !ok {
+		return
+	}
+	var d time.Duration
+	switch x := v.(type) {
+	case string:
+		var err error
+		if d, err = time.ParseDuration(x); err != nil {
+			k.fail(key, v, "want a duration like 60s")
+			return
+		}
+	case time.Duration:
+		d = x
+	default:
+		k.fail(key, v, "want a duration like 60s")
+		return
+	}
+	if d < lo || d > hi {
+		k.fail(key, v, "out of range [%s, %s]", lo, hi)
+		return
+	}
+	*dst = d
+}
+
+func (k *knobs) str(key string, dst *string, valid func(string) bool, want string) {
+	v, ok := k.get(key)
+	if !ok {
+		return
+	}
+	s, isStr := v.(string)
+	if !isStr || !valid(s) {
+		k.fail(key, v, "want %s", want)
+		return
+	}
+	*dst = s
+}
+
+func (k *knobs) err() error {
+	var unknown []string
+	for key := range k.m {
+		if !k.used[key] {
+			unknown = append(unknown, key)
+		}
+	}
+	sort.Strings(unknown)
+	for _, key := range unknown {
+		k.errs = append(k.errs, fmt.Errorf("%s.%s: unknown knob", k.what, key))
+	}
+	return errors.Join(k.errs...)
+}
+
+// ParseWebApp reads and checks the app knobs.
+func ParseWebApp(m map[string]any) (WebApp, error) {
+	a := DefaultWebApp
+	k := newKnobs("app", m)
+	k.str("db", &a.DB, func(s string) bool { return s == "sqlite" || s == "mariadb" }, "sqlite or mariadb")
+	k.int("max_clients", &a.MaxClients, 1, 100000)
+	k.int("max_queue", &a.MaxQueue, 0, 1000000)
+	k.duration("queue_timeout", &a.QueueTimeout, time.Millisecond, time.Hour)
+	k.int("pool", &a.Pool, 1, 10000)
+	k.int("hash_cost", &a.HashCost, 4, 24)
+	k.int("seed_users", &a.SeedUsers, 1, 1000000)
+	k.int("seed_projects", &a.SeedProjects, 1, 100000)
+	k.int("seed_tickets", &a.SeedTickets, 0, 100000)
+	k.str("innodb_buffer_pool", &a.InnoDBBufferPool, validSize, "a size like 128M or 1G (at least 5M)")
+	k.int("flush_at_commit", &a.FlushAtCommit, 0, 2)
+	if err := k.err(); err != nil {
+		return a, err
+	}
+	if a.Pool > a.MaxClients {
+		return a, fmt.Errorf("app.pool = %d is larger than app.max_clients = %d: the extra workers could never be busy", a.Pool, a.MaxClients)
+	}
+	return a, nil
+}
+
+// validSize accepts mariadbd sizes: digits with an optional K, M or G, at
+// least 5 MiB (the server's own minimum for the buffer pool).
+func validSize(s string) bool {
+	if s == "" {
+		return false
+	}
+	mult := int64(1)
+	switch s[len(s)-1] {
+	case 'K', 'k':
+		mult, s = 1<<10, s[:len(s)-1]
+	case 'M', 'm':
+		mult, s = 1<<20, s[:len(s)-1]
+	case 'G', 'g':
+		mult, s = 1<<30, s[:len(s)-1]
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return err == nil && n > 0 && n*mult >= 5<<20 && n*mult <= 1<<40
+}
+
+// ParseWebLoad reads and checks the load knobs.
+func ParseWebLoad(m map[string]any) (WebLoad, error) {
+	l := DefaultWebLoad
+	k := newKnobs("load", m)
+	k.float("rate", &l.Rate, 0, 1e6)
+	k.int("concurrency", &l.Concurrency, 0, 100000)
+	k.bool("poisson", &l.Poisson)
+	k.duration("timeout", &l.Timeout, time.Millisecond, time.Hour)
+	k.int("max_inflight", &l.MaxInFlight, 1, 1000000)
+	var seed int
+	k.int("seed", &seed, 0, 1<<62)
+	if _, ok := m["seed"]; ok {
+		l.Seed = uint64(seed)
+	}
+	k.str("user", &l.User, func(s string) bool { return s != "" && !strings.ContainsAny(s, "{}") }, "a login name such as user1")
+	k.int("project", &l.Project, 1, 100000)
+	if err := k.err(); err != nil {
+		return l, err
+	}
+	if _, hasC := m["concurrency"]; hasC && l.Concurrency > 0 {
+		if _, hasR := m["rate"]; hasR && l.Rate > 0 {
+			return l, fmt.Errorf("load: rate %g and concurrency %d both set; choose open loop (rate) or closed loop (concurrency)", l.Rate, l.Concurrency)
+		}
+		l.Rate = 0
+	}
+	if l.Rate == 0 && l.Concurrency == 0 {
+		return l, errors.New("load: rate 0 and no concurrency: nothing would be sent")
+	}
+	return l, nil
+}
+
+// Validate checks topology, app and load knobs.
+func (Web) Validate(c Config) error {
+	var errs []error
+	app, err := ParseWebApp(c.App)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	ld, err := ParseWebLoad(c.Load)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	switch c.Topology {
+	case "", "combined":
+	case "split":
+		if app.DB != "mariadb" {
+			errs = append(errs, fmt.Errorf("topology split puts the database in its own container: it needs app.db = mariadb, not %q", app.DB))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("topology %q: want combined or split", c.Topology))
+	}
+	if err == nil && app.SeedProjects > 0 && ld.Project > app.SeedProjects {
+		errs = append(errs, fmt.Errorf("load.project = %d but only %d projects are seeded (app.seed_projects)", ld.Project, app.SeedProjects))
+	}
+	if u := ld.User; strings.HasPrefix(u, "user") {
+		if n, err := strconv.Atoi(strings.TrimPrefix(u, "user")); err == nil && (n < 1 || n > app.SeedUsers) {
+			errs = append(errs, fmt.Errorf("load.user = %q but only user1 … user%d are seeded (app.seed_users)", u, app.SeedUsers))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// loopbackOnly says whether the services share the host's network, where
+// they must not listen on the machine's real interfaces.
+func loopbackOnly(c Config) bool {
+	return c.Runtime == engine.RuntimeHost || c.Network == engine.NetworkHost
+}
+
+// ticketdArgs are ticketd's flags for app knobs and a database URL.
+func ticketdArgs(c Config, a WebApp, db string) []string {
+	host := ""
+	if loopbackOnly(c) {
+		host = "127.0.0.1"
+	}
+	return []string{
+		"--listen", fmt.Sprintf("%s:{{port:app:%d}}", host, webPort),
+		"--data-dir", "{{data:app}}",
+		"--db", db,
+		"--db-wait", "120s",
+		"--max-clients", strconv.Itoa(a.MaxClients),
+		"--max-queue", strconv.Itoa(a.MaxQueue),
+		"--queue-timeout", a.QueueTimeout.String(),
+		"--pool", strconv.Itoa(a.Pool),
+		"--hash-cost", strconv.Itoa(a.HashCost),
+		"--seed-users", strconv.Itoa(a.SeedUsers),
+		"--seed-projects", strconv.Itoa(a.SeedProjects),
+		"--seed-tickets", strconv.Itoa(a.SeedTickets),
+		"--flush-at-commit", strconv.Itoa(a.FlushAtCommit),
+	}
+}
+
+// mariadbArgs are the server settings the seed tuned, on mariadbd's command
+// line so every placement (host, split, combined) gets the same.
+func mariadbArgs(a WebApp) []string {
+	return []string{
+		"--innodb-buffer-pool-size=" + a.InnoDBBufferPool,
+		"--innodb-flush-log-at-trx-commit=" + strconv.Itoa(a.FlushAtCommit),
+		// Enough for ticketd's pool plus the health checks.
+		"--max-connections=" + strconv.Itoa(a.Pool+50),
+	}
+}
+
+// mariadbScript runs MariaDB with its data under a directory of the run:
+// it initialises the data directory once (so a volume that survives a
+// container keeps its data), creates ticketd's account with --init-file,
+// and then either execs mariadbd ("db") or runs mariadbd and ticketd side
+// by side ("combined", one container as in seed 000's test 1), forwarding
+// SIGTERM to both so that InnoDB shuts down cleanly.
+//
+//	sh -c SCRIPT web-db MODE DIR [mariadbd args...] -- [ticketd argv...]
+const mariadbScript = `set -eu
+PATH="$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+mode=$1; D=$2; shift 2
+margs=""
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do margs="$margs $1"; shift; done
+[ $# -gt 0 ] && shift
+mkdir -p "$D"
+if [ ! -d "$D/mysql/mysql" ]; then
+  if ! mariadb-install-db --no-defaults --user=root --datadir="$D/mysql" --auth-root-authentication-method=normal --skip-test-db >"$D/install.log" 2>&1; then
+    echo "web: mariadb-install-db failed:" >&2; cat "$D/install.log" >&2; exit 1
+  fi
+fi
+cat >"$D/init.sql" <<'EOF'
+CREATE DATABASE IF NOT EXISTS ` + webDBName + `;
+CREATE USER IF NOT EXISTS '` + webDBUser + `'@'%' IDENTIFIED BY '` + webDBPass + `';
+CREATE USER IF NOT EXISTS '` + webDBUser + `'@'localhost' IDENTIFIED BY '` + webDBPass + `';
+GRANT ALL ON ` + webDBName + `.* TO '` + webDBUser + `'@'%';
+GRANT ALL ON ` + webDBName + `.* TO '` + webDBUser + `'@'localhost';
+EOF
+if [ "$mode" = db ]; then
+  exec mariadbd --no-defaults --user=root --datadir="$D/mysql" --socket="$D/mysqld.sock" --pid-file="$D/mysqld.pid" --init-file="$D/init.sql" $margs
+fi
+mariadbd --no-defaults --user=root --datadir="$D/mysql" --socket="$D/mysqld.sock" --pid-file="$D/mysqld.pid" --init-file="$D/init.sql" --skip-networking $margs &
+M=$!
+"$@" &
+T=$!
+trap 'kill -TERM $T 2>/dev/null || true' TERM INT
+rc=0
+wait $T || rc=$?
+while kill -0 $T 2>/dev/null; do rc=0; wait $T || rc=$?; done
+kill -TERM $M 2>/dev/null || true
+wait $M 2>/dev/null || true
+exit $rc
+`
+
+func shCommand(mode, dir string, margs, argv []string) []string {
+	cmd := []string{"/bin/sh", "-c", mariadbScript, "web-db", mode, dir}
+	cmd = append(cmd, margs...)
+	cmd = append(cmd, "--")
+	return append(cmd, argv...)
+}
+
+// Services returns what to deploy:
+//
+//	sqlite, any runtime:        app (ticketd; FROM scratch in Docker)
+//	mariadb, combined, Docker:  app (web-combined: mariadbd + ticketd in one container)
+//	mariadb, split, Docker:     app (ticketd) + db (mariadbd from the Debian base)
+//	mariadb, host:              app (ticketd) + db (the host's mariadbd, own datadir)
+func (w Web) Services(c Config) ([]engine.Service, error) {
+	if err := w.Validate(c); err != nil {
+		return nil, err
+	}
+	a, _ := ParseWebApp(c.App)
+	ready := &engine.ReadyCheck{Port: webPort, HTTPPath: "/healthz", Timeout: 3 * time.Minute}
+	app := engine.Service{Name: "app", Ports: []int{webPort}, DataDir: webDataDir, Resources: c.Resources, Ready: ready,
+		Image: image.Resolve(WebImageTicketd)}
+	var hostBin string
+	if c.Runtime == engine.RuntimeHost {
+		build := w.HostBinary
+		if build == nil {
+			build = buildHostTicketd
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		var err error
+		if hostBin, err = build(ctx); err != nil {
+			return nil, fmt.Errorf("web on the host: ticketd binary: %w", err)
+		}
+	}
+	withHost := func(s engine.Service) engine.Service {
+		if hostBin != "" {
+			s.HostCommand = append([]string{hostBin}, s.Command...)
+		}
+		return s
+	}
+
+	if a.DB == "sqlite" {
+		app.Command = ticketdArgs(c, a, "sqlite:ticketd.db")
+		return []engine.Service{withHost(app)}, nil
+	}
+	margs := mariadbArgs(a)
+	bind := "0.0.0.0" // the run's bridge network
+	if loopbackOnly(c) {
+		bind = "127.0.0.1"
+	}
+	dbSvc := engine.Service{Name: "db", Image: image.Resolve(image.DebianBase.Name), Ports: []int{mariadbPort},
+		DataDir: webDataDir, Resources: c.Resources, Ready: &engine.ReadyCheck{Port: mariadbPort, Timeout: 3 * time.Minute},
+		Command: shCommand("db", "{{data:db}}", append(margs, "--bind-address="+bind, fmt.Sprintf("--port={{port:db:%d}}", mariadbPort)), nil)}
+	if c.Topology == "split" || c.Runtime == engine.RuntimeHost {
+		app.Command = ticketdArgs(c, a, fmt.Sprintf("mysql://%s:%s@{{addr:db:%d}}/%s", webDBUser, webDBPass, mariadbPort, webDBName))
+		return []engine.Service{withHost(app), dbSvc}, nil
+	}
+	// Combined: one container; ticketd reaches MariaDB over its unix socket.
+	app.Image = image.Resolve(WebImageCombined)
+	dbDir := "{{data:app}}/mariadb"
+	argv := append([]string{"/usr/local/bin/ticketd"},
+		ticketdArgs(c, a, fmt.Sprintf("mysql://%s:%s@unix(%s/mysqld.sock)/%s", webDBUser, webDBPass, dbDir, webDBName))...)
+	app.Command = shCommand("combined", dbDir, margs, argv)
+	return []engine.Service{app}, nil
+}
+
+var hostBuild struct {
+	sync.Mutex
+	path string
+}
+
+// buildHostTicketd builds ticketd as a static binary into the cache
+// directory, once per process (go's build cache makes an unchanged rebuild
+// cheap, but not free).
+func buildHostTicketd(ctx context.Context) (string, error) {
+	hostBuild.Lock()
+	defer hostBuild.Unlock()
+	if hostBuild.path != "" {
+		return hostBuild.path, nil
+	}
+	root, err := image.ModuleRoot(ctx)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(image.CacheDir(), "bin")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("cache directory for ticketd: %w", err)
+	}
+	out := filepath.Join(dir, "ticketd")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out+".tmp", "./workloads/ticketd")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./workloads/ticketd in %s: %w\n%s", root, err, b)
+	}
+	if err := os.Rename(out+".tmp", out); err != nil {
+		return "", fmt.Errorf("install ticketd binary: %w", err)
+	}
+	hostBuild.path = out
+	return out, nil
+}
+
+// WebScenario is seed 000's JMeter session against ticketd: each session
+// is a new user that opens the login page, logs in with the token of that
+// page (cookies kept), opens a project and creates a ticket with the
+// project page's token.
+func WebScenario(user string, project int) *load.Scenario {
+	no := false
+	tok := `name="authenticity_token" value="([^"]+)"`
+	proj := "/projects/" + strconv.Itoa(project)
+	return &load.Scenario{
+		Name:    "ticketd",
+		Headers: map[string]string{"Accept": "text/html"},
+		Steps: []load.Step{
+			{Label: LabelLoginPage, Method: http.MethodGet, Path: "/login", Expect: http.StatusOK, Extract: map[string]string{"login_token": tok}},
+			// The redirect to "my page" is not followed, so this step
+			// measures the password check and nothing else.
+			{Label: LabelLogin, Method: http.MethodPost, Path: "/login", Expect: http.StatusSeeOther, FollowRedirects: &no,
+				Form: map[string]string{"username": user, "password": "ticketd", "authenticity_token": "{{login_token}}"}},
+			{Label: LabelProjectPage, Method: http.MethodGet, Path: proj, Expect: http.StatusOK, Extract: map[string]string{"ticket_token": tok}},
+			{Label: LabelCreateTicket, Method: http.MethodPost, Path: proj + "/tickets", Expect: http.StatusCreated, FollowRedirects: &no,
+				Form: map[string]string{"subject": "Load ticket {{session}}", "priority": "normal",
+					"description":        "Created by ctrperf session {{session}} (virtual user {{vu}}); the seed's JMeter plan created one ticket per session.",
+					"authenticity_token": "{{ticket_token}}"}},
+		},
+	}
+}
+
+// Drive runs the scenario open loop (or closed loop with load.concurrency)
+// against the app's endpoint, through the target's dialer.
+func (w Web) Drive(ctx context.Context, env Env) (*results.Measurement, error) {
+	if env.Target == nil {
+		return nil, errors.New("web: no target")
+	}
+	ld, err := ParseWebLoad(env.Config.Load)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := env.Target.Endpoint("app", webPort)
+	if err != nil {
+		return nil, fmt.Errorf("web: %w", err)
+	}
+	dial := load.Dialer(env.Target.Dialer())
+	drv, err := load.NewHTTP(load.HTTPConfig{BaseURL: "http://" + ep.Addr, Scenario: WebScenario(ld.User, ld.Project), Dial: dial, Seed: ld.Seed})
+	if err != nil {
+		return nil, fmt.Errorf("web: scenario: %w", err)
+	}
+	p := load.Profile{Rate: ld.Rate, Poisson: ld.Poisson, Seed: ld.Seed, Concurrency: ld.Concurrency,
+		Warmup: env.Window.Warmup, Duration: env.Window.Duration, Timeout: ld.Timeout, MaxInFlight: ld.MaxInFlight,
+		CPUSet: env.LoadCPUSet, Started: env.Started}
+	before := scrapeQueue(ctx, dial, ep.Addr)
+	m, err := load.Run(ctx, drv, p)
+	if err != nil {
+		return m, fmt.Errorf("web: load against %s: %w", ep.Addr, err)
+	}
+	// The server's own view of refusals (queue timeouts, a full queue)
+	// tells a 503 of MaxClients from one of a broken database.
+	if after := scrapeQueue(ctx, dial, ep.Addr); after != nil && before != nil {
+		if m.Metrics == nil {
+			m.Metrics = map[string]float64{}
+		}
+		for k, v := range after {
+			m.Metrics[k] = v - before[k]
+		}
+	}
+	return m, nil
+}
+
+// scrapeQueue reads ticketd's refusal counters from /metrics; nil when it
+// cannot (the measurement stands without them).
+func scrapeQueue(ctx context.Context, dial load.Dialer, addr string) map[string]float64 {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, a string) (net.Conn, error) { return dial(ctx, network, a) }}
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return nil
+	}
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil
+	}
+	return parseQueueMetrics(resp.Body)
+}
+
+// parseQueueMetrics picks ticketd_queue_rejected_total{reason="X"} out of
+// the Prometheus text format as server_queue_X.
+func parseQueueMetrics(r io.Reader) map[string]float64 {
+	out := map[string]float64{"server_queue_timeout": 0, "server_queue_full": 0}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	const prefix = `ticketd_queue_rejected_total{reason="`
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		rest := strings.TrimPrefix(line, prefix)
+		reason, val, ok := strings.Cut(rest, `"} `)
+		if !ok {
+			continue
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		if err != nil {
+			continue
+		}
+		out["server_queue_"+reason] = f
+	}
+	return out
+}
