@@ -243,6 +243,11 @@ func start(ctx context.Context, o Options, st *State) (*Daemon, error) {
 	var before []ipRule
 	ipt := execIPTables{}
 	if st.IPTables {
+		unlock, err := lockIPTables(o)
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
 		if before, err = saveAll(ctx, ipt); err != nil {
 			return nil, fmt.Errorf("snapshot iptables before starting engine %s: %w", st.Name, err)
 		}

@@ -15,8 +15,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // ipRule is one "-A CHAIN ..." line of iptables-save in a table.
@@ -130,6 +134,26 @@ func rulesOf(rules []ipRule, bridge, subnet string) []ipRule {
 		}
 	}
 	return out
+}
+
+// lockIPTables serialises the snapshot → dockerd start → restore window of
+// every private engine on the host. Without it, engine B could snapshot
+// before engine A's dockerd has made its rules, flush them on its own start,
+// and never put them back. The unlock func must be called.
+func lockIPTables(o Options) (func(), error) {
+	if err := os.MkdirAll(o.enginesDir(), 0o700); err != nil {
+		return nil, fmt.Errorf("create %s: %w", o.enginesDir(), err)
+	}
+	p := filepath.Join(o.enginesDir(), "iptables.lock")
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open iptables lock %s: %w", p, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", p, err)
+	}
+	return func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
 }
 
 // iptablesRunner runs iptables; a fake replaces it in tests.

@@ -94,6 +94,11 @@ func revive(ctx context.Context, o Options, st *State) (*Daemon, error) {
 		dockerd = p
 	}
 	ipt := execIPTables{}
+	unlock, err := lockIPTables(o)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	before, err := saveAll(ctx, ipt)
 	if err != nil {
 		return nil, err
