@@ -129,6 +129,7 @@ func genMeasurement(t testing.TB, r *rand.Rand, fc fixtureConfig, rep int, durat
 		Tools:   map[string]string{"loadgen": "ctrperf"}}
 	if rep == fc.shortRep {
 		m.Load.Late = 12
+		m.Notes = append(m.Notes, "12 sessions started late (driver note)")
 	}
 	for _, op := range fixtureOps {
 		h := results.NewHistogram()

@@ -156,9 +156,22 @@ func renderHTML(w io.Writer, rep *Report) error {
 // reader sees what each name stands for.
 func knobText(k map[string]any) string {
 	var parts []string
-	for _, key := range sortedKeys(k) {
-		parts = append(parts, fmt.Sprintf("%s=%v", key, k[key]))
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		m, ok := v.(map[string]any)
+		if !ok {
+			parts = append(parts, fmt.Sprintf("%s=%v", prefix, v))
+			return
+		}
+		for _, key := range sortedKeys(m) {
+			p := key
+			if prefix != "" {
+				p = prefix + "." + key
+			}
+			walk(p, m[key])
+		}
 	}
+	walk("", k)
 	return strings.Join(parts, " ")
 }
 

@@ -124,6 +124,7 @@ func TestReportSemantics(t *testing.T) {
 		{"docker-volume-2reps", "2 successful repetitions"},
 		{"docker-volume-2reps", "noisy: add repetitions or lengthen duration"},
 		{"docker-published", "achieved rate below target in 5 of 5 runs"},
+		{"docker-published", "sessions started late (driver note)"},
 		{"docker-published", "errors present"},
 	}
 	for _, ww := range wantWarnings {

@@ -29,6 +29,8 @@ func SenseOf(metric string) Sense {
 	switch {
 	case metric == "error_rate" || metric == "errors":
 		return Sense{Better: "fewer errors", Worse: "more errors"}
+	case strings.HasSuffix(metric, "_failed") || strings.HasSuffix(metric, "_errors"):
+		return Sense{Better: "fewer failures", Worse: "more failures"}
 	case strings.HasSuffix(metric, "_per_s") || strings.HasSuffix(metric, "_s_rate") ||
 		metric == "iops" || strings.HasPrefix(metric, "bw") || strings.HasSuffix(metric, "_iops") ||
 		strings.HasSuffix(metric, "_bw_kb_s"):

@@ -292,6 +292,8 @@ func TestVerdictWording(t *testing.T) {
 		{"elapsed down is faster", "elapsed_s", 0.5, 0.9, "faster"},
 		{"error rate down", "error_rate", 0.2, 0.5, "fewer errors"},
 		{"unknown metric lower", "foo", 0.2, 0.5, "lower"},
+		{"failure counts are better low", "sessions_failed", 1.5, 2, "more failures"},
+		{"a rate by another name", "sessions_per_s", 1.5, 2, "faster"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
