@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/docker/docker/client"
+
 	"ctrperf/internal/engine"
+	"ctrperf/internal/image"
 )
 
 func TestWebRegistered(t *testing.T) {
@@ -270,4 +274,84 @@ func driveOnce(ctx context.Context, t *testing.T, eng engine.Engine, c Config, r
 	if _, ok := m.Metrics["server_queue_timeout"]; !ok {
 		t.Errorf("server queue metrics missing: %v", m.Metrics)
 	}
+}
+
+func TestWebHostMariaDBRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CTRPERF_REQUIRE_DOCKER") == "1" {
+			t.Fatal("needs root")
+		}
+		t.Skip("needs root")
+	}
+	if _, err := exec.LookPath("mariadbd"); err != nil {
+		if _, err := os.Stat("/usr/sbin/mariadbd"); err != nil {
+			t.Skip("mariadbd not installed on the host")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c := Config{Runtime: engine.RuntimeHost, Network: engine.NetworkHost, Data: engine.DataBind,
+		App:  map[string]any{"db": "mariadb", "hash_cost": 8, "seed_tickets": 30, "innodb_buffer_pool": "32M"},
+		Load: map[string]any{"rate": 20}}
+	driveOnce(ctx, t, engine.NewHost(), c, "webtest-hostdb-"+fmt.Sprint(os.Getpid()))
+}
+
+// dockerEngine returns the default Docker engine with ctrperf's web images
+// built, or skips (fails with CTRPERF_REQUIRE_DOCKER=1).
+func dockerEngine(t *testing.T, ctx context.Context, images ...string) engine.Engine {
+	t.Helper()
+	skipOrFail := func(format string, args ...any) {
+		t.Helper()
+		if os.Getenv("CTRPERF_REQUIRE_DOCKER") == "1" {
+			t.Fatalf(format, args...)
+		}
+		t.Skipf(format, args...)
+	}
+	if os.Geteuid() != 0 {
+		skipOrFail("needs root")
+	}
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		skipOrFail("docker client: %v", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(pctx); err != nil {
+		skipOrFail("docker engine not reachable: %v", err)
+	}
+	if _, err := image.Ensure(ctx, cli, images...); err != nil {
+		t.Fatalf("images %v: %v", images, err)
+	}
+	return engine.NewDocker(cli)
+}
+
+func TestWebSQLitePublishedDocker(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	eng := dockerEngine(t, ctx, WebImageTicketd)
+	c := Config{Runtime: engine.RuntimeDocker, Network: engine.NetworkPublished, Data: engine.DataVolume,
+		App:  map[string]any{"hash_cost": 8, "seed_tickets": 30},
+		Load: map[string]any{"rate": 20}}
+	driveOnce(ctx, t, eng, c, "webtest-sqlite-"+fmt.Sprint(os.Getpid()))
+}
+
+func TestWebMariaDBSplitDocker(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	eng := dockerEngine(t, ctx, WebImageTicketd, image.DebianBase.Name)
+	c := Config{Runtime: engine.RuntimeDocker, Network: engine.NetworkContainerIP, Data: engine.DataLayer, Topology: "split",
+		App:  map[string]any{"db": "mariadb", "hash_cost": 8, "seed_tickets": 30, "innodb_buffer_pool": "32M"},
+		Load: map[string]any{"rate": 20}}
+	driveOnce(ctx, t, eng, c, "webtest-split-"+fmt.Sprint(os.Getpid()))
+}
+
+func TestWebMariaDBCombinedDocker(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	eng := dockerEngine(t, ctx, WebImageCombined)
+	c := Config{Runtime: engine.RuntimeDocker, Network: engine.NetworkPublished, Data: engine.DataVolume, Topology: "combined",
+		App:  map[string]any{"db": "mariadb", "hash_cost": 8, "seed_tickets": 30, "innodb_buffer_pool": "32M", "flush_at_commit": 2},
+		Load: map[string]any{"rate": 20}}
+	driveOnce(ctx, t, eng, c, "webtest-combined-"+fmt.Sprint(os.Getpid()))
 }
