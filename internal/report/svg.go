@@ -167,7 +167,12 @@ func dotPlot(title, unit string, rows []dotRow) string {
 		if r.Lo == nil {
 			label += " (no CI)"
 		}
-		s.text(x.at(r.Value)+10, y-9, "start", "value", label)
+		// Near the right edge the label goes left of the dot.
+		if px := x.at(r.Value); px > w-right-110 {
+			s.text(px-10, y-9, "end", "value", label)
+		} else {
+			s.text(px+10, y-9, "start", "value", label)
+		}
 	}
 	return s.String()
 }
