@@ -29,11 +29,3 @@ ctrperf isolate keeps quiet containers fast when a neighbour gets hot.`,
 	)
 	return root
 }
-
-// notYet is the body of a command whose issue has not landed: it says so and
-// fails, never pretending to work.
-func notYet(what string) func(*cobra.Command, []string) error {
-	return func(*cobra.Command, []string) error {
-		return &exitError{code: 2, msg: what + " is not yet available in this build"}
-	}
-}

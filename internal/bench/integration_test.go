@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -129,7 +128,7 @@ func TestBenchHostVsDockerDocker(t *testing.T) {
 	}
 	const pkg = "./internal/engine/testdata/tinyhttp"
 	bin := filepath.Join(t.TempDir(), "tinyhttp")
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	goBin := "go"
 	build := exec.CommandContext(ctx, goBin, "build", "-trimpath", "-o", bin, pkg)
 	build.Dir = root
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")

@@ -50,7 +50,6 @@ type Lines struct {
 	total, skipped int
 	start, runAt   time.Time
 	done           int
-	phase          string
 }
 
 var _ Progress = (*Lines)(nil)

@@ -127,7 +127,9 @@ func newRig(t *testing.T, policy Policy, dry bool) *rig {
 		r.start[k] = v
 	}
 	irqs := []IRQ{{38, "virtio2-input.0"}, {39, "virtio2-output.0"}, {41, "virtio3-rx"}}
-	veth := func(pid int) (string, error) { return map[int]string{101: "vetha", 102: "vethb", 103: "vethc"}[pid], nil }
+	veth := func(pid int) (string, error) {
+		return map[int]string{101: "vetha", 102: "vethb", 103: "vethc"}[pid], nil
+	}
 	c, err := New(Config{Params: Params{Policy: policy}, CheckpointPath: r.ckpt, DryRun: dry, NCPU: 4}, flat(4), r.rt, r.use, r.cpus,
 		WithIRQ(r.irq, func() ([]IRQ, error) { return irqs, nil }), WithRPS(r.rps, veth),
 		WithClock(func() time.Time { return r.now }), WithDecisionLog(r.log), WithMetrics(NewMetrics(prometheus.NewRegistry())))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	cerrdefs "github.com/containerd/errdefs"
 	"io"
 	"os"
 	"path/filepath"
@@ -196,7 +197,7 @@ func CgroupPathOf(cli client.APIClient, procRoot string, v2 bool) func(ctx conte
 	return func(ctx context.Context, id string) (string, error) {
 		insp, err := cli.ContainerInspect(ctx, id)
 		if err != nil {
-			if client.IsErrNotFound(err) {
+			if cerrdefs.IsNotFound(err) {
 				return "", fmt.Errorf("%s: %w", id, ErrContainerGone)
 			}
 			return "", fmt.Errorf("inspect %s: %w", id, err)
