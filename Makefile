@@ -63,9 +63,12 @@ unit:
 
 # Integration tests with the real engine; -count=1 because the engine's
 # state is not an input the test cache sees. With CTRPERF_REQUIRE_DOCKER=1
-# (CI) they fail instead of skipping when no engine answers.
+# (CI) they fail instead of skipping when no engine answers. -p 1: one
+# package at a time, because private engines that start in one package
+# flush the host's shared DOCKER iptables chains under the feet of another
+# package's containers, and timing tests need the machine to themselves.
 integration: engine
-	$(GO) test -race -count=1 -timeout 20m -run '$(INTEGRATION)' $(TEST_FLAGS) ./...
+	$(GO) test -race -count=1 -p 1 -timeout 25m -run '$(INTEGRATION)' $(TEST_FLAGS) ./...
 
 # Every plan, one output directory each; a directory that already holds
 # results is resumed (finished runs are kept). Extend PLANS or add plan

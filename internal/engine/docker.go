@@ -163,9 +163,19 @@ func (d *Docker) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err er
 	}
 
 	step := func() (context.Context, context.CancelFunc) { return lifecycle.Detached(ctx, stepTimeout) }
-	sctx, cancel := step()
-	_, err = d.cli.NetworkCreate(sctx, st.network, network.CreateOptions{Driver: "bridge", Labels: RunLabels(spec.RunID)})
-	cancel()
+	// Another dockerd starting on this host (a private engine) flushes and
+	// recreates the shared DOCKER chains; a network created in that window
+	// fails with "Chain 'DOCKER' does not exist". Docker rolls the network
+	// back, so trying again a moment later is safe.
+	for attempt := 0; ; attempt++ {
+		sctx, cancel := step()
+		_, err = d.cli.NetworkCreate(sctx, st.network, network.CreateOptions{Driver: "bridge", Labels: RunLabels(spec.RunID)})
+		cancel()
+		if err == nil || attempt >= 5 || !iptablesChainRace(err) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+	}
 	if err != nil {
 		return t, fmt.Errorf("deploy %s: create network %s: %w", spec.RunID, st.network, err)
 	}
@@ -590,4 +600,12 @@ func (d *Docker) Teardown(ctx context.Context, t *Target) error {
 	}
 	_, err := cleanRun(ctx, d.cli, t.RunID, d.bindRoot, false)
 	return err
+}
+
+// iptablesChainRace says whether an engine error comes from a DOCKER chain
+// that another dockerd was flushing and recreating at that moment.
+func iptablesChainRace(err error) bool {
+	m := err.Error()
+	return strings.Contains(m, "iptables") &&
+		(strings.Contains(m, "does not exist") || strings.Contains(m, "No chain/target/match by that name"))
 }

@@ -521,3 +521,23 @@ func TestLoopbackRulesRoundTrip(t *testing.T) {
 		t.Error("iptables failure not reported")
 	}
 }
+
+func TestIPTablesChainRace(t *testing.T) {
+	tests := []struct {
+		desc string
+		msg  string
+		want bool
+	}{
+		{"chain flushed by a starting dockerd (nf_tables)", "Failed to program NAT chain: Failed to inject DOCKER in PREROUTING chain: iptables failed: iptables --wait -t nat -A PREROUTING -m addrtype --dst-type LOCAL -j DOCKER: iptables v1.8.9 (nf_tables): Chain 'DOCKER' does not exist", true},
+		{"chain flushed (legacy message)", "Failed to Setup IP tables: Unable to enable SKIP DNAT rule:  (iptables failed: iptables --wait -t nat -I DOCKER -i br-216dea205cef -j RETURN: iptables: No chain/target/match by that name.", true},
+		{"address pool exhausted is not transient", "could not find an available, non-overlapping IPv4 address pool among the defaults to assign to the network", false},
+		{"a name clash is not transient", "network with name ctrperf-x already exists", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			if got := iptablesChainRace(errors.New(tt.msg)); got != tt.want {
+				t.Errorf("iptablesChainRace = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
