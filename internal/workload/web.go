@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -112,163 +111,26 @@ var (
 		Seed: 1, User: "user1", Project: 1}
 )
 
-// knobs reads a free-form map with type and range checks; the first
-// problem of each key is kept, and unknown keys are errors (a typo must not
-// silently run the default).
-type knobs struct {
-	m    map[string]any
-	used map[string]bool
-	errs []error
-	what string
-}
-
-func newKnobs(what string, m map[string]any) *knobs {
-	return &knobs{m: m, used: map[string]bool{}, what: what}
-}
-
-func (k *knobs) get(key string) (any, bool) {
-	k.used[key] = true
-	v, ok := k.m[key]
-	return v, ok && v != nil
-}
-
-func (k *knobs) fail(key string, v any, format string, args ...any) {
-	k.errs = append(k.errs, fmt.Errorf("%s.%s = %v: %s", k.what, key, v, fmt.Sprintf(format, args...)))
-}
-
-func (k *knobs) int(key string, dst *int, lo, hi int) {
-	v, ok := k.get(key)
-	if !ok {
-		return
-	}
-	var n int
-	switch x := v.(type) {
-	case int:
-		n = x
-	case int64:
-		n = int(x)
-	case float64:
-		if x != float64(int(x)) {
-			k.fail(key, v, "want a whole number")
-			return
-		}
-		n = int(x)
-	default:
-		k.fail(key, v, "want a whole number")
-		return
-	}
-	if n < lo || n > hi {
-		k.fail(key, v, "out of range [%d, %d]", lo, hi)
-		return
-	}
-	*dst = n
-}
-
-func (k *knobs) float(key string, dst *float64, lo, hi float64) {
-	v, ok := k.get(key)
-	if !ok {
-		return
-	}
-	var f float64
-	switch x := v.(type) {
-	case int:
-		f = float64(x)
-	case int64:
-		f = float64(x)
-	case float64:
-		f = x
-	default:
-		k.fail(key, v, "want a number")
-		return
-	}
-	if f < lo || f > hi {
-		k.fail(key, v, "out of range [%g, %g]", lo, hi)
-		return
-	}
-	*dst = f
-}
-
-func (k *knobs) bool(key string, dst *bool) {
-	v, ok := k.get(key)
-	if !ok {
-		return
-	}
-	b, isBool := v.(bool)
-	if !isBool {
-		k.fail(key, v, "want true or false")
-		return
-	}
-	*dst = b
-}
-
-func (k *knobs) duration(key string, dst *time.Duration, lo, hi time.Duration) {
-	v, ok := k.get(key)
-	if !ok {
-		return
-	}
-	var d time.Duration
-	switch x := v.(type) {
-	case string:
-		var err error
-		if d, err = time.ParseDuration(x); err != nil {
-			k.fail(key, v, "want a duration like 60s")
-			return
-		}
-	case time.Duration:
-		d = x
-	default:
-		k.fail(key, v, "want a duration like 60s")
-		return
-	}
-	if d < lo || d > hi {
-		k.fail(key, v, "out of range [%s, %s]", lo, hi)
-		return
-	}
-	*dst = d
-}
-
-func (k *knobs) str(key string, dst *string, valid func(string) bool, want string) {
-	v, ok := k.get(key)
-	if !ok {
-		return
-	}
-	s, isStr := v.(string)
-	if !isStr || !valid(s) {
-		k.fail(key, v, "want %s", want)
-		return
-	}
-	*dst = s
-}
-
-func (k *knobs) err() error {
-	var unknown []string
-	for key := range k.m {
-		if !k.used[key] {
-			unknown = append(unknown, key)
-		}
-	}
-	sort.Strings(unknown)
-	for _, key := range unknown {
-		k.errs = append(k.errs, fmt.Errorf("%s.%s: unknown knob", k.what, key))
-	}
-	return errors.Join(k.errs...)
-}
-
 // ParseWebApp reads and checks the app knobs.
 func ParseWebApp(m map[string]any) (WebApp, error) {
 	a := DefaultWebApp
 	k := newKnobs("app", m)
-	k.str("db", &a.DB, func(s string) bool { return s == "sqlite" || s == "mariadb" }, "sqlite or mariadb")
-	k.int("max_clients", &a.MaxClients, 1, 100000)
-	k.int("max_queue", &a.MaxQueue, 0, 1000000)
+	k.enum("db", &a.DB, "sqlite", "mariadb")
+	whole(k, "max_clients", &a.MaxClients, 1, 100000)
+	whole(k, "max_queue", &a.MaxQueue, 0, 1000000)
 	k.duration("queue_timeout", &a.QueueTimeout, time.Millisecond, time.Hour)
-	k.int("pool", &a.Pool, 1, 10000)
-	k.int("hash_cost", &a.HashCost, 4, 24)
-	k.int("seed_users", &a.SeedUsers, 1, 1000000)
-	k.int("seed_projects", &a.SeedProjects, 1, 100000)
-	k.int("seed_tickets", &a.SeedTickets, 0, 100000)
-	k.str("innodb_buffer_pool", &a.InnoDBBufferPool, validSize, "a size like 128M or 1G (at least 5M)")
-	k.int("flush_at_commit", &a.FlushAtCommit, 0, 2)
+	whole(k, "pool", &a.Pool, 1, 10000)
+	whole(k, "hash_cost", &a.HashCost, 4, 24)
+	whole(k, "seed_users", &a.SeedUsers, 1, 1000000)
+	whole(k, "seed_projects", &a.SeedProjects, 1, 100000)
+	whole(k, "seed_tickets", &a.SeedTickets, 0, 100000)
+	k.str("innodb_buffer_pool", &a.InnoDBBufferPool, func(s string) error {
+		if !validSize(s) {
+			return errors.New("want a size like 128M or 1G (at least 5M)")
+		}
+		return nil
+	})
+	whole(k, "flush_at_commit", &a.FlushAtCommit, 0, 2)
 	if err := k.err(); err != nil {
 		return a, err
 	}
@@ -302,17 +164,22 @@ func ParseWebLoad(m map[string]any) (WebLoad, error) {
 	l := DefaultWebLoad
 	k := newKnobs("load", m)
 	k.float("rate", &l.Rate, 0, 1e6)
-	k.int("concurrency", &l.Concurrency, 0, 100000)
+	whole(k, "concurrency", &l.Concurrency, 0, 100000)
 	k.bool("poisson", &l.Poisson)
 	k.duration("timeout", &l.Timeout, time.Millisecond, time.Hour)
-	k.int("max_inflight", &l.MaxInFlight, 1, 1000000)
+	whole(k, "max_inflight", &l.MaxInFlight, 1, 1000000)
 	var seed int
-	k.int("seed", &seed, 0, 1<<62)
+	whole(k, "seed", &seed, 0, 1<<62)
 	if _, ok := m["seed"]; ok {
 		l.Seed = uint64(seed)
 	}
-	k.str("user", &l.User, func(s string) bool { return s != "" && !strings.ContainsAny(s, "{}") }, "a login name such as user1")
-	k.int("project", &l.Project, 1, 100000)
+	k.str("user", &l.User, func(s string) error {
+		if s == "" || strings.ContainsAny(s, "{}") {
+			return errors.New("want a login name such as user1")
+		}
+		return nil
+	})
+	whole(k, "project", &l.Project, 1, 100000)
 	if err := k.err(); err != nil {
 		return l, err
 	}

@@ -38,7 +38,7 @@ func TestWebValidate(t *testing.T) {
 		{"mariadb split with knobs", Config{Topology: "split", App: map[string]any{"db": "mariadb", "innodb_buffer_pool": "256M", "flush_at_commit": 2}}, ""},
 		{"closed loop", Config{Load: map[string]any{"concurrency": 8}}, ""},
 		{"durations as strings", Config{App: map[string]any{"queue_timeout": "5s"}, Load: map[string]any{"timeout": "10s", "poisson": true}}, ""},
-		{"unknown db", Config{App: map[string]any{"db": "postgres"}}, "app.db = postgres: want sqlite or mariadb"},
+		{"unknown db", Config{App: map[string]any{"db": "postgres"}}, "app.db = postgres: want one of sqlite, mariadb"},
 		{"split with sqlite", Config{Topology: "split"}, "needs app.db = mariadb"},
 		{"unknown topology", Config{Topology: "sidecar"}, `topology "sidecar"`},
 		{"max clients zero", Config{App: map[string]any{"max_clients": 0}}, "app.max_clients = 0: out of range"},
@@ -223,38 +223,7 @@ func TestWebHostSQLiteRoot(t *testing.T) {
 
 func driveOnce(ctx context.Context, t *testing.T, eng engine.Engine, c Config, runID string) {
 	t.Helper()
-	w := Web{}
-	if err := w.Validate(c); err != nil {
-		t.Fatal(err)
-	}
-	svcs, err := w.Services(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	target, err := eng.Deploy(ctx, engine.DeploySpec{RunID: runID, Network: c.Network, Data: c.Data, Services: svcs})
-	t.Cleanup(func() {
-		tctx, tcancel := context.WithTimeout(context.Background(), time.Minute)
-		defer tcancel()
-		tgt := target
-		if tgt == nil {
-			tgt = &engine.Target{RunID: runID, Runtime: c.Runtime, Network: c.Network}
-		}
-		if err := eng.Teardown(tctx, tgt); err != nil {
-			t.Errorf("teardown: %v", err)
-		}
-	})
-	if err != nil {
-		t.Fatalf("deploy: %v", err)
-	}
-	started := false
-	m, err := w.Drive(ctx, Env{Engine: eng, Target: target, Config: c,
-		Window: Window{Warmup: time.Second, Duration: 3 * time.Second}, Started: func() { started = true }})
-	if err != nil {
-		t.Fatalf("drive: %v", err)
-	}
-	if !started {
-		t.Error("Started was not called")
-	}
+	m := deployAndDrive(ctx, t, eng, Web{}, c, runID)
 	for _, l := range []string{LabelLoginPage, LabelLogin, LabelProjectPage, LabelCreateTicket} {
 		op := m.Operations[l]
 		if op == nil || op.Count == 0 {

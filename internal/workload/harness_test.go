@@ -1,0 +1,51 @@
+package workload
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"ctrperf/internal/engine"
+	"ctrperf/internal/results"
+)
+
+// deployAndDrive validates c, deploys w's services on eng, drives a short
+// window (1 s warm-up, 3 s measured) and tears the target down at the end
+// of the test. It fails the test on any error and checks that the window's
+// start was signalled.
+func deployAndDrive(ctx context.Context, t *testing.T, eng engine.Engine, w Workload, c Config, runID string) *results.Measurement {
+	t.Helper()
+	if err := w.Validate(c); err != nil {
+		t.Fatal(err)
+	}
+	svcs, err := w.Services(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := eng.Deploy(ctx, engine.DeploySpec{RunID: runID, Network: c.Network, Data: c.Data, Services: svcs})
+	t.Cleanup(func() {
+		tctx, tcancel := context.WithTimeout(context.Background(), time.Minute)
+		defer tcancel()
+		tgt := target
+		if tgt == nil {
+			tgt = &engine.Target{RunID: runID, Runtime: c.Runtime, Network: c.Network}
+		}
+		if err := eng.Teardown(tctx, tgt); err != nil {
+			t.Errorf("teardown: %v", err)
+		}
+	})
+	if err != nil {
+		t.Fatalf("deploy: %v", err)
+	}
+	var started atomic.Bool // drivers may call Started from a timer goroutine
+	m, err := w.Drive(ctx, Env{Engine: eng, Target: target, Config: c,
+		Window: Window{Warmup: time.Second, Duration: 3 * time.Second}, Started: func() { started.Store(true) }})
+	if err != nil {
+		t.Fatalf("drive: %v", err)
+	}
+	if !started.Load() {
+		t.Error("Started was not called")
+	}
+	return m
+}

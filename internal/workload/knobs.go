@@ -1,0 +1,212 @@
+package workload
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// knobs reads a free-form knob map (a plan's app: or load:) with type and
+// range checks. Every problem is kept, so a plan's errors are listed at
+// once, and unknown keys are errors that name the known ones: a typo must
+// not silently run the default.
+type knobs struct {
+	what string
+	m    map[string]any
+	used map[string]bool
+	errs []error
+}
+
+func newKnobs(what string, m map[string]any) *knobs {
+	return &knobs{what: what, m: m, used: map[string]bool{}}
+}
+
+func (k *knobs) get(key string) (any, bool) {
+	k.used[key] = true
+	v, ok := k.m[key]
+	return v, ok && v != nil
+}
+
+func (k *knobs) fail(key string, v any, format string, args ...any) {
+	k.errs = append(k.errs, fmt.Errorf("%s.%s = %v: %s", k.what, key, v, fmt.Sprintf(format, args...)))
+}
+
+// whole reads a whole number in [lo, hi]. YAML gives int; JSON (a plan as
+// run, re-read) may give float64 or int64.
+func whole[T ~int | ~int64](k *knobs, key string, dst *T, lo, hi T) {
+	v, ok := k.get(key)
+	if !ok {
+		return
+	}
+	var n int64
+	switch x := v.(type) {
+	case int:
+		n = int64(x)
+	case int64:
+		n = x
+	case uint64:
+		n = int64(x)
+	case float64:
+		if x != float64(int64(x)) {
+			k.fail(key, v, "want a whole number")
+			return
+		}
+		n = int64(x)
+	default:
+		k.fail(key, v, "want a whole number")
+		return
+	}
+	if n < int64(lo) || n > int64(hi) {
+		k.fail(key, v, "out of range [%d, %d]", lo, hi)
+		return
+	}
+	*dst = T(n)
+}
+
+func (k *knobs) float(key string, dst *float64, lo, hi float64) {
+	v, ok := k.get(key)
+	if !ok {
+		return
+	}
+	var f float64
+	switch x := v.(type) {
+	case int:
+		f = float64(x)
+	case int64:
+		f = float64(x)
+	case float64:
+		f = x
+	default:
+		k.fail(key, v, "want a number")
+		return
+	}
+	if f < lo || f > hi {
+		k.fail(key, v, "out of range [%g, %g]", lo, hi)
+		return
+	}
+	*dst = f
+}
+
+func (k *knobs) bool(key string, dst *bool) {
+	v, ok := k.get(key)
+	if !ok {
+		return
+	}
+	b, isBool := v.(bool)
+	if !isBool {
+		k.fail(key, v, "want true or false")
+		return
+	}
+	*dst = b
+}
+
+func (k *knobs) duration(key string, dst *time.Duration, lo, hi time.Duration) {
+	v, ok := k.get(key)
+	if !ok {
+		return
+	}
+	var d time.Duration
+	switch x := v.(type) {
+	case string:
+		var err error
+		if d, err = time.ParseDuration(x); err != nil {
+			k.fail(key, v, "want a duration like 60s")
+			return
+		}
+	case time.Duration:
+		d = x
+	default:
+		k.fail(key, v, "want a duration like 60s")
+		return
+	}
+	if d < lo || d > hi {
+		k.fail(key, v, "out of range [%s, %s]", lo, hi)
+		return
+	}
+	*dst = d
+}
+
+// enum reads a string that must be one of valid.
+func (k *knobs) enum(key string, dst *string, valid ...string) {
+	k.str(key, dst, func(s string) error {
+		for _, x := range valid {
+			if s == x {
+				return nil
+			}
+		}
+		return fmt.Errorf("want one of %s", strings.Join(valid, ", "))
+	})
+}
+
+// str reads any string accepted by check (nil: any).
+func (k *knobs) str(key string, dst *string, check func(string) error) {
+	v, ok := k.get(key)
+	if !ok {
+		return
+	}
+	s, isStr := v.(string)
+	if !isStr {
+		k.fail(key, v, "want a string")
+		return
+	}
+	if check != nil {
+		if err := check(s); err != nil {
+			k.fail(key, v, "%v", err)
+			return
+		}
+	}
+	*dst = s
+}
+
+// size reads a byte size: a number of bytes or a string with a K, M or G
+// suffix (powers of 1024), as fio and MariaDB write them.
+func (k *knobs) size(key string, dst *int64, lo, hi int64) {
+	v, ok := k.get(key)
+	if !ok {
+		return
+	}
+	var n int64
+	var err error
+	switch x := v.(type) {
+	case int:
+		n = int64(x)
+	case int64:
+		n = x
+	case float64:
+		n = int64(x)
+	case string:
+		n, err = parseSize(x)
+	default:
+		err = errors.New("want a size like 64M")
+	}
+	if err != nil {
+		k.fail(key, v, "%v", err)
+		return
+	}
+	if n < lo || n > hi {
+		k.fail(key, v, "out of range [%s, %s]", fmtSize(lo), fmtSize(hi))
+		return
+	}
+	*dst = n
+}
+
+// err is every problem found, unknown keys last with the known ones named.
+func (k *knobs) err() error {
+	var unknown, known []string
+	for key := range k.m {
+		if !k.used[key] {
+			unknown = append(unknown, key)
+		}
+	}
+	for key := range k.used {
+		known = append(known, key)
+	}
+	sort.Strings(unknown)
+	sort.Strings(known)
+	for _, key := range unknown {
+		k.errs = append(k.errs, fmt.Errorf("%s.%s: unknown knob (known: %s)", k.what, key, strings.Join(known, ", ")))
+	}
+	return errors.Join(k.errs...)
+}

@@ -1,0 +1,190 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"ctrperf/internal/engine"
+	"ctrperf/internal/load"
+	"ctrperf/internal/results"
+)
+
+func init() { Register(KV{}) }
+
+// KV is memcached driven over the memcached text protocol by load's
+// generator (seed 004's memslap run). It isolates the network path: the
+// server does almost no work per operation, so what a configuration adds to
+// every round trip (docker-proxy, NAT, a bridge) is most of what is measured.
+type KV struct{}
+
+var _ Workload = KV{}
+
+// Name implements Workload.
+func (KV) Name() string { return "kv" }
+
+// KVApp are the server knobs.
+type KVApp struct {
+	Threads  int64 // memcached -t
+	MemoryMB int64 // memcached -m
+}
+
+// KVLoad are the load knobs.
+type KVLoad struct {
+	Mode        string  // "closed" (memslap: N connections back to back) or "open" (a fixed rate)
+	Concurrency int64   // closed loop: connections
+	Rate        float64 // open loop: operations per second
+	Ops         int64   // closed loop: stop after this many measured operations (memslap --execute-number); 0: run for the window
+	Mix         string  // "set", "get", "get=9,set=1"
+	ValueSize   int64   // bytes
+	Keys        int64   // key space
+	Seed        int64
+}
+
+// Defaults: seed 004's memslap (set only, concurrency 4) and memcached's own
+// defaults (-t 4, -m 64 raised to 256 so the key space never evicts).
+var (
+	DefaultKVApp  = KVApp{Threads: 4, MemoryMB: 256}
+	DefaultKVLoad = KVLoad{Mode: "closed", Concurrency: 4, Mix: "set", ValueSize: 100, Keys: 10000, Seed: 1}
+)
+
+// ParseKVApp reads and checks the app knobs.
+func ParseKVApp(m map[string]any) (KVApp, error) {
+	a := DefaultKVApp
+	k := newKnobs("app", m)
+	whole(k, "threads", &a.Threads, 1, 64)
+	whole(k, "memory_mb", &a.MemoryMB, 16, 16384)
+	return a, k.err()
+}
+
+// ParseKVLoad reads and checks the load knobs.
+func ParseKVLoad(m map[string]any) (KVLoad, error) {
+	l := DefaultKVLoad
+	k := newKnobs("load", m)
+	k.enum("mode", &l.Mode, "closed", "open")
+	whole(k, "concurrency", &l.Concurrency, 1, 4096)
+	k.float("rate", &l.Rate, 0, 1e7)
+	whole(k, "ops", &l.Ops, 0, 1<<40)
+	k.str("mix", &l.Mix, func(s string) error {
+		mix, err := load.ParseMix(s)
+		if err != nil {
+			return err
+		}
+		for op := range mix {
+			if op != "get" && op != "set" {
+				return fmt.Errorf("unknown operation %q (get, set)", op)
+			}
+		}
+		return nil
+	})
+	whole(k, "value_size", &l.ValueSize, 1, 1<<20)
+	whole(k, "keys", &l.Keys, 1, 1<<30)
+	whole(k, "seed", &l.Seed, 0, 1<<62)
+	if err := k.err(); err != nil {
+		return l, err
+	}
+	switch {
+	case l.Mode == "open" && l.Rate <= 0:
+		return l, fmt.Errorf("load.mode open needs load.rate > 0 (operations per second)")
+	case l.Mode == "open" && l.Ops > 0:
+		return l, fmt.Errorf("load.ops (memslap --execute-number) applies to mode closed only; open loop runs for the plan's duration")
+	case l.Mode == "closed" && l.Rate > 0:
+		return l, fmt.Errorf("load.rate %v is for mode open; closed loop runs load.concurrency connections back to back", l.Rate)
+	}
+	return l, nil
+}
+
+// Validate implements Workload.
+func (KV) Validate(c Config) error {
+	_, aerr := ParseKVApp(c.App)
+	_, lerr := ParseKVLoad(c.Load)
+	if aerr != nil || lerr != nil {
+		return fmt.Errorf("kv: %w", joinErrs(aerr, lerr))
+	}
+	return nil
+}
+
+// kvArgv is memcached's command line. -U 0 turns UDP off (memslap's TCP
+// only); -u nobody because memcached refuses to run as root without -u.
+func kvArgv(bin string, a KVApp) []string {
+	return []string{bin, "-l", "0.0.0.0", "-p", "{{port:kv:11211}}", "-U", "0",
+		"-m", strconv.FormatInt(a.MemoryMB, 10), "-t", strconv.FormatInt(a.Threads, 10), "-c", "4096", "-u", "nobody"}
+}
+
+// Services implements Workload: one memcached, from the Debian base image or
+// the host's /usr/bin/memcached.
+func (w KV) Services(c Config) ([]engine.Service, error) {
+	if err := w.Validate(c); err != nil {
+		return nil, err
+	}
+	if err := hostTools("kv", c, "memcached"); err != nil {
+		return nil, err
+	}
+	a, _ := ParseKVApp(c.App)
+	return []engine.Service{{
+		Name:      "kv",
+		Image:     baseImage(),
+		Command:   kvArgv("memcached", a),
+		Ports:     []int{11211},
+		Resources: c.Resources,
+		Ready:     &engine.ReadyCheck{Port: 11211, Timeout: 30 * time.Second},
+	}}, nil
+}
+
+// kvProfile turns the load knobs and the window into the generator's profile.
+func kvProfile(l KVLoad, env Env) load.Profile {
+	p := load.Profile{Warmup: env.Window.Warmup, Duration: env.Window.Duration, Seed: uint64(l.Seed),
+		CPUSet: env.LoadCPUSet, Started: env.Started, Timeout: 10 * time.Second}
+	if l.Mode == "open" {
+		p.Rate = l.Rate
+		p.Poisson = true
+	} else {
+		p.Concurrency = int(l.Concurrency)
+		p.Ops = l.Ops
+	}
+	return p
+}
+
+// Drive implements Workload: the memcached generator over the target's own
+// dialer, so published-external traffic leaves from the client namespace.
+func (KV) Drive(ctx context.Context, env Env) (*results.Measurement, error) {
+	l, err := ParseKVLoad(env.Config.Load)
+	if err != nil {
+		return nil, fmt.Errorf("kv: %w", err)
+	}
+	ep, err := env.Target.Endpoint("kv", 11211)
+	if err != nil {
+		return nil, fmt.Errorf("kv: %w", err)
+	}
+	mix, _ := load.ParseMix(l.Mix)
+	d, err := load.NewMemcached(load.MemcachedConfig{Addr: ep.Addr, Mix: mix, Keys: int(l.Keys), ValueSize: int(l.ValueSize),
+		Dial: env.Target.Dialer(), Seed: uint64(l.Seed)})
+	if err != nil {
+		return nil, fmt.Errorf("kv: %w", err)
+	}
+	m, err := load.Run(ctx, d, kvProfile(l, env))
+	if err != nil {
+		return m, fmt.Errorf("kv: memcached load against %s: %w", ep.Addr, err)
+	}
+	if m.Tools == nil {
+		m.Tools = map[string]string{}
+	}
+	m.Tools["memcached-driver"] = "ctrperf load (memcached text protocol)"
+	var total, failed int64
+	for _, op := range m.Operations {
+		total += op.Count
+		failed += op.ErrorCount()
+	}
+	if total == 0 {
+		return m, fmt.Errorf("kv: no operation completed against %s in the measured window", ep.Addr)
+	}
+	if failed == total {
+		return m, fmt.Errorf("kv: all %d operations against %s failed", total, ep.Addr)
+	}
+	return m, nil
+}
+
+// joinErrs joins the non-nil errors (errors.Join skips nils).
+func joinErrs(errs ...error) error { return errors.Join(errs...) }

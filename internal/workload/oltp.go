@@ -1,0 +1,209 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"ctrperf/internal/engine"
+	"ctrperf/internal/load"
+	"ctrperf/internal/results"
+)
+
+func init() { Register(OLTP{}) }
+
+// OLTP is sysbench's OLTP benchmark against MariaDB in one target (seed
+// 004's tpcc-mysql contest, where InnoDB's buffer pool size and instances and
+// innodb_lru_scan_depth were tuned). mariadbd and sysbench run side by side
+// (the "combined" topology: sysbench is exec'd into the database's
+// container, or runs beside the host's mariadbd in its cgroup) and talk over
+// the server's Unix socket, so the network is not under test; the data
+// directory is, through the configuration's data placement.
+type OLTP struct{}
+
+var _ Workload = OLTP{}
+
+// Name implements Workload.
+func (OLTP) Name() string { return "oltp" }
+
+// OLTPApp are the MariaDB settings, passed on mariadbd's command line.
+// Empty strings and zeros leave MariaDB's defaults.
+type OLTPApp struct {
+	BufferPoolSize      int64 // innodb_buffer_pool_size, bytes
+	BufferPoolInstances int64 // innodb_buffer_pool_instances (ignored by MariaDB >= 10.5, which has one pool; kept for the seed's table)
+	LRUScanDepth        int64 // innodb_lru_scan_depth
+	FlushLogAtTrxCommit int64 // innodb_flush_log_at_trx_commit: 0, 1, 2; -1 = default
+}
+
+// OLTPLoad are sysbench's knobs.
+type OLTPLoad struct {
+	Test      string // oltp_read_write or oltp_read_only
+	Threads   int64
+	Tables    int64
+	TableSize int64
+}
+
+// Defaults: MariaDB's 128 MiB pool; 4 tables of 50000 rows (about 50 MiB of
+// InnoDB data, so pools below that must read from the data directory).
+var (
+	DefaultOLTPApp  = OLTPApp{BufferPoolSize: 128 << 20, FlushLogAtTrxCommit: -1}
+	DefaultOLTPLoad = OLTPLoad{Test: "oltp_read_write", Threads: 4, Tables: 4, TableSize: 50000}
+)
+
+// ParseOLTPApp reads and checks the app knobs.
+func ParseOLTPApp(m map[string]any) (OLTPApp, error) {
+	a := DefaultOLTPApp
+	k := newKnobs("app", m)
+	k.size("innodb_buffer_pool_size", &a.BufferPoolSize, 5<<20, 16<<30)
+	whole(k, "innodb_buffer_pool_instances", &a.BufferPoolInstances, 1, 64)
+	whole(k, "innodb_lru_scan_depth", &a.LRUScanDepth, 100, 1<<20)
+	whole(k, "innodb_flush_log_at_trx_commit", &a.FlushLogAtTrxCommit, 0, 2)
+	return a, k.err()
+}
+
+// ParseOLTPLoad reads and checks the load knobs.
+func ParseOLTPLoad(m map[string]any) (OLTPLoad, error) {
+	l := DefaultOLTPLoad
+	k := newKnobs("load", m)
+	k.enum("test", &l.Test, "oltp_read_write", "oltp_read_only")
+	whole(k, "threads", &l.Threads, 1, 1024)
+	whole(k, "tables", &l.Tables, 1, 1000)
+	whole(k, "table_size", &l.TableSize, 1, 100000000)
+	return l, k.err()
+}
+
+// Validate implements Workload.
+func (OLTP) Validate(c Config) error {
+	_, aerr := ParseOLTPApp(c.App)
+	_, lerr := ParseOLTPLoad(c.Load)
+	if err := joinErrs(aerr, lerr); err != nil {
+		return fmt.Errorf("oltp: %w", err)
+	}
+	if c.Topology == "split" {
+		return fmt.Errorf("oltp: topology split is not supported: sysbench runs in the database's target over its Unix socket (combined)")
+	}
+	return noNetwork("oltp", c)
+}
+
+// oltpMariadbArgs are the settings on mariadbd's command line.
+func oltpMariadbArgs(a OLTPApp) []string {
+	args := []string{"--innodb-buffer-pool-size=" + fmtSize(a.BufferPoolSize), "--max-connections=500"}
+	if a.BufferPoolInstances > 0 {
+		args = append(args, "--innodb-buffer-pool-instances="+strconv.FormatInt(a.BufferPoolInstances, 10))
+	}
+	if a.LRUScanDepth > 0 {
+		args = append(args, "--innodb-lru-scan-depth="+strconv.FormatInt(a.LRUScanDepth, 10))
+	}
+	if a.FlushLogAtTrxCommit >= 0 {
+		args = append(args, "--innodb-flush-log-at-trx-commit="+strconv.FormatInt(a.FlushLogAtTrxCommit, 10))
+	}
+	return args
+}
+
+// oltpScript initialises a data directory under $CTRPERF_DATA and execs
+// mariadbd on it, listening on 127.0.0.1:PORT (for the ready check) and on
+// the socket mysqld.sock in the data directory (for sysbench).
+//
+//	sh -c oltpScript oltp-db PORT [mariadbd args...]
+const oltpScript = `set -eu
+PATH="$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+port=$1; shift
+D=$` + dataEnv + `
+mkdir -p "$D"
+if [ ! -d "$D/mysql/mysql" ]; then
+  if ! mariadb-install-db --no-defaults --user=root --datadir="$D/mysql" --auth-root-authentication-method=normal --skip-test-db >"$D/install.log" 2>&1; then
+    echo "oltp: mariadb-install-db failed:" >&2; cat "$D/install.log" >&2; exit 1
+  fi
+fi
+echo "CREATE DATABASE IF NOT EXISTS sbtest;" >"$D/init.sql"
+exec mariadbd --no-defaults --user=root --datadir="$D/mysql" --socket="$D/mysqld.sock" --pid-file="$D/mysqld.pid" \
+  --port="$port" --bind-address=127.0.0.1 --init-file="$D/init.sql" "$@"
+`
+
+// Services implements Workload: MariaDB from the base image, or the host's
+// mariadbd with a data directory of the run.
+func (w OLTP) Services(c Config) ([]engine.Service, error) {
+	if err := w.Validate(c); err != nil {
+		return nil, err
+	}
+	if err := hostTools("oltp", c, "mariadbd", "mariadb-install-db", "sysbench"); err != nil {
+		return nil, err
+	}
+	a, _ := ParseOLTPApp(c.App)
+	cmd := append([]string{"/bin/sh", "-c", oltpScript, "oltp-db", "{{port:db:3306}}"}, oltpMariadbArgs(a)...)
+	return []engine.Service{{
+		Name:      "db",
+		Image:     baseImage(),
+		Command:   cmd,
+		Env:       map[string]string{dataEnv: "{{data:db}}"},
+		Ports:     []int{3306},
+		DataDir:   "/var/lib/ctrperf-db",
+		Resources: c.Resources,
+		Ready:     &engine.ReadyCheck{Port: 3306, Timeout: 3 * time.Minute},
+	}}, nil
+}
+
+// sysbenchOLTP is sysbench's argv for a phase ("prepare" or "run"), run in
+// the data directory (the socket path is relative to it).
+func sysbenchOLTP(l OLTPLoad, phase string, d time.Duration) []string {
+	a := []string{l.Test, "--db-driver=mysql", "--mysql-socket=mysqld.sock", "--mysql-user=root", "--mysql-db=sbtest",
+		"--tables=" + strconv.FormatInt(l.Tables, 10), "--table-size=" + strconv.FormatInt(l.TableSize, 10),
+		"--threads=" + strconv.FormatInt(l.Threads, 10)}
+	if phase == "run" {
+		// Deadlocks and lock waits are counted as ignored errors rather than
+		// ending the run, as tpcc-mysql's retries did.
+		a = append(a, "--time="+strconv.FormatInt(int64((d+time.Second/2)/time.Second), 10), "--percentile=99",
+			"--mysql-ignore-errors=1213,1205,1020")
+	}
+	return append(a, phase)
+}
+
+// Drive implements Workload: prepare the tables (outside the window), a
+// warm-up run that fills the buffer pool, then the measured run.
+func (OLTP) Drive(ctx context.Context, env Env) (*results.Measurement, error) {
+	l, err := ParseOLTPLoad(env.Config.Load)
+	if err != nil {
+		return nil, fmt.Errorf("oltp: %w", err)
+	}
+	if env.Window.Duration < time.Second {
+		return nil, fmt.Errorf("oltp: duration %s is shorter than sysbench's 1 s resolution", env.Window.Duration)
+	}
+	ex := inData(load.EngineExec(env.Engine, env.Target, "db"))
+	prep := append([]string{"sysbench"}, sysbenchOLTP(l, "prepare", 0)...)
+	out, errOut, code, err := ex(ctx, prep)
+	if err != nil {
+		return nil, fmt.Errorf("oltp: sysbench prepare: %w", err)
+	}
+	if code != 0 {
+		return nil, fmt.Errorf("oltp: sysbench prepare exited with status %d: %s %s", code, lastLines(errOut, 5), lastLines(out, 5))
+	}
+	if env.Window.Warmup >= time.Second {
+		if _, err := load.RunSysbench(ctx, ex, sysbenchOLTP(l, "run", env.Window.Warmup)...); err != nil {
+			return nil, fmt.Errorf("oltp: warm-up: %w", err)
+		}
+	}
+	if env.Started != nil {
+		env.Started()
+	}
+	m, err := load.RunSysbench(ctx, ex, sysbenchOLTP(l, "run", env.Window.Duration)...)
+	if err != nil {
+		return nil, fmt.Errorf("oltp: %w", err)
+	}
+	if m.Metrics["transactions_per_s"] <= 0 {
+		return m, fmt.Errorf("oltp: sysbench reported no transactions (%s)", strings.Join(m.Notes, "; "))
+	}
+	m.Metrics["tps"] = m.Metrics["transactions_per_s"]
+	m.Metrics["qps"] = m.Metrics["queries_per_s"]
+	return m, nil
+}
+
+// lastLines is the end of a tool's output for an error message.
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
