@@ -167,7 +167,7 @@ func build(recs []results.RunRecord, o Options, baselineExplicit bool) (*Report,
 			c.VsBaseline = compareConfigs(c, b, so.Level)
 		}
 	}
-	rep.Warnings = append(rep.Warnings, crossWarnings(rep)...)
+	rep.Warnings = mergeAlike(append(rep.Warnings, crossWarnings(rep)...), len(rep.Configs))
 	return rep, nil
 }
 

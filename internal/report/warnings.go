@@ -11,7 +11,7 @@ import (
 
 // Advice texts, shared so that the same problem always reads the same way.
 const (
-	adviceRepetitions = "add repetitions: 3+ for a CI, 5+ for a tight one"
+	adviceRepetitions = "set repetitions: 5 or more for an interval that means what it says"
 	adviceNoisy       = "noisy: add repetitions or lengthen duration"
 	adviceRate        = "the load generator or the system could not keep up, so latencies describe an overloaded system: lower the rate, or give the load generator its own CPUs"
 	adviceErrors      = "errors distort latency (a refused request is fast, a timeout is slow): find their cause before comparing"
@@ -137,4 +137,36 @@ func crossWarnings(rep *Report) []Warning {
 	}
 	sort.SliceStable(w, func(i, j int) bool { return w[i].Config < w[j].Config })
 	return w
+}
+
+// mergeAlike folds warnings that say the same thing about several
+// configurations into one line naming them all ("every configuration" when
+// it is all of them), in the position of the first: a plan of eight
+// configurations at 3 repetitions should say so once, not eight times.
+func mergeAlike(ws []Warning, configs int) []Warning {
+	type key struct{ msg, advice string }
+	idx := map[key]int{}
+	names := map[key][]string{}
+	var out []Warning
+	for _, w := range ws {
+		if w.Config == "" {
+			out = append(out, w)
+			continue
+		}
+		k := key{w.Message, w.Advice}
+		if i, seen := idx[k]; seen {
+			names[k] = append(names[k], w.Config)
+			out[i].Config = strings.Join(names[k], ", ")
+			continue
+		}
+		idx[k] = len(out)
+		names[k] = []string{w.Config}
+		out = append(out, w)
+	}
+	for k, i := range idx {
+		if n := len(names[k]); n > 1 && n == configs {
+			out[i].Config = "every configuration"
+		}
+	}
+	return out
 }
