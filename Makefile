@@ -47,7 +47,8 @@ demo: build engine
 	$(BIN) images build
 	rm -rf $(DEMO_OUT)
 	$(BIN) bench run plans/smoke.yaml --quick --out $(DEMO_OUT)
-	$(BIN) report $(DEMO_OUT)
+	$(BIN) report $(DEMO_OUT) --format html
+	@echo "demo: open $(DEMO_OUT)/report.html in a browser; ctrperf report $(DEMO_OUT) --format md for markdown"
 
 test: engine vet staticcheck unit integration
 
@@ -80,6 +81,7 @@ bench: build engine
 		if [ -e $$o/results.jsonl ]; then $(BIN) bench run --resume $$o; \
 		else $(BIN) bench run $$p --out $$o; fi; \
 		$(BIN) report $$o; \
+		$(BIN) report $$o --format html; \
 	done
 
 clean:
