@@ -62,6 +62,11 @@ func main() {
 		fatal(err)
 	}
 	defer os.RemoveAll(dir)
+	// nginx's workers run as an unprivileged user: MkdirTemp's 0700 would
+	// make every request a 403 (which wrk counts as a request).
+	if err := os.Chmod(dir, 0o755); err != nil {
+		fatal(err)
+	}
 	ctrperf := filepath.Join(dir, "ctrperf")
 	if *only == "" || *only == "efficiency" || *only == "cpu" || *only == "memslap" {
 		if out, err := exec.Command("go", "build", "-o", ctrperf, "./cmd/ctrperf").CombinedOutput(); err != nil {
@@ -332,6 +337,9 @@ func efficiency(dir, ctrperf string, rounds int, dur time.Duration) error {
 				if err != nil {
 					return fmt.Errorf("wrk: %v: %s", err, out)
 				}
+				if bytes.Contains(out, []byte("Non-2xx")) {
+					return fmt.Errorf("wrk got error responses, its rate would not count served files: %s", out)
+				}
 				m := wrkRPS.FindSubmatch(out)
 				if m == nil {
 					return fmt.Errorf("wrk printed no Requests/sec: %s", out)
@@ -346,7 +354,7 @@ func efficiency(dir, ctrperf string, rounds int, dur time.Duration) error {
 				}
 				v := m.Metrics["requests_per_s"]
 				if errs := m.Operations["GET /index.html"].ErrorCount(); errs > 0 {
-					return fmt.Errorf("ctrperf load saw %d errors", errs)
+					return fmt.Errorf("ctrperf load saw %d errors: %v", errs, m.Operations["GET /index.html"].Errors)
 				}
 				ours = append(ours, v)
 				fmt.Printf("round %d ctrperf load --concurrency 64: %9.0f req/s (generator %.2f CPU s)\n", i+1, v, m.Load.CPUSeconds)
