@@ -466,3 +466,42 @@ func TestCleanAllWithoutReviveDocker(t *testing.T) {
 	}
 	assertNothingLeft(t, &st)
 }
+
+// TestPrivateOverlayLoopXFSDocker starts overlay2 on a loop-mounted xfs
+// image (xfs must be formatted with d_type, which mkfs.xfs does by
+// default, or overlay2 refuses it) and checks the data root's filesystem.
+func TestPrivateOverlayLoopXFSDocker(t *testing.T) {
+	requireDockerRoot(t)
+	ctx := context.Background()
+	runID := testRunID(t)
+	d, err := Start(ctx, engine.EngineSpec{StorageDriver: "overlay2", DataRoot: "loop-xfs"}, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := *d.State()
+	t.Cleanup(func() { CleanAll(context.Background(), runID) })
+	info, err := d.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.StorageDriver != "overlay2" {
+		t.Errorf("storage driver %q, want overlay2", info.StorageDriver)
+	}
+	mi, err := readMountInfo("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var loopMount *mount
+	for i, m := range mi {
+		if st.Loop != nil && m.Point == st.Loop.Mount {
+			loopMount = &mi[i]
+		}
+	}
+	if loopMount == nil || loopMount.FSType != "xfs" || !strings.HasPrefix(loopMount.Source, "/dev/loop") {
+		t.Errorf("data root %s is not on an xfs loop mount: %+v", st.DataRoot, loopMount)
+	}
+	if err := d.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertNothingLeft(t, &st)
+}
