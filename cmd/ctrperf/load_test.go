@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"ctrperf/internal/load"
+	"ctrperf/internal/results"
+)
+
+func TestRunLoad(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/missing" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write([]byte("hello"))
+	}))
+	defer srv.Close()
+	// A port that was just free: nothing listens there.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String() + "/"
+	ln.Close()
+
+	base := loadOptions{duration: 300 * time.Millisecond, timeout: 2 * time.Second, maxInFlight: load.DefaultMaxInFlight,
+		seed: 1, mix: "set=1", valueSize: 100, keys: 100}
+	with := func(f func(*loadOptions)) loadOptions { o := base; f(&o); return o }
+	tests := []struct {
+		desc     string
+		target   string
+		o        loadOptions
+		wantCode int    // 0: success
+		wantOut  string // in stdout
+		wantMsg  string // in the error
+	}{
+		{"closed loop prints the aggregate table", srv.URL + "/", with(func(o *loadOptions) { o.concurrency = 2 }), 0, "GET /", ""},
+		{"open loop as JSON with the rate achieved", srv.URL + "/", with(func(o *loadOptions) { o.rate = 50; o.json = true }), 0, `"achieved_rate"`, ""},
+		{"HTTP errors are counted by kind, not fatal", srv.URL + "/missing", with(func(o *loadOptions) { o.concurrency = 1; o.json = true }), 0, `"http_4xx"`, ""},
+		{"unreachable target is one clear message", closed, with(func(o *loadOptions) { o.concurrency = 1 }), 1, "", "is unreachable"},
+		{"a bad URL is refused before anything runs", "ftp://example/", with(func(o *loadOptions) { o.concurrency = 1 }), 2, "", "ftp"},
+		{"neither rate nor concurrency", srv.URL + "/", base, 2, "", ""},
+		{"a rate the in-flight bound cannot keep is a shortfall, not a lower rate", srv.URL + "/",
+			with(func(o *loadOptions) { o.rate = 20000; o.maxInFlight = 1 }), 3, "", "rate shortfall"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			err := runLoad(context.Background(), &out, &errOut, tt.target, tt.o, true)
+			var ee *exitError
+			switch {
+			case tt.wantCode == 0 && err != nil:
+				t.Fatalf("err = %v", err)
+			case tt.wantCode != 0 && (!errors.As(err, &ee) || ee.code != tt.wantCode):
+				t.Fatalf("err = %v (%T), want exit code %d", err, err, tt.wantCode)
+			}
+			if tt.wantMsg != "" && !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Errorf("err = %v, want it to say %q", err, tt.wantMsg)
+			}
+			if !strings.Contains(out.String(), tt.wantOut) {
+				t.Errorf("stdout lacks %q:\n%s", tt.wantOut, out.String())
+			}
+			if tt.o.json && tt.wantCode == 0 {
+				var m results.Measurement
+				if err := json.Unmarshal(out.Bytes(), &m); err != nil {
+					t.Fatalf("--json output is not a measurement: %v", err)
+				}
+				if len(m.Operations) == 0 {
+					t.Errorf("no operations in %s", out.String())
+				}
+			}
+		})
+	}
+}
