@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -27,7 +26,7 @@ import (
 	"ctrperf/internal/isolate"
 )
 
-const isolateStateDir = "/run/ctrperf/isolate"
+const isolateStateDir = isolate.DefaultStateDir
 
 // isolateOptions are the flags (and the optional YAML config) of `isolate run`.
 type isolateOptions struct {
@@ -209,83 +208,29 @@ func runIsolate(cmd *cobra.Command, o isolateOptions) error {
 			return fmt.Errorf("--metrics %q: want a loopback address such as 127.0.0.1:9477", o.Metrics)
 		}
 	}
-	top, err := isolate.DiscoverTopology("/sys")
-	if err != nil {
-		return err
+	if _, err := regexp.Compile(o.IRQPattern); err != nil {
+		return fmt.Errorf("--irq-pattern %q: %w", o.IRQPattern, err)
 	}
-	lock, err := isolate.Lock(filepath.Join(o.StateDir, "lock"))
-	if err != nil {
-		return err
-	}
-	defer lock.Close()
-
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
 		return fmt.Errorf("docker client: %w", err)
 	}
+	defer cli.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if _, err := cli.Ping(ctx); err != nil {
-		return fmt.Errorf("no Docker engine answers (%v): isolate manages containers of a running engine; start one or set DOCKER_HOST", err)
-	}
-
-	v2 := cgroupV2Only("/sys/fs/cgroup")
-	cpus := isolate.CgroupCPUSet{Root: "/sys/fs/cgroup", V2: v2, Path: isolate.CgroupPathOf(cli, "/proc", v2)}
-	irq := isolate.ProcIRQ{Root: "/proc"}
-	rps := isolate.SysRPS{Root: "/sys", NCPU: len(top.CPUs)}
-	ckptPath := filepath.Join(o.StateDir, "checkpoint.json")
-
-	// Reconcile: a checkpoint left by a crashed controller is restored first.
-	if old, err := isolate.LoadCheckpoint(ckptPath); err != nil {
-		return fmt.Errorf("%w (inspect it, then remove it to start afresh)", err)
-	} else if old != nil && !old.Empty() {
-		fmt.Fprintf(out, "found a checkpoint of pid %d from %s: restoring its originals first\n", old.PID, old.Started.Format(time.RFC3339))
-		if !o.DryRun {
-			if err := isolate.RestoreCheckpoint(ctx, old, cpus, irq, rps, func(isolate.Event) {}); err != nil {
-				return fmt.Errorf("reconcile from %s: %w", ckptPath, err)
-			}
-			_ = os.Remove(ckptPath)
-		}
-	}
-
-	logPath := o.Log
-	if logPath == "" {
-		logPath = filepath.Join(o.StateDir, "decisions.jsonl")
-	}
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("open decision log: %w", err)
-	}
-	defer logFile.Close()
 
 	reg := prometheus.NewRegistry()
-	metrics := isolate.NewMetrics(reg)
-	opts := []isolate.Option{isolate.WithDecisionLog(io.MultiWriter(logFile, out)), isolate.WithMetrics(metrics)}
-	if o.IRQ {
-		if pid := isolate.IrqbalancePID("/proc"); pid != 0 {
-			fmt.Fprintln(cmd.ErrOrStderr(), "warning:", isolate.IrqbalanceAdvice(pid))
-			fmt.Fprintln(cmd.ErrOrStderr(), "IRQ steering is off while irqbalance runs.")
-		} else {
-			re, err := regexp.Compile(o.IRQPattern)
-			if err != nil {
-				return fmt.Errorf("--irq-pattern %q: %w", o.IRQPattern, err)
-			}
-			opts = append(opts, isolate.WithIRQ(irq, func() ([]isolate.IRQ, error) { return isolate.ListIRQs("/proc", re) }))
-		}
-	}
-	if o.RPS {
-		opts = append(opts, isolate.WithRPS(rps, func(pid int) (string, error) { return isolate.HostVeth("/proc", "/sys", pid) }))
-	}
-	rt := &isolate.DockerRuntime{Client: cli, All: o.All, Labels: o.Labels}
-	ctl, err := isolate.New(isolate.Config{Params: params, Interval: o.Interval, IRQRotate: o.IRQRotate, DryRun: o.DryRun,
-		CheckpointPath: ckptPath, NCPU: len(top.CPUs)}, top, rt, isolate.CgroupUsage{ProcRoot: "/proc", CgroupRoot: "/sys/fs/cgroup"}, cpus, opts...)
+	run, err := isolate.Start(ctx, cli, isolate.Options{Params: params, Interval: o.Interval, All: o.All, Labels: o.Labels,
+		IRQ: o.IRQ, IRQPattern: o.IRQPattern, IRQRotate: o.IRQRotate, RPS: o.RPS, DryRun: o.DryRun,
+		StateDir: o.StateDir, LogPath: o.Log, Log: out, Metrics: isolate.NewMetrics(reg),
+		Warn: func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning:", s) }})
 	if err != nil {
 		return err
 	}
-
 	if o.Metrics != "" {
 		ln, err := net.Listen("tcp", o.Metrics)
 		if err != nil {
+			_ = run.Stop(context.Background())
 			return fmt.Errorf("metrics listener %s: %w", o.Metrics, err)
 		}
 		mux := http.NewServeMux()
@@ -294,31 +239,15 @@ func runIsolate(cmd *cobra.Command, o isolateOptions) error {
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
 	}
-
-	statusPath := filepath.Join(o.StateDir, "status.json")
-	go func() {
-		t := time.NewTicker(o.Interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				writeJSONFile(statusPath, ctl.Status())
-			}
-		}
-	}()
-	fmt.Fprintf(out, "ctrperf isolate: policy %s, %d CPUs, interval %s, dry-run %v; Ctrl-C restores everything\n", params.Policy, len(top.CPUs), o.Interval, o.DryRun)
-	runErr := ctl.Run(ctx, rt.Events(ctx))
+	fmt.Fprintf(out, "ctrperf isolate: policy %s, interval %s, dry-run %v; Ctrl-C restores everything\n", params.Policy, o.Interval, o.DryRun)
+	<-ctx.Done()
 	restoreCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	restoreErr := ctl.Restore(restoreCtx)
-	_ = os.Remove(statusPath)
-	if restoreErr != nil {
-		return fmt.Errorf("restore on exit: %w (the checkpoint %s is kept; run 'ctrperf isolate restore')", restoreErr, ckptPath)
+	if err := run.Stop(restoreCtx); err != nil {
+		return err
 	}
 	fmt.Fprintln(out, "ctrperf isolate: stopped, every cpuset, IRQ affinity and RPS mask restored")
-	return runErr
+	return nil
 }
 
 func newIsolateStatusCmd() *cobra.Command {
@@ -389,7 +318,7 @@ func newIsolateRestoreCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			v2 := cgroupV2Only("/sys/fs/cgroup")
+			v2 := isolate.CgroupV2Only("/sys/fs/cgroup")
 			top, err := isolate.DiscoverTopology("/sys")
 			if err != nil {
 				return err
@@ -411,22 +340,4 @@ func newIsolateRestoreCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&stateDir, "state-dir", isolateStateDir, "the controller's state directory")
 	return cmd
-}
-
-// cgroupV2Only reports a unified-only hierarchy (no v1 cpuset controller).
-func cgroupV2Only(root string) bool {
-	_, errV1 := os.Stat(filepath.Join(root, "cpuset"))
-	_, errV2 := os.Stat(filepath.Join(root, "cgroup.controllers"))
-	return errV1 != nil && errV2 == nil
-}
-
-func writeJSONFile(path string, v any) {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return
-	}
-	tmp := path + ".tmp"
-	if os.WriteFile(tmp, b, 0o644) == nil {
-		_ = os.Rename(tmp, path)
-	}
 }

@@ -90,6 +90,9 @@ type Options struct {
 	// them applied).
 	Only  []string
 	Quick bool
+	// Isolate starts the isolate controller of configurations with
+	// `isolate:`; nil means DockerIsolator.
+	Isolate Isolator
 }
 
 // Summary is what happened in one invocation.
@@ -296,6 +299,9 @@ func (r *runner) defaults() {
 	if r.opt.RunSlack <= 0 {
 		r.opt.RunSlack = 10 * time.Minute
 	}
+	if r.opt.Isolate == nil {
+		r.opt.Isolate = DockerIsolator
+	}
 }
 
 // one performs a run. It returns the record to store (nil when the run was
@@ -362,7 +368,23 @@ func (r *runner) one(ctx context.Context, run plan.Run, cfg *plan.Configuration)
 		target = &engine.Target{RunID: runID, Runtime: cfg.Runtime, Network: cfg.Network}
 	}
 	r.setCurrent(func(ctx context.Context) error { return eng.Teardown(ctx, target) })
+	// The controller, when the configuration runs one, is stopped and has
+	// restored everything before the containers go.
+	var iso *isolateSession
+	stopIsolate := sync.OnceValue(func() error {
+		if iso == nil {
+			return nil
+		}
+		sctx, scancel := lifecycle.Detached(ctx, r.opt.TeardownTimeout)
+		defer scancel()
+		err := iso.stop(sctx)
+		if err != nil {
+			pr.Warn(fmt.Sprintf("isolate controller of run %s: %v", runID, err))
+		}
+		return err
+	})
 	teardown := func() {
+		_ = stopIsolate()
 		pr.Phase("tearing down")
 		tctx, tcancel := lifecycle.Detached(ctx, r.opt.TeardownTimeout)
 		defer tcancel()
@@ -376,6 +398,25 @@ func (r *runner) one(ctx context.Context, run plan.Run, cfg *plan.Configuration)
 			return nil, teardown
 		}
 		return finish(results.StatusFailed, explain("deploy", err)), teardown
+	}
+
+	if cfg.Isolate.On() {
+		pr.Phase("starting isolate controller")
+		s := &isolateSession{spec: cfg.Isolate}
+		run, err := r.opt.Isolate(rctx, IsolateRequest{Engine: eng, RunID: runID, Spec: cfg.Isolate,
+			StateDir: filepath.Join(r.opt.Out, "isolate"), Events: s.event, Warn: pr.Warn})
+		if err != nil {
+			if interrupted() {
+				return nil, teardown
+			}
+			return finish(results.StatusFailed, explain("isolate controller", err)), teardown
+		}
+		s.run = run
+		iso = s
+		r.setCurrent(func(ctx context.Context) error {
+			_ = s.stop(ctx)
+			return eng.Teardown(ctx, target)
+		})
 	}
 
 	var obs Observer
@@ -399,7 +440,11 @@ func (r *runner) one(ctx context.Context, run plan.Run, cfg *plan.Configuration)
 		},
 		LoadCPUSet: r.p.LoadCPUSet,
 	}
+	if iso != nil {
+		env.HotPhase = iso.hotPhase
+	}
 	m, err := r.wl.Drive(rctx, env)
+	isoErr := stopIsolate()
 	var series *observe.Series
 	if obs != nil {
 		series = obs.Stop()
@@ -416,6 +461,12 @@ func (r *runner) one(ctx context.Context, run plan.Run, cfg *plan.Configuration)
 	}
 	if m == nil {
 		return finish(results.StatusFailed, errors.New("drive: the workload returned no measurement")), teardown
+	}
+	if iso != nil {
+		iso.record(m, target)
+		if isoErr != nil {
+			m.Notes = append(m.Notes, "isolate: "+isoErr.Error())
+		}
 	}
 	rec.Result, rec.System = m, series
 	if series != nil {

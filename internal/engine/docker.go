@@ -92,6 +92,10 @@ type dockerState struct {
 	ext     *externalNet
 }
 
+// Client is the Engine API client the engine deploys through (the isolate
+// controller of a bench run manages the run's containers with it).
+func (d *Docker) Client() client.APIClient { return d.cli }
+
 // Info reports the daemon's version and storage.
 func (d *Docker) Info(ctx context.Context) (Info, error) {
 	in, err := d.cli.Info(ctx)
@@ -231,7 +235,13 @@ func containerConfigs(spec DeploySpec, i int, b Bindings, bindRoot string, ext *
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("service %q: %w", s.Name, err)
 	}
-	labels := RunLabels(spec.RunID)
+	labels := map[string]string{}
+	for k, v := range s.Labels {
+		labels[k] = v
+	}
+	for k, v := range RunLabels(spec.RunID) {
+		labels[k] = v
+	}
 	labels[LabelService] = s.Name
 	cfg := &container.Config{Image: s.Image, Cmd: cmd, Env: envList(env), Labels: labels, User: s.User}
 	hc := &container.HostConfig{}

@@ -106,6 +106,10 @@ type Service struct {
 	DataDir     string            // directory it writes to; the placement applies here
 	Resources   Resources
 	Ready       *ReadyCheck
+	// Labels are extra container labels (docker runtime only), such as
+	// ctrperf.isolate=true to opt in to the isolate controller. They never
+	// override the run's own ctrperf.* labels.
+	Labels map[string]string
 	// Keep the container alive with this argv when Command exits immediately
 	// (e.g. a tool image used only through Exec). Empty: Command is the main process.
 	User string // optional user to run as inside the container

@@ -95,6 +95,7 @@ type Controller struct {
 	veth    func(pid int) (string, error)
 	clock   func() time.Time
 	log     io.Writer
+	events  func(Event)
 	metrics *Metrics
 
 	mu         sync.Mutex
@@ -137,6 +138,10 @@ func WithClock(f func() time.Time) Option { return func(c *Controller) { c.clock
 // WithDecisionLog writes JSON-lines events to w.
 func WithDecisionLog(w io.Writer) Option { return func(c *Controller) { c.log = w } }
 
+// WithEvents hands every event to f as it is emitted (a bench run keeps
+// them to time the controller's reaction).
+func WithEvents(f func(Event)) Option { return func(c *Controller) { c.events = f } }
+
 // WithMetrics exports Prometheus metrics.
 func WithMetrics(m *Metrics) Option { return func(c *Controller) { c.metrics = m } }
 
@@ -172,6 +177,9 @@ func (c *Controller) emit(e Event) {
 	if c.log != nil {
 		b, _ := json.Marshal(e)
 		_, _ = c.log.Write(append(b, '\n'))
+	}
+	if c.events != nil {
+		c.events(e)
 	}
 	if c.metrics != nil {
 		c.metrics.event(e)

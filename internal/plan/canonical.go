@@ -37,6 +37,7 @@ type canonConfig struct {
 	Data      string             `yaml:"data,omitempty"`
 	Topology  string             `yaml:"topology,omitempty"`
 	Resources *canonResources    `yaml:"resources,omitempty"`
+	Isolate   *canonIsolate      `yaml:"isolate,omitempty"`
 	App       map[string]any     `yaml:"app,omitempty"`
 	Load      map[string]any     `yaml:"load,omitempty"`
 }
@@ -70,6 +71,7 @@ func (p *Plan) Canonical() ([]byte, error) {
 				cc.Resources.Memory = strconv.FormatInt(c.Resources.MemoryBytes, 10)
 			}
 		}
+		cc.Isolate = canonicalIsolate(c.Isolate)
 		cp.Configurations = append(cp.Configurations, cc)
 	}
 	var buf bytes.Buffer

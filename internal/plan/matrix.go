@@ -27,7 +27,7 @@ var matrixReserved = []string{"base", "exclude", "name"}
 
 var axisPaths = []string{"runtime", "network", "data", "topology",
 	"engine.storage_driver", "engine.data_root", "engine.userland_proxy",
-	"resources.cpuset", "resources.cpu_shares", "resources.cpus", "resources.memory"}
+	"resources.cpuset", "resources.cpu_shares", "resources.cpus", "resources.memory", "isolate.policy"}
 
 type axis struct {
 	path   string

@@ -68,8 +68,10 @@ type Knobs struct {
 	Data      engine.DataPlacement
 	Topology  string
 	Resources engine.Resources
-	App       map[string]any
-	Load      map[string]any
+	// Isolate runs the isolate controller during the run (docker only).
+	Isolate IsolateSpec
+	App     map[string]any
+	Load    map[string]any
 
 	// nodes remembers where each knob was set so that checks made after
 	// expansion can still point at a line.
@@ -125,7 +127,7 @@ func Parse(file string, data []byte, opt Options) (*Plan, error) {
 var topKeys = []string{"name", "description", "workload", "load", "app", "repetitions",
 	"warmup", "duration", "seed", "baseline", "load_cpuset", "configurations", "matrix", "quick"}
 
-var configKeys = []string{"name", "runtime", "engine", "network", "data", "topology", "resources", "app", "load"}
+var configKeys = []string{"name", "runtime", "engine", "network", "data", "topology", "resources", "isolate", "app", "load"}
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+=-]*$`)
 
@@ -380,6 +382,9 @@ func (d *decoder) setKnob(k *Knobs, path string, n *yaml.Node, field string) {
 	case nested && head == "resources":
 		d.setResource(k, rest, n, field)
 		return
+	case nested && head == "isolate":
+		d.setIsolate(k, rest, n, field)
+		return
 	case nested:
 		d.errorf(n, field, "%q has no sub-knobs", head)
 		return
@@ -412,6 +417,12 @@ func (d *decoder) setKnob(k *Knobs, path string, n *yaml.Node, field string) {
 		if pairs, ok := d.mapping(n, field, resourceKeys); ok {
 			for _, pr := range pairs {
 				d.setResource(k, pr.key, pr.value, join(field, pr.key))
+			}
+		}
+	case "isolate":
+		if pairs, ok := d.mapping(n, field, isolateKeys); ok {
+			for _, pr := range pairs {
+				d.setIsolate(k, pr.key, pr.value, join(field, pr.key))
 			}
 		}
 	case "app", "load":
@@ -569,6 +580,9 @@ func (c *Configuration) KnobMap() map[string]any {
 			r["memory_bytes"] = c.Resources.MemoryBytes
 		}
 		m["resources"] = r
+	}
+	if !c.Isolate.isZero() {
+		m["isolate"] = c.Isolate.knobMap()
 	}
 	if len(c.App) > 0 {
 		m["app"] = maps.Clone(c.App)

@@ -25,6 +25,7 @@ import (
 // Resources (cpuset, shares, quota, memory) apply to both runtimes: the host
 // engine puts its processes in cgroups of their own.
 func (d *decoder) checkKnobs(c *Configuration) {
+	d.checkIsolate(c)
 	field := func(k string) string { return join(c.Origin, k) }
 	switch c.Runtime {
 	case "":
@@ -210,6 +211,9 @@ func (c *Configuration) describeKnobs() string {
 	}
 	if r.MemoryBytes != 0 {
 		parts = append(parts, "memory="+units.BytesSize(float64(r.MemoryBytes)))
+	}
+	if s := c.Isolate.describe(); s != "" {
+		parts = append(parts, s)
 	}
 	for _, kv := range []struct {
 		name string

@@ -233,14 +233,17 @@ func loopbackOnly(c Config) bool {
 }
 
 // ticketdArgs are ticketd's flags for app knobs and a database URL.
-func ticketdArgs(c Config, a WebApp, db string) []string {
+func ticketdArgs(c Config, a WebApp, db string) []string { return ticketdArgsFor("app", c, a, db) }
+
+// ticketdArgsFor are the flags of a ticketd deployed as service svc.
+func ticketdArgsFor(svc string, c Config, a WebApp, db string) []string {
 	host := ""
 	if loopbackOnly(c) {
 		host = "127.0.0.1"
 	}
 	return []string{
-		"--listen", fmt.Sprintf("%s:{{port:app:%d}}", host, webPort),
-		"--data-dir", "{{data:app}}",
+		"--listen", fmt.Sprintf("%s:{{port:%s:%d}}", host, svc, webPort),
+		"--data-dir", "{{data:" + svc + "}}",
 		"--db", db,
 		"--db-wait", "120s",
 		"--max-clients", strconv.Itoa(a.MaxClients),

@@ -49,6 +49,11 @@ type Env struct {
 	Started func()
 	// LoadCPUSet pins the load generator, when the plan asks for it.
 	LoadCPUSet string
+	// HotPhase, when set, is called by a workload that turns some of its
+	// services hot in the middle of the window (noisy), with their service
+	// names, at the moment it does: the runner times the isolate
+	// controller's reaction from there.
+	HotPhase func(services []string)
 }
 
 // Workload is one kind of workload.

@@ -1,0 +1,196 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"ctrperf/internal/engine"
+	"ctrperf/internal/isolate"
+	"ctrperf/internal/plan"
+	"ctrperf/internal/results"
+)
+
+// A configuration with `isolate:` runs the isolate controller during each
+// of its runs: started after the deployment and before the warm-up,
+// stopped, with everything it changed restored, before the teardown
+// (always: on failure, on Ctrl-C and in the forced cleanup too). Its
+// decisions go into the run's record: how many placement changes, and the
+// reaction time from the workload's hot phase to the first change applied
+// to a hot container.
+
+// IsolateRequest is what an Isolator needs for one run.
+type IsolateRequest struct {
+	Engine engine.Engine
+	RunID  string
+	Spec   plan.IsolateSpec
+	// StateDir is the controller's lock, checkpoint and decision logs: one
+	// per output directory, so a crashed run's checkpoint is reconciled by
+	// the next run (or `ctrperf isolate restore --state-dir`).
+	StateDir string
+	Events   func(isolate.Event)
+	Warn     func(string)
+}
+
+// IsolateRun is a running controller; Stop restores what it changed and is
+// safe to call more than once.
+type IsolateRun interface {
+	Stop(ctx context.Context) error
+}
+
+// Isolator starts the controller of one run.
+type Isolator func(ctx context.Context, req IsolateRequest) (IsolateRun, error)
+
+// dockerClient is the Engine API client of a Docker engine.
+type dockerClient interface{ Client() client.APIClient }
+
+// Client reaches through the image preparer to the engine's client.
+func (p *imagePreparer) Client() client.APIClient {
+	if c, ok := p.Engine.(dockerClient); ok {
+		return c.Client()
+	}
+	return nil
+}
+
+// DockerIsolator starts the real controller (isolate.Start) on the engine
+// of the run, managing only the run's containers that opted in. It also
+// holds the machine-wide lock of `ctrperf isolate run`: IRQ affinity is
+// global, and two controllers would fight over it.
+func DockerIsolator(ctx context.Context, req IsolateRequest) (IsolateRun, error) {
+	dc, ok := req.Engine.(dockerClient)
+	if !ok || dc.Client() == nil {
+		return nil, fmt.Errorf("engine %T has no Docker client: isolate needs runtime docker", req.Engine)
+	}
+	return isolate.Start(ctx, dc.Client(), isolate.Options{
+		Params:      req.Spec.Params(),
+		Interval:    req.Spec.Interval,
+		Labels:      []string{engine.LabelRun + "=" + req.RunID},
+		IRQ:         true,
+		RPS:         true,
+		StateDir:    req.StateDir,
+		MachineLock: filepath.Join(isolate.DefaultStateDir, "lock"),
+		LogPath:     filepath.Join(req.StateDir, req.RunID+".decisions.jsonl"),
+		Events:      req.Events,
+		Warn:        req.Warn,
+	})
+}
+
+// isolateSession is the controller of one run and what the run learns
+// from it.
+type isolateSession struct {
+	run  IsolateRun
+	spec plan.IsolateSpec
+
+	mu       sync.Mutex
+	events   []isolate.Event
+	hotAt    time.Time
+	hotNames []string
+}
+
+func (s *isolateSession) event(e isolate.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events = append(s.events, e)
+}
+
+// hotPhase is workload.Env.HotPhase.
+func (s *isolateSession) hotPhase(services []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hotAt.IsZero() {
+		s.hotAt, s.hotNames = time.Now(), services
+	}
+}
+
+// stop ends the controller, restoring everything; nil-safe.
+func (s *isolateSession) stop(ctx context.Context) error {
+	if s == nil || s.run == nil {
+		return nil
+	}
+	return s.run.Stop(ctx)
+}
+
+// record adds the controller's decisions to the measurement: metrics
+// isolate_decisions (placement changes applied), isolate_hot_transitions,
+// reaction_s (absent when no hot container was moved: a reaction that did
+// not happen is no number) and a note per hot transition.
+func (s *isolateSession) record(m *results.Measurement, t *engine.Target) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m.Metrics == nil {
+		m.Metrics = map[string]float64{}
+	}
+	hot := map[string]bool{}
+	for _, svc := range s.hotNames {
+		for _, c := range t.Containers {
+			if c.Service == svc {
+				hot[c.ID] = true
+			}
+		}
+	}
+	f := summarizeIsolate(s.events, hot, s.hotAt)
+	m.Metrics["isolate_decisions"] = float64(f.decisions)
+	m.Metrics["isolate_hot_transitions"] = float64(f.transitions)
+	if f.reacted {
+		m.Metrics["reaction_s"] = f.reaction.Seconds()
+	}
+	note := fmt.Sprintf("isolate %s: %d placement changes, %d hot/normal transitions", s.spec.Policy, f.decisions, f.transitions)
+	switch {
+	case s.hotAt.IsZero():
+		note += "; the workload had no hot phase, so no reaction time"
+	case !f.reacted:
+		note += fmt.Sprintf("; no placement change of a hot tenant (%s) after the hot phase began: no reaction time", strings.Join(s.hotNames, ", "))
+	default:
+		note += fmt.Sprintf("; reacted %.2f s after the hot phase began", f.reaction.Seconds())
+	}
+	if f.errors > 0 {
+		note += fmt.Sprintf("; %d controller errors (see the decision log)", f.errors)
+	}
+	m.Notes = append(m.Notes, note)
+	for _, n := range f.notes {
+		m.Notes = append(m.Notes, "isolate: "+n)
+	}
+}
+
+// isolateFacts is what a run's events say about the controller.
+type isolateFacts struct {
+	decisions, transitions, errors int
+	reaction                       time.Duration
+	reacted                        bool
+	notes                          []string
+}
+
+// summarizeIsolate is pure: the events of a run, the hot containers and
+// when the hot phase began.
+func summarizeIsolate(events []isolate.Event, hot map[string]bool, hotAt time.Time) isolateFacts {
+	var f isolateFacts
+	evs := append([]isolate.Event(nil), events...)
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].Time.Before(evs[j].Time) })
+	for _, e := range evs {
+		switch e.Kind {
+		case "cpuset":
+			if !e.DryRun {
+				f.decisions++
+			}
+		case "hot", "normal":
+			f.transitions++
+			at := ""
+			if !hotAt.IsZero() {
+				at = fmt.Sprintf(" at %+.2f s from the hot phase", e.Time.Sub(hotAt).Seconds())
+			}
+			f.notes = append(f.notes, fmt.Sprintf("%s turned %s%s (%s)", e.Name, e.Kind, at, e.Reason))
+		case "error":
+			f.errors++
+		}
+	}
+	if !hotAt.IsZero() {
+		f.reaction, f.reacted = isolate.ReactionTime(evs, hot, hotAt)
+	}
+	return f
+}

@@ -1,0 +1,511 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	"ctrperf/internal/engine"
+	"ctrperf/internal/image"
+	"ctrperf/internal/isolate"
+	"ctrperf/internal/load"
+	"ctrperf/internal/results"
+)
+
+// The noisy workload is seed 002's multi-tenant scenario: several web
+// tenants, each a ticketd whose login (a PBKDF2 hash, ~4 ms of CPU at
+// hash_cost 14) is a clean CPU-bound request, each offered a modest fixed
+// open-loop rate; part-way into the measured window some of them turn hot
+// (a much higher rate, or closed-loop saturation). Every tenant opts in to
+// the isolate controller (label ctrperf.isolate=true), so the same plan
+// measures the neighbours' latency with the controller off and on.
+
+// Label prefixes of the tenants' operations and service names.
+const (
+	noisyQuiet = "tenant" // tenant1, tenant2, ...: stay at the quiet rate
+	noisyHot   = "hot"    // hot1, hot2, ...: turn hot at hot_after
+	// LabelNoisyPage is the cheap GET /login every session starts with (it
+	// hands out the form token the login needs), merged over all tenants.
+	LabelNoisyPage = "login page"
+)
+
+func init() { Register(Noisy{}) }
+
+// Noisy is the "noisy" workload.
+type Noisy struct{}
+
+var _ Workload = Noisy{}
+
+// Name is "noisy".
+func (Noisy) Name() string { return "noisy" }
+
+// NoisyApp are the deployment knobs.
+type NoisyApp struct {
+	Tenants  int // ticketd containers
+	HashCost int // log2 PBKDF2 iterations of a login: the CPU per request
+}
+
+// NoisyLoad are the load knobs.
+type NoisyLoad struct {
+	Rate float64 // quiet rate of every tenant, logins per second, Poisson arrivals
+	Hot  int     // tenants that turn hot (0 .. tenants-1)
+	// HotAfter is when they do: a fraction of the measured window
+	// (HotAfterFrac) or a duration into it (HotAfterDur).
+	HotAfterFrac float64
+	HotAfterDur  time.Duration
+	// HotRate (open loop) or HotConcurrency (closed loop) is the extra load
+	// of a hot tenant from then on, on top of its quiet rate.
+	HotRate        float64
+	HotConcurrency int
+	Timeout        time.Duration
+	Seed           uint64
+}
+
+// Defaults: three tenants, one turning hot after a third of the window with
+// two closed-loop clients (saturation); 4 ms logins at 10 per second each.
+var (
+	DefaultNoisyApp  = NoisyApp{Tenants: 3, HashCost: 14}
+	DefaultNoisyLoad = NoisyLoad{Rate: 10, Hot: 1, HotAfterFrac: 1.0 / 3, HotConcurrency: 2, Timeout: 10 * time.Second, Seed: 1}
+)
+
+// ParseNoisyApp reads and checks the app knobs.
+func ParseNoisyApp(m map[string]any) (NoisyApp, error) {
+	a := DefaultNoisyApp
+	k := newKnobs("app", m)
+	whole(k, "tenants", &a.Tenants, 1, 64)
+	whole(k, "hash_cost", &a.HashCost, 4, 24)
+	return a, k.err()
+}
+
+// ParseNoisyLoad reads and checks the load knobs.
+func ParseNoisyLoad(m map[string]any) (NoisyLoad, error) {
+	l := DefaultNoisyLoad
+	k := newKnobs("load", m)
+	k.float("rate", &l.Rate, 0.1, 1e5)
+	whole(k, "hot", &l.Hot, 0, 63)
+	if v, ok := k.get("hot_after"); ok {
+		switch x := v.(type) {
+		case string:
+			d, err := time.ParseDuration(x)
+			if err != nil || d <= 0 {
+				k.fail("hot_after", v, "want a fraction of the window like 0.33 or a duration like 20s")
+			} else {
+				l.HotAfterFrac, l.HotAfterDur = 0, d
+			}
+		default:
+			f, before := 0.0, len(k.errs)
+			k.float("hot_after", &f, 0, 1)
+			switch {
+			case len(k.errs) > before:
+			case f <= 0 || f >= 1:
+				k.fail("hot_after", v, "a fraction of the window must be strictly between 0 and 1")
+			default:
+				l.HotAfterFrac = f
+			}
+		}
+	}
+	_, hasRate := m["hot_rate"]
+	_, hasConc := m["hot_concurrency"]
+	k.float("hot_rate", &l.HotRate, 0, 1e6)
+	whole(k, "hot_concurrency", &l.HotConcurrency, 0, 1024)
+	k.duration("timeout", &l.Timeout, time.Millisecond, time.Hour)
+	var seed int64
+	whole(k, "seed", &seed, 0, 1<<62)
+	if _, ok := m["seed"]; ok {
+		l.Seed = uint64(seed)
+	}
+	if err := k.err(); err != nil {
+		return l, err
+	}
+	switch {
+	case hasRate && hasConc && l.HotRate > 0 && l.HotConcurrency > 0:
+		return l, fmt.Errorf("load: hot_rate %g and hot_concurrency %d both set; choose open loop (hot_rate) or closed loop (hot_concurrency)", l.HotRate, l.HotConcurrency)
+	case hasRate && l.HotRate > 0:
+		l.HotConcurrency = 0
+	}
+	if l.Hot > 0 && l.HotRate == 0 && l.HotConcurrency == 0 {
+		return l, fmt.Errorf("load: hot %d tenant(s) but hot_rate and hot_concurrency are 0: they would never turn hot", l.Hot)
+	}
+	return l, nil
+}
+
+// hotStart is how far into the measured window the hot phase starts.
+func (l NoisyLoad) hotStart(window time.Duration) time.Duration {
+	if l.HotAfterDur > 0 {
+		return l.HotAfterDur
+	}
+	return time.Duration(l.HotAfterFrac * float64(window))
+}
+
+// Validate implements Workload.
+func (Noisy) Validate(c Config) error {
+	var errs []error
+	a, aerr := ParseNoisyApp(c.App)
+	l, lerr := ParseNoisyLoad(c.Load)
+	errs = append(errs, aerr, lerr)
+	if aerr == nil && lerr == nil && l.Hot >= a.Tenants {
+		errs = append(errs, fmt.Errorf("load.hot = %d but app.tenants = %d: at least one tenant must stay quiet, its latency is what is measured", l.Hot, a.Tenants))
+	}
+	if c.Runtime != engine.RuntimeDocker {
+		errs = append(errs, fmt.Errorf("noisy needs runtime docker, not %q: its tenants are containers that the isolate controller places", c.Runtime))
+	}
+	if c.Network != "" && c.Network != engine.NetworkContainerIP {
+		errs = append(errs, fmt.Errorf("noisy dials each tenant's container IP; network %q would route through docker-proxy, a CPU consumer outside every tenant's cgroup (a hidden tenant): use network: container-ip", c.Network))
+	}
+	if c.Topology != "" && c.Topology != "combined" {
+		errs = append(errs, fmt.Errorf("topology %q: noisy tenants are single containers (combined)", c.Topology))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("noisy: %w", err)
+	}
+	return nil
+}
+
+// tenantNames are the service names: the quiet tenants, then the hot ones.
+func tenantNames(a NoisyApp, l NoisyLoad) (quiet, hot []string) {
+	for i := 1; i <= a.Tenants-l.Hot; i++ {
+		quiet = append(quiet, noisyQuiet+strconv.Itoa(i))
+	}
+	for i := 1; i <= l.Hot; i++ {
+		hot = append(hot, noisyHot+strconv.Itoa(i))
+	}
+	return quiet, hot
+}
+
+// Services implements Workload: one ticketd (SQLite, one seeded user) per
+// tenant, each labelled for the isolate controller.
+func (w Noisy) Services(c Config) ([]engine.Service, error) {
+	if err := w.Validate(c); err != nil {
+		return nil, err
+	}
+	a, _ := ParseNoisyApp(c.App)
+	l, _ := ParseNoisyLoad(c.Load)
+	web := DefaultWebApp
+	web.HashCost, web.SeedUsers, web.SeedProjects, web.SeedTickets = a.HashCost, 1, 1, 0
+	quiet, hot := tenantNames(a, l)
+	var out []engine.Service
+	for _, name := range append(quiet, hot...) {
+		out = append(out, engine.Service{
+			Name: name, Image: image.Resolve(WebImageTicketd), Ports: []int{webPort}, DataDir: webDataDir,
+			Command:   ticketdArgsFor(name, c, web, "sqlite:ticketd.db"),
+			Resources: c.Resources,
+			Ready:     &engine.ReadyCheck{Port: webPort, HTTPPath: "/healthz", Timeout: 3 * time.Minute},
+			Labels:    map[string]string{isolate.LabelIsolate: "true"},
+		})
+	}
+	return out, nil
+}
+
+// noisyScenario is one tenant's session: the login page for its form token,
+// then the login, whose password hash is the CPU the tenant burns.
+func noisyScenario(tenant string) *load.Scenario {
+	sc := WebScenario("user1", 1)
+	sc.Name = "noisy " + tenant
+	sc.Steps = sc.Steps[:2]
+	sc.Steps[0].Label = LabelNoisyPage
+	sc.Steps[1].Label = tenant
+	return sc
+}
+
+// Drive implements Workload: every tenant at its quiet rate for the whole
+// window, concurrently; at the hot phase start the hot tenants get their
+// extra load as well, until the window ends. The generator is pinned once
+// for all of them (load_cpuset), so it is never a hidden tenant.
+func (w Noisy) Drive(ctx context.Context, env Env) (*results.Measurement, error) {
+	if env.Target == nil {
+		return nil, errors.New("noisy: no target")
+	}
+	a, err := ParseNoisyApp(env.Config.App)
+	if err != nil {
+		return nil, fmt.Errorf("noisy: %w", err)
+	}
+	l, err := ParseNoisyLoad(env.Config.Load)
+	if err != nil {
+		return nil, fmt.Errorf("noisy: %w", err)
+	}
+	hotAfter := l.hotStart(env.Window.Duration)
+	if hotAfter <= 0 || hotAfter >= env.Window.Duration {
+		return nil, fmt.Errorf("noisy: load.hot_after is %s into a %s window: the hot phase must start inside it", hotAfter, env.Window.Duration)
+	}
+	quiet, hot := tenantNames(a, l)
+	addrs := map[string]string{}
+	for _, name := range append(quiet, hot...) {
+		addr, err := tenantAddr(env.Target, name)
+		if err != nil {
+			return nil, fmt.Errorf("noisy: %w", err)
+		}
+		addrs[name] = addr
+	}
+	unpin := func() error { return nil }
+	if env.LoadCPUSet != "" {
+		if unpin, err = load.PinCPUs(load.DefaultTaskDir, env.LoadCPUSet); err != nil {
+			return nil, fmt.Errorf("noisy: %w", err)
+		}
+	}
+
+	base := time.Now()
+	hotAt := base.Add(env.Window.Warmup + hotAfter)
+	phase := &phaseStats{hotStart: hotAt, quiet: results.NewHistogram(), hot: results.NewHistogram()}
+	var once sync.Once
+	started := func() {
+		once.Do(func() {
+			if env.Started != nil {
+				env.Started()
+			}
+		})
+	}
+	dial := load.Dialer(env.Target.Dialer())
+	type outcome struct {
+		tenant string
+		m      *results.Measurement
+		err    error
+	}
+	var mu sync.Mutex
+	var outs []outcome
+	var wg sync.WaitGroup
+	run := func(tenant string, isHot bool, p load.Profile) {
+		defer wg.Done()
+		drv, err := load.NewHTTP(load.HTTPConfig{BaseURL: "http://" + addrs[tenant], Scenario: noisyScenario(tenant), Dial: dial, Seed: p.Seed})
+		var m *results.Measurement
+		if err == nil {
+			m, err = load.Run(ctx, &phaseDriver{Driver: drv, login: tenant, hot: isHot, stats: phase}, p)
+		}
+		mu.Lock()
+		outs = append(outs, outcome{tenant, m, err})
+		mu.Unlock()
+	}
+	for i, name := range append(quiet, hot...) {
+		wg.Add(1)
+		go run(name, i >= len(quiet), load.Profile{Rate: l.Rate, Poisson: true, Seed: l.Seed + uint64(i),
+			Warmup: env.Window.Warmup, Duration: env.Window.Duration, Timeout: l.Timeout, Started: started})
+	}
+	if len(hot) > 0 {
+		t := time.NewTimer(time.Until(hotAt))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+			if env.HotPhase != nil {
+				env.HotPhase(append([]string(nil), hot...))
+			}
+			rest := env.Window.Duration - hotAfter
+			for i, name := range hot {
+				wg.Add(1)
+				p := load.Profile{Duration: rest, Timeout: l.Timeout, Seed: l.Seed + 1000 + uint64(i), Started: started}
+				if l.HotRate > 0 {
+					p.Rate, p.Poisson = l.HotRate, true
+				} else {
+					p.Concurrency = l.HotConcurrency
+				}
+				go run(name, true, p)
+			}
+		}
+	}
+	wg.Wait()
+	var notes []string
+	if err := unpin(); err != nil {
+		notes = append(notes, "restoring the generator's CPU affinity: "+err.Error())
+	}
+
+	sort.Slice(outs, func(i, j int) bool { return outs[i].tenant < outs[j].tenant })
+	var ms []*results.Measurement
+	var errs []error
+	for _, o := range outs {
+		if o.err != nil {
+			errs = append(errs, fmt.Errorf("%s (%s): %w", o.tenant, addrs[o.tenant], o.err))
+		}
+		if o.m != nil {
+			ms = append(ms, o.m)
+			for _, n := range o.m.Notes {
+				notes = append(notes, o.tenant+": "+n)
+			}
+		}
+	}
+	m, err := mergeTenants(ms, env.Window.Duration)
+	if err != nil {
+		return nil, fmt.Errorf("noisy: %w", err)
+	}
+	m.Load.CPUSet = env.LoadCPUSet
+	phase.metrics(m, hot, env.Window.Duration-hotAfter)
+	m.Tools = map[string]string{"noisy-driver": "ctrperf load (HTTP, one generator per tenant)"}
+	m.Notes = append(m.Notes, notes...)
+	if err := errors.Join(errs...); err != nil {
+		return m, fmt.Errorf("noisy: %w", err)
+	}
+	if m.Metrics["throughput_per_s"] == 0 {
+		return m, errors.New("noisy: no login succeeded in the measured window")
+	}
+	return m, nil
+}
+
+// tenantAddr is the container IP and port of a tenant.
+func tenantAddr(t *engine.Target, service string) (string, error) {
+	for _, c := range t.Containers {
+		if c.Service == service {
+			if c.IP == "" {
+				return "", fmt.Errorf("tenant %s (%s) has no container IP", service, c.Name)
+			}
+			return c.IP + ":" + strconv.Itoa(webPort), nil
+		}
+	}
+	return "", fmt.Errorf("target %s has no container for tenant %s", t.RunID, service)
+}
+
+// canceledKind is load's kind for requests cut off when a run ends; they
+// are not observations of the service.
+const canceledKind = "canceled"
+
+// phaseStats keeps the logins of the hot phase apart: the quiet tenants'
+// latency and the hot tenants' completions while the neighbours are hot.
+type phaseStats struct {
+	hotStart time.Time
+	mu       sync.Mutex
+	quiet    *hdrhistogram.Histogram
+	hot      *hdrhistogram.Histogram
+	hotOK    int64
+}
+
+func (p *phaseStats) observe(hot bool, latency time.Duration, kind string) {
+	if kind == canceledKind || kind == load.KindNotStarted {
+		return
+	}
+	us := min(max(latency.Microseconds(), results.HistMinUs), results.HistMaxUs)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h := p.quiet
+	if hot {
+		h = p.hot
+		if kind == "" {
+			p.hotOK++
+		}
+	}
+	_ = h.RecordValue(us) // clamped to the range: cannot fail
+}
+
+// metrics adds the hot-phase figures: quiet_p50_ms / quiet_p99_ms over the
+// quiet tenants' logins and, with hot tenants, hot_throughput_per_s.
+func (p *phaseStats) metrics(m *results.Measurement, hot []string, phase time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.quiet.TotalCount() > 0 {
+		m.Metrics["quiet_p50_ms"] = float64(p.quiet.ValueAtQuantile(50)) / 1000
+		m.Metrics["quiet_p99_ms"] = float64(p.quiet.ValueAtQuantile(99)) / 1000
+	}
+	if len(hot) > 0 && phase > 0 {
+		m.Metrics["hot_throughput_per_s"] = float64(p.hotOK) / phase.Seconds()
+		if p.hot.TotalCount() > 0 {
+			m.Metrics["hot_p99_ms"] = float64(p.hot.ValueAtQuantile(99)) / 1000
+		}
+	}
+}
+
+// phaseDriver hands every login observation of the hot phase to the phase
+// statistics as well as to the run's own recorder.
+type phaseDriver struct {
+	load.Driver
+	login string // the login step's label (the tenant's name)
+	hot   bool
+	stats *phaseStats
+}
+
+func (d *phaseDriver) NewVU(id int) (load.VU, error) {
+	vu, err := d.Driver.NewVU(id)
+	if err != nil {
+		return nil, err
+	}
+	return phaseVU{VU: vu, d: d}, nil
+}
+
+type phaseVU struct {
+	load.VU
+	d *phaseDriver
+}
+
+func (v phaseVU) Run(ctx context.Context, s load.Session, rec load.Recorder) bool {
+	if s.Due.Before(v.d.stats.hotStart) {
+		return v.VU.Run(ctx, s, rec)
+	}
+	return v.VU.Run(ctx, s, phaseRecorder{Recorder: rec, d: v.d})
+}
+
+type phaseRecorder struct {
+	load.Recorder
+	d *phaseDriver
+}
+
+func (r phaseRecorder) Observe(label string, latency time.Duration, bytes int64, kind string) {
+	r.Recorder.Observe(label, latency, bytes, kind)
+	if label == r.d.login {
+		r.d.stats.observe(r.d.hot, latency, kind)
+	}
+}
+
+// mergeTenants adds the tenants' measurements into one: operations of the
+// same label merged (histograms, counts, errors), generator figures summed
+// over the runs that cover the whole window, and throughput_per_s the
+// successful logins of all tenants per second of the window.
+func mergeTenants(ms []*results.Measurement, window time.Duration) (*results.Measurement, error) {
+	out := &results.Measurement{DurationS: window.Seconds(), Operations: map[string]*results.Operation{},
+		Metrics: map[string]float64{}, Load: &results.LoadStats{Mode: "open"}}
+	hists := map[string]*hdrhistogram.Histogram{}
+	for _, m := range ms {
+		for label, op := range m.Operations {
+			dst := out.Operations[label]
+			if dst == nil {
+				dst = &results.Operation{}
+				out.Operations[label] = dst
+			}
+			dst.Count += op.Count
+			dst.Bytes += op.Bytes
+			for k, v := range op.Errors {
+				if dst.Errors == nil {
+					dst.Errors = map[string]int64{}
+				}
+				dst.Errors[k] += v
+			}
+			if op.Histogram == "" {
+				continue
+			}
+			h, err := results.DecodeHistogram(op.Histogram)
+			if err != nil {
+				return nil, fmt.Errorf("operation %s: %w", label, err)
+			}
+			if hists[label] == nil {
+				hists[label] = results.NewHistogram()
+			}
+			hists[label].Merge(h)
+		}
+		if ld := m.Load; ld != nil {
+			if ld.Mode == "open" && math.Abs(m.DurationS-window.Seconds()) < 1e-9 {
+				out.Load.TargetRate += ld.TargetRate
+				out.Load.AchievedRate += ld.AchievedRate
+				out.Load.Late += ld.Late
+			}
+			out.Load.CPUSeconds = max(out.Load.CPUSeconds, ld.CPUSeconds)
+		}
+	}
+	var ok int64
+	for label, op := range out.Operations {
+		if h := hists[label]; h != nil {
+			s, err := results.EncodeHistogram(h)
+			if err != nil {
+				return nil, err
+			}
+			op.Histogram = s
+		}
+		if label != LabelNoisyPage {
+			ok += op.Count - op.ErrorCount()
+		}
+	}
+	if window > 0 {
+		out.Metrics["throughput_per_s"] = float64(ok) / window.Seconds()
+	}
+	return out, nil
+}
