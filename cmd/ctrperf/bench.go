@@ -25,7 +25,14 @@ containers across its configurations, repetitions interleaved and shuffled
 with the plan's seed, and appends one raw record per run to OUT/results.jsonl.
 Reports are recomputed from those records by 'ctrperf report OUT'.
 
-The plan format is described in plans/README.md.`,
+Workloads: web (ticketd + SQLite or MariaDB), kv (memcached), fileio (fio),
+exec (process start-up), oltp (sysbench on MariaDB), cpu (sysbench cpu),
+noisy (tenants of which some turn hot). A configuration's isolate: knob runs
+the isolate controller during its runs (policy off, paper or strict), so the
+same plan measures the controller off and on.
+
+The plan format is described in plans/README.md; ready plans, one per
+experiment, are in plans/.`,
 	}
 	cmd.AddCommand(newBenchRunCmd(), newBenchValidateCmd())
 	return cmd
