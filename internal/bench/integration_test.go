@@ -105,22 +105,9 @@ func (w *tinyWorkload) Drive(ctx context.Context, env workload.Env) (*results.Me
 // published Docker port) through the real engines and observers into a
 // temporary OUT, and checks that nothing of its runs is left behind.
 func TestBenchHostVsDockerDocker(t *testing.T) {
-	if os.Geteuid() != 0 {
-		skipOrFail(t, "needs root (host runtime cgroups)")
-	}
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		skipOrFail(t, "docker client: %v", err)
-	}
-	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
-	_, err = cli.Ping(pctx)
-	pcancel()
-	if err != nil {
-		skipOrFail(t, "docker engine not reachable: %v", err)
-	}
+	cli := rootDocker(t, ctx, "host runtime cgroups")
 
 	root, err := image.ModuleRoot(ctx)
 	if err != nil {
@@ -237,4 +224,25 @@ configurations:
 	if recs[0].Engine.Name == "" || (recs[0].Config == "host") != (recs[0].Engine.Runtime == engine.RuntimeHost) {
 		t.Errorf("engine info %+v for %s", recs[0].Engine, recs[0].Config)
 	}
+}
+
+// rootDocker returns a client of the reachable Docker engine, or skips (fails
+// under CTRPERF_REQUIRE_DOCKER=1) when the test is not root or no engine
+// answers; why says what root is needed for.
+func rootDocker(t *testing.T, ctx context.Context, why string) *client.Client {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		skipOrFail(t, "needs root (%s)", why)
+	}
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		skipOrFail(t, "docker client: %v", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer pcancel()
+	if _, err := cli.Ping(pctx); err != nil {
+		skipOrFail(t, "docker engine not reachable: %v", err)
+	}
+	return cli
 }

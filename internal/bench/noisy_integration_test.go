@@ -14,7 +14,6 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/client"
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/isolate"
@@ -28,22 +27,9 @@ import (
 // teardown) every cpuset and IRQ affinity must be what it was before it
 // started.
 func TestNoisyStrictIsolateDocker(t *testing.T) {
-	if os.Geteuid() != 0 {
-		skipOrFail(t, "needs root (cgroups, IRQ affinity)")
-	}
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		skipOrFail(t, "docker client: %v", err)
-	}
-	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
-	_, err = cli.Ping(pctx)
-	pcancel()
-	if err != nil {
-		skipOrFail(t, "docker engine not reachable: %v", err)
-	}
+	cli := rootDocker(t, ctx, "cgroups, IRQ affinity")
 
 	// A 2-CPU machine shares the "dedicated" CPU among the tenants, so a
 	// saturating tenant reaches well under 90 % of it: 50 % counts.
