@@ -16,6 +16,26 @@ import (
 // start was signalled.
 func deployAndDrive(ctx context.Context, t *testing.T, eng engine.Engine, w Workload, c Config, runID string) *results.Measurement {
 	t.Helper()
+	return driveWith(ctx, t, eng, w, deployWith(ctx, t, eng, w, c, runID), c)
+}
+
+// deployTarget deploys the web workload; see deployWith.
+func deployTarget(ctx context.Context, t *testing.T, eng engine.Engine, c Config, runID string) *engine.Target {
+	t.Helper()
+	return deployWith(ctx, t, eng, Web{}, c, runID)
+}
+
+// driveWindow drives the web workload; see driveWith.
+func driveWindow(ctx context.Context, t *testing.T, eng engine.Engine, target *engine.Target, c Config) *results.Measurement {
+	t.Helper()
+	return driveWith(ctx, t, eng, Web{}, target, c)
+}
+
+// deployWith validates c and deploys w's services, with the teardown
+// registered for the end of the test (a second teardown of a target that is
+// already gone is harmless).
+func deployWith(ctx context.Context, t *testing.T, eng engine.Engine, w Workload, c Config, runID string) *engine.Target {
+	t.Helper()
 	if err := w.Validate(c); err != nil {
 		t.Fatal(err)
 	}
@@ -38,6 +58,13 @@ func deployAndDrive(ctx context.Context, t *testing.T, eng engine.Engine, w Work
 	if err != nil {
 		t.Fatalf("deploy: %v", err)
 	}
+	return target
+}
+
+// driveWith drives 1 s of warm-up and 3 s measured and checks that the
+// window's start was signalled.
+func driveWith(ctx context.Context, t *testing.T, eng engine.Engine, w Workload, target *engine.Target, c Config) *results.Measurement {
+	t.Helper()
 	var started atomic.Bool // drivers may call Started from a timer goroutine
 	m, err := w.Drive(ctx, Env{Engine: eng, Target: target, Config: c,
 		Window: Window{Warmup: time.Second, Duration: 3 * time.Second}, Started: func() { started.Store(true) }})
