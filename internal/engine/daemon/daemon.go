@@ -278,7 +278,7 @@ func start(ctx context.Context, o Options, st *State) (*Daemon, error) {
 		return nil, err
 	}
 	if st.IPTables {
-		if restored, err := restoreRules(ctx, ipt, before); err != nil {
+		if restored, err := restoreRules(ctx, ipt, before, sysLinkExists); err != nil {
 			d.Warnings = append(d.Warnings, err.Error())
 		} else if len(restored) > 0 {
 			d.Warnings = append(d.Warnings, fmt.Sprintf("put back %d iptables rules of other engines that dockerd flushed on start", len(restored)))

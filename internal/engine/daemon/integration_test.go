@@ -97,10 +97,18 @@ func TestPrivateBtrfsLoopNoProxyDocker(t *testing.T) {
 	ctx := context.Background()
 	runID := testRunID(t)
 	// Witness rules stand for another engine's port rules: they name an
-	// interface that does not exist, so they match nothing, and only this
-	// test adds or removes them, unlike the rules of engines other
+	// interface of this test that carries no traffic, so they match nothing,
+	// and only this test adds or removes them, unlike the rules of engines other
 	// engineers' tests churn concurrently on a shared machine.
 	witness := "ctrperfw" + runID[1:8]
+	// The interface exists (one end of a veth pair, down, carrying
+	// nothing): restore leaves out the rules of interfaces that are gone,
+	// as a removed network's.
+	peer := "ctrperfv" + runID[1:8]
+	if out, err := exec.CommandContext(ctx, "ip", "link", "add", witness, "type", "veth", "peer", "name", peer).CombinedOutput(); err != nil {
+		t.Fatalf("ip link add %s type veth: %v: %s", witness, err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "delete", witness).Run() })
 	witnesses := [][]string{{"-t", "nat", "DOCKER", "-i", witness, "-j", "RETURN"}, {"-t", "filter", "DOCKER-ISOLATION-STAGE-1", "-i", witness, "-j", "RETURN"}}
 	for _, w := range witnesses {
 		if err := (execIPTables{}).Run(ctx, append([]string{"-w", w[0], w[1], "-I", w[2], "1"}, w[3:]...)...); err != nil {

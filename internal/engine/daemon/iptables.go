@@ -199,12 +199,22 @@ func saveAll(ctx context.Context, ipt iptablesRunner) ([]ipRule, error) {
 // restoreRules puts back the DOCKER* rules of before that are now missing.
 // They go to the top of their chain (in their original order) because the
 // new dockerd has already appended its catch-all RETURN rules at the end.
-func restoreRules(ctx context.Context, ipt iptablesRunner, before []ipRule) ([]ipRule, error) {
+//
+// A rule whose interface is gone is not put back: the other engine removed
+// that network while this one started (the flock only orders private
+// engines, not the user's), and its rules must stay removed, or they would
+// outlive their bridge for good.
+func restoreRules(ctx context.Context, ipt iptablesRunner, before []ipRule, linkExists func(string) bool) ([]ipRule, error) {
 	after, err := saveAll(ctx, ipt)
 	if err != nil {
 		return nil, err
 	}
-	missing := missingRules(dockerChainRules(before), dockerChainRules(after))
+	var missing []ipRule
+	for _, r := range missingRules(dockerChainRules(before), dockerChainRules(after)) {
+		if ifacesExist(r, linkExists) {
+			missing = append(missing, r)
+		}
+	}
 	var errs []error
 	for i := len(missing) - 1; i >= 0; i-- {
 		r := missing[i]
@@ -239,4 +249,24 @@ func deleteRulesOf(ctx context.Context, ipt iptablesRunner, bridge, subnet strin
 		return n, fmt.Errorf("delete iptables rules of bridge %s: %v", bridge, errs)
 	}
 	return n, nil
+}
+
+// ifacesExist says whether every interface a rule names with -i or -o
+// (wildcards ending in + aside) exists.
+func ifacesExist(r ipRule, linkExists func(string) bool) bool {
+	for i := 0; i+1 < len(r.Args); i++ {
+		if a := r.Args[i]; a == "-i" || a == "-o" {
+			name := r.Args[i+1]
+			if !strings.HasSuffix(name, "+") && !linkExists(name) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// sysLinkExists says whether a network interface exists, from /sys/class/net.
+func sysLinkExists(name string) bool {
+	_, err := os.Stat(filepath.Join("/sys/class/net", name))
+	return err == nil
 }

@@ -107,7 +107,7 @@ func TestRestoreRules(t *testing.T) {
 	}
 	after = append(after, ipRule{Table: "nat", Chain: "DOCKER", Args: []string{"-i", "ctrperf99999999", "-j", "RETURN"}})
 	f := &fakeIPT{rules: after}
-	restored, err := restoreRules(context.Background(), f, before)
+	restored, err := restoreRules(context.Background(), f, before, func(string) bool { return true })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,5 +143,29 @@ func TestDeleteRulesOf(t *testing.T) {
 	f.err = errors.New("iptables-save: not found")
 	if _, err := deleteRulesOf(context.Background(), f, "x", ""); err == nil {
 		t.Error("a failing iptables-save must be reported")
+	}
+}
+
+// A network the user's engine removed while a private engine started must
+// not come back as rules without a bridge.
+func TestRestoreRulesSkipsGoneInterfaces(t *testing.T) {
+	before := []ipRule{
+		{Table: "nat", Chain: "DOCKER", Args: []string{"-i", "docker0", "-j", "RETURN"}},
+		{Table: "nat", Chain: "DOCKER", Args: []string{"-i", "br-gone", "-j", "RETURN"}},
+		{Table: "filter", Chain: "DOCKER-ISOLATION-STAGE-1", Args: []string{"-i", "br-gone", "!", "-o", "br-gone", "-j", "DOCKER-ISOLATION-STAGE-2"}},
+		{Table: "filter", Chain: "DOCKER-ISOLATION-STAGE-2", Args: []string{"-o", "docker+", "-j", "DROP"}},
+	}
+	f := &fakeIPT{}
+	restored, err := restoreRules(context.Background(), f, before, func(name string) bool { return name != "br-gone" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range restored {
+		got = append(got, strings.Join(r.Args, " "))
+	}
+	want := []string{"-i docker0 -j RETURN", "-o docker+ -j DROP"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("restored %q, want %q (rules of br-gone left out)", got, want)
 	}
 }

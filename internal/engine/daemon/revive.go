@@ -132,7 +132,7 @@ func revive(ctx context.Context, o Options, st *State) (*Daemon, error) {
 	if err := d.waitReady(ctx, 30*time.Second); err != nil {
 		return nil, err
 	}
-	if _, err := restoreRules(ctx, ipt, before); err != nil {
+	if _, err := restoreRules(ctx, ipt, before, sysLinkExists); err != nil {
 		return d, err
 	}
 	return d, nil
