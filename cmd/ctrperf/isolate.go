@@ -24,6 +24,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"ctrperf/internal/isolate"
+	"ctrperf/internal/kernel"
 )
 
 const isolateStateDir = isolate.DefaultStateDir
@@ -40,6 +41,9 @@ type isolateOptions struct {
 	CoolThreshold    float64       `yaml:"cool_threshold"`
 	HotAfter         int           `yaml:"hot_after"`
 	CoolAfter        int           `yaml:"cool_after"`
+	Demote           bool          `yaml:"demote"`
+	StallGate        bool          `yaml:"stall_gate"`
+	StallThreshold   float64       `yaml:"stall_threshold"`
 	IRQ              bool          `yaml:"irq"`
 	IRQPattern       string        `yaml:"irq_pattern"`
 	IRQRotate        time.Duration `yaml:"irq_rotate"`
@@ -56,23 +60,40 @@ func newIsolateCmd() *cobra.Command {
 		Short: "Real-time CPU and interrupt isolation controller for Docker containers",
 		Long: `ctrperf isolate keeps quiet containers fast when a neighbour gets hot.
 
-Containers opt in with the label ctrperf.isolate=true (or --all) and may ask
-for a number of dedicated CPUs with ctrperf.isolate.cpus=N. Every interval the
-controller samples each container's cgroup CPU use and:
+Containers opt in with the label ctrperf.isolate=true (or --all) and may state
+the CPUs they are entitled to with ctrperf.isolate.cpus=N. Every interval
+(100 ms) the controller reads each container's cgroup CPU use and CPU pressure
+(files only: membership comes from Docker events and a relist every 5 s) and:
 
-  - gives every normal container dedicated CPUs of its own;
-  - when a container saturates its CPUs for --hot-after samples it turns hot:
-    policy "paper" releases it to all CPUs (the IBM paper's choice), policy
-    "strict" confines it to the shared pool (CPUs no normal container owns);
-    after --cool-after calm samples it gets dedicated CPUs again;
-  - steers network IRQs (by name, --irq-pattern) onto the shared pool, rotated
-    round-robin every --irq-rotate, each write verified through
-    effective_affinity (IRQs the kernel will not move are skipped and logged);
+  - a container that uses >= --hot-threshold of its entitlement (its label,
+    else online CPUs / managed containers) for --hot-after samples turns hot;
+    after --cool-after calm samples it is normal again;
+  - policy "shield" (default) demotes a hot container: cpu.idle=1 (any normal
+    task preempts it at once; kernel >= 5.15), else the lowest weight. It
+    keeps every CPU, so it still uses all idle time. Normal containers get
+    dedicated CPUs only where there are enough for all of them;
+  - policy "paper" (the IBM paper) pins normal containers to dedicated CPUs and
+    releases a hot one to all CPUs; "strict" confines a hot one to the shared
+    pool. Both refuse to pin (and say why in the log and status) rather than
+    put two normal containers on one CPU; --demote adds the demotion;
+  - --stall-gate demotes only while another managed container stalls for CPU
+    (cgroup cpu.pressure);
+  - steers the network devices' IRQs (chosen by driver; --irq-pattern
+    overrides) onto the shared pool, rotated every --irq-rotate, each write
+    verified through effective_affinity (IRQs the kernel will not move are
+    skipped, logged and retried later);
   - sets the RPS mask of each managed container's host-side veth to the pool.
 
-Everything it changes is checkpointed with its original value and restored on
-SIGINT/SIGTERM; after a crash, the next start (or 'ctrperf isolate restore')
-puts the originals back first. One controller at a time.`,
+Everything it changes (cpu.idle and weights, cpusets, IRQ affinity, RPS) is
+checkpointed with its original value before the write (fsync'd), re-read
+(a value Docker wrote on restart or update becomes the new original),
+restored on SIGINT/SIGTERM; after a crash, the next start (or 'ctrperf
+isolate restore') puts the originals back first. One controller at a time.
+
+Metrics (--metrics, loopback): ctrperf_isolate_container_{usage_cpus,
+entitlement_cpus,hot,demoted,cpus,stall_ratio}{container,name},
+ctrperf_isolate_decisions_total{kind}, ctrperf_isolate_write_failures_total,
+ctrperf_isolate_loop_duration_seconds, ctrperf_isolate_step_cpu_seconds_total.`,
 	}
 	cmd.AddCommand(newIsolateRunCmd(), newIsolateStatusCmd(), newIsolateRestoreCmd())
 	return cmd
@@ -97,18 +118,21 @@ func newIsolateRunCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&configFile, "config", "", "YAML file with any of these options (flags given on the command line win)")
-	f.StringVar(&o.Policy, "policy", string(d.Policy), "where a hot container goes: paper (all CPUs) or strict (shared pool only)")
-	f.DurationVar(&o.Interval, "interval", time.Second, "sampling interval")
+	f.StringVar(&o.Policy, "policy", string(d.Policy), "what happens to a hot container: shield (demoted, keeps all CPUs), paper (normal ones pinned, hot released to all CPUs) or strict (hot confined to the shared pool)")
+	f.DurationVar(&o.Interval, "interval", 100*time.Millisecond, "sampling interval")
 	f.BoolVar(&o.All, "all", false, "manage every running container, not only those labelled ctrperf.isolate")
 	f.StringArrayVar(&o.Labels, "label", nil, "only manage containers that also carry this label (key or key=value; repeatable)")
 	f.IntVar(&o.CPUsPerContainer, "cpus-per-container", d.CPUsPerContainer, "dedicated CPUs per normal container (label ctrperf.isolate.cpus overrides)")
 	f.IntVar(&o.MinShared, "min-shared", d.MinShared, "CPUs always kept in the shared pool")
-	f.Float64Var(&o.HotThreshold, "hot-threshold", d.HotThreshold, "fraction of its dedicated CPUs a container must use to count as saturated")
-	f.Float64Var(&o.CoolThreshold, "cool-threshold", d.CoolThreshold, "fraction of its CPUs below which a hot container counts as calm")
+	f.Float64Var(&o.HotThreshold, "hot-threshold", d.HotThreshold, "fraction of its entitlement a container must use to count as saturated")
+	f.Float64Var(&o.CoolThreshold, "cool-threshold", d.CoolThreshold, "fraction of its entitlement below which a hot container counts as calm")
 	f.IntVar(&o.HotAfter, "hot-after", d.HotAfter, "consecutive saturated samples before a container turns hot")
 	f.IntVar(&o.CoolAfter, "cool-after", d.CoolAfter, "consecutive calm samples before it turns normal again")
+	f.BoolVar(&o.Demote, "demote", false, "paper and strict also demote hot containers (shield always does)")
+	f.BoolVar(&o.StallGate, "stall-gate", false, "demote a hot container only while another managed container stalls for CPU (cgroup cpu.pressure)")
+	f.Float64Var(&o.StallThreshold, "stall-threshold", d.StallThreshold, "with --stall-gate: the fraction of an interval another container must stall")
 	f.BoolVar(&o.IRQ, "irq", true, "steer network IRQs onto the shared pool")
-	f.StringVar(&o.IRQPattern, "irq-pattern", isolate.DefaultIRQPattern, "regexp on /proc/interrupts names selecting the IRQs to steer")
+	f.StringVar(&o.IRQPattern, "irq-pattern", "", "regexp on /proc/interrupts names selecting the IRQs to steer (default: the network devices' IRQs, by driver)")
 	f.DurationVar(&o.IRQRotate, "irq-rotate", 10*time.Second, "rotate the IRQs round-robin over the pool this often")
 	f.BoolVar(&o.RPS, "rps", true, "set the RPS mask of managed containers' host veths to the shared pool")
 	f.BoolVar(&o.DryRun, "dry-run", false, "decide and log, change nothing")
@@ -153,6 +177,12 @@ func loadIsolateConfig(path string, o *isolateOptions, cmd *cobra.Command) error
 			merged.HotAfter = o.HotAfter
 		case "cool-after":
 			merged.CoolAfter = o.CoolAfter
+		case "demote":
+			merged.Demote = o.Demote
+		case "stall-gate":
+			merged.StallGate = o.StallGate
+		case "stall-threshold":
+			merged.StallThreshold = o.StallThreshold
 		case "irq":
 			merged.IRQ = o.IRQ
 		case "irq-pattern":
@@ -179,9 +209,6 @@ func loadIsolateConfig(path string, o *isolateOptions, cmd *cobra.Command) error
 	if merged.Interval == 0 {
 		merged.Interval = def.Interval
 	}
-	if merged.IRQPattern == "" {
-		merged.IRQPattern = def.IRQPattern
-	}
 	if merged.IRQRotate == 0 {
 		merged.IRQRotate = def.IRQRotate
 	}
@@ -198,7 +225,8 @@ func loadIsolateConfig(path string, o *isolateOptions, cmd *cobra.Command) error
 func runIsolate(cmd *cobra.Command, o isolateOptions) error {
 	out := cmd.OutOrStdout()
 	params := isolate.Params{Policy: isolate.Policy(o.Policy), CPUsPerContainer: o.CPUsPerContainer, MinShared: o.MinShared,
-		HotThreshold: o.HotThreshold, CoolThreshold: o.CoolThreshold, HotAfter: o.HotAfter, CoolAfter: o.CoolAfter}
+		HotThreshold: o.HotThreshold, CoolThreshold: o.CoolThreshold, HotAfter: o.HotAfter, CoolAfter: o.CoolAfter,
+		Demote: o.Demote, StallGate: o.StallGate, StallThreshold: o.StallThreshold}
 	if err := params.Validate(); err != nil {
 		return err
 	}
@@ -208,8 +236,10 @@ func runIsolate(cmd *cobra.Command, o isolateOptions) error {
 			return fmt.Errorf("--metrics %q: want a loopback address such as 127.0.0.1:9477", o.Metrics)
 		}
 	}
-	if _, err := regexp.Compile(o.IRQPattern); err != nil {
-		return fmt.Errorf("--irq-pattern %q: %w", o.IRQPattern, err)
+	if o.IRQPattern != "" {
+		if _, err := regexp.Compile(o.IRQPattern); err != nil {
+			return fmt.Errorf("--irq-pattern %q: %w", o.IRQPattern, err)
+		}
 	}
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
@@ -246,7 +276,7 @@ func runIsolate(cmd *cobra.Command, o isolateOptions) error {
 	if err := run.Stop(restoreCtx); err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "ctrperf isolate: stopped, every cpuset, IRQ affinity and RPS mask restored")
+	fmt.Fprintln(out, "ctrperf isolate: stopped, every CPU class, cpuset, IRQ affinity and RPS mask restored")
 	return nil
 }
 
@@ -274,16 +304,24 @@ func newIsolateStatusCmd() *cobra.Command {
 				return fmt.Errorf("parse status: %w", err)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintf(w, "policy %s (pid %d, %s), shared pool %s, oversubscribed %v\n\n", s.Policy, s.PID, s.Time.Format(time.RFC3339), s.SharedPool, s.Oversub)
-			fmt.Fprintln(w, "CONTAINER\tCPUS\tHOT\tSHARED\tREASON")
+			fmt.Fprintf(w, "policy %s (pid %d, %s), shared pool %s, control steps used %.2f CPU s\n", s.Policy, s.PID, s.Time.Format(time.RFC3339), s.SharedPool, s.StepCPUSeconds)
+			if s.PinRefused != "" {
+				fmt.Fprintf(w, "not pinning: %s\n", s.PinRefused)
+			}
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, "CONTAINER\tUSAGE\tENTITLED\tSTALL\tCPUS\tHOT\tDEMOTED\tREASON")
 			for _, c := range s.Containers {
-				fmt.Fprintf(w, "%s\t%s\t%v\t%v\t%s\n", c.Name, c.CPUs, c.Hot, c.Shared, c.Reason)
+				cpus := c.CPUs
+				if cpus == "" {
+					cpus = "own"
+				}
+				fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.1f%%\t%s\t%v\t%v\t%s\n", c.Name, c.Usage, c.Entitlement, 100*c.Stall, cpus, c.Hot, c.Demoted, c.Reason)
 			}
 			for irq, cpu := range s.IRQs {
-				fmt.Fprintf(w, "IRQ %d\t%d\t\t\t\n", irq, cpu)
+				fmt.Fprintf(w, "IRQ %d\t\t\t\t%d\t\t\t\n", irq, cpu)
 			}
 			for irq, why := range s.Skipped {
-				fmt.Fprintf(w, "IRQ %d\tskipped\t\t\t%s\n", irq, why)
+				fmt.Fprintf(w, "IRQ %d\t\t\t\tskipped\t\t\t%s\n", irq, why)
 			}
 			return w.Flush()
 		},
@@ -300,41 +338,21 @@ func newIsolateRestoreCmd() *cobra.Command {
 		Short: "Put back everything a crashed controller changed, from its checkpoint",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			lock, err := isolate.Lock(filepath.Join(stateDir, "lock"))
-			if err != nil {
-				return err
-			}
-			defer lock.Close()
-			path := filepath.Join(stateDir, "checkpoint.json")
-			cp, err := isolate.LoadCheckpoint(path)
-			if err != nil {
-				return err
-			}
-			if cp == nil {
-				fmt.Fprintln(cmd.OutOrStdout(), "nothing to restore")
-				return nil
-			}
 			cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 			if err != nil {
 				return err
 			}
-			v2 := isolate.CgroupV2Only("/sys/fs/cgroup")
-			top, err := isolate.DiscoverTopology("/sys")
-			if err != nil {
-				return err
-			}
+			defer cli.Close()
 			n := 0
-			err = isolate.RestoreCheckpoint(cmd.Context(), cp,
-				isolate.CgroupCPUSet{Root: "/sys/fs/cgroup", V2: v2, Path: isolate.CgroupPathOf(cli, "/proc", v2)},
-				isolate.ProcIRQ{Root: "/proc"}, isolate.SysRPS{Root: "/sys", NCPU: len(top.CPUs)},
-				func(isolate.Event) { n++ })
+			restored, err := isolate.RestoreStateDir(cmd.Context(), cli, stateDir, kernel.Roots{}, func(isolate.Event) { n++ })
 			if err != nil {
-				return fmt.Errorf("restore: %w", err)
-			}
-			if err := os.Remove(path); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "restored %d values from %s\n", n, path)
+			if !restored {
+				fmt.Fprintln(cmd.OutOrStdout(), "nothing to restore")
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "restored %d values from %s\n", n, filepath.Join(stateDir, "checkpoint.json"))
 			return nil
 		},
 	}

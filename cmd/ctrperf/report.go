@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"ctrperf/internal/fsutil"
 	"ctrperf/internal/report"
 	"ctrperf/internal/stats"
 )
@@ -89,26 +89,5 @@ func writeRendered(stdout io.Writer, path string, render func(io.Writer) error) 
 		_, err := stdout.Write(buf.Bytes())
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".ctrperf-report-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if _, err := tmp.Write(buf.Bytes()); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return fsutil.WriteFileAtomic(path, buf.Bytes(), 0o644)
 }

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/isolate"
 	"ctrperf/internal/lifecycle"
 	"ctrperf/internal/observe"
 	"ctrperf/internal/plan"
@@ -93,6 +94,9 @@ type Options struct {
 	// Isolate starts the isolate controller of configurations with
 	// `isolate:`; nil means DockerIsolator.
 	Isolate Isolator
+	// IsolateStateDir is the isolate controller's state directory
+	// (default isolate.DefaultStateDir, the machine's; tests give their own).
+	IsolateStateDir string
 }
 
 // Summary is what happened in one invocation.
@@ -299,6 +303,9 @@ func (r *runner) defaults() {
 	if r.opt.RunSlack <= 0 {
 		r.opt.RunSlack = 10 * time.Minute
 	}
+	if r.opt.IsolateStateDir == "" {
+		r.opt.IsolateStateDir = isolate.DefaultStateDir
+	}
 	if r.opt.Isolate == nil {
 		r.opt.Isolate = DockerIsolator
 	}
@@ -404,7 +411,7 @@ func (r *runner) one(ctx context.Context, run plan.Run, cfg *plan.Configuration)
 		pr.Phase("starting isolate controller")
 		s := &isolateSession{spec: cfg.Isolate}
 		run, err := r.opt.Isolate(rctx, IsolateRequest{Engine: eng, RunID: runID, Spec: cfg.Isolate,
-			StateDir: filepath.Join(r.opt.Out, "isolate"), Events: s.event, Warn: pr.Warn})
+			StateDir: r.opt.IsolateStateDir, LogDir: filepath.Join(r.opt.Out, "isolate"), Events: s.event, Warn: pr.Warn})
 		if err != nil {
 			if interrupted() {
 				return nil, teardown

@@ -30,10 +30,13 @@ type IsolateRequest struct {
 	Engine engine.Engine
 	RunID  string
 	Spec   plan.IsolateSpec
-	// StateDir is the controller's lock, checkpoint and decision logs: one
-	// per output directory, so a crashed run's checkpoint is reconciled by
-	// the next run (or `ctrperf isolate restore --state-dir`).
+	// StateDir is the controller's lock, checkpoint and status: the
+	// machine's (isolate.DefaultStateDir) in a real run, because IRQ
+	// affinity is machine-wide and a crashed run's checkpoint must be
+	// found by the next start and by a plain `ctrperf isolate restore`.
 	StateDir string
+	// LogDir keeps the run's decision log (OUT/isolate).
+	LogDir string
 	Events   func(isolate.Event)
 	Warn     func(string)
 }
@@ -59,25 +62,24 @@ func (p *imagePreparer) Client() client.APIClient {
 }
 
 // DockerIsolator starts the real controller (isolate.Start) on the engine
-// of the run, managing only the run's containers that opted in. It also
-// holds the machine-wide lock of `ctrperf isolate run`: IRQ affinity is
-// global, and two controllers would fight over it.
+// of the run, managing only the run's containers that opted in. Its state
+// directory is the machine's, so it cannot run beside a `ctrperf isolate
+// run`: IRQ affinity is global, and two controllers would fight over it.
 func DockerIsolator(ctx context.Context, req IsolateRequest) (IsolateRun, error) {
 	dc, ok := req.Engine.(dockerClient)
 	if !ok || dc.Client() == nil {
 		return nil, fmt.Errorf("engine %T has no Docker client: isolate needs runtime docker", req.Engine)
 	}
 	return isolate.Start(ctx, dc.Client(), isolate.Options{
-		Params:      req.Spec.Params(),
-		Interval:    req.Spec.Interval,
-		Labels:      []string{engine.LabelRun + "=" + req.RunID},
-		IRQ:         true,
-		RPS:         true,
-		StateDir:    req.StateDir,
-		MachineLock: filepath.Join(isolate.DefaultStateDir, "lock"),
-		LogPath:     filepath.Join(req.StateDir, req.RunID+".decisions.jsonl"),
-		Events:      req.Events,
-		Warn:        req.Warn,
+		Params:   req.Spec.Params(),
+		Interval: req.Spec.Interval,
+		Labels:   []string{engine.LabelRun + "=" + req.RunID},
+		IRQ:      req.Spec.IRQ,
+		RPS:      req.Spec.RPS,
+		StateDir: req.StateDir,
+		LogPath:  filepath.Join(req.LogDir, req.RunID+".decisions.jsonl"),
+		Events:   req.Events,
+		Warn:     req.Warn,
 	})
 }
 
@@ -145,7 +147,7 @@ func (s *isolateSession) record(m *results.Measurement, t *engine.Target) {
 	case s.hotAt.IsZero():
 		note += "; the workload had no hot phase, so no reaction time"
 	case !f.reacted:
-		note += fmt.Sprintf("; no placement change of a hot tenant (%s) after the hot phase began: no reaction time", strings.Join(s.hotNames, ", "))
+		note += fmt.Sprintf("; no placement change or demotion of a hot tenant (%s) after the hot phase began: no reaction time", strings.Join(s.hotNames, ", "))
 	default:
 		note += fmt.Sprintf("; reacted %.2f s after the hot phase began", f.reaction.Seconds())
 	}
@@ -174,7 +176,7 @@ func summarizeIsolate(events []isolate.Event, hot map[string]bool, hotAt time.Ti
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].Time.Before(evs[j].Time) })
 	for _, e := range evs {
 		switch e.Kind {
-		case "cpuset":
+		case "cpuset", "demote", "undemote":
 			if !e.DryRun {
 				f.decisions++
 			}
@@ -185,6 +187,8 @@ func summarizeIsolate(events []isolate.Event, hot map[string]bool, hotAt time.Ti
 				at = fmt.Sprintf(" at %+.2f s from the hot phase", e.Time.Sub(hotAt).Seconds())
 			}
 			f.notes = append(f.notes, fmt.Sprintf("%s turned %s%s (%s)", e.Name, e.Kind, at, e.Reason))
+		case "refused":
+			f.notes = append(f.notes, "not pinning: "+e.Reason)
 		case "error":
 			f.errors++
 		}

@@ -17,6 +17,7 @@ import (
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/isolate"
+	"ctrperf/internal/kernel"
 	"ctrperf/internal/plan"
 )
 
@@ -52,8 +53,7 @@ configurations:
 		t.Fatal(err)
 	}
 
-	v2 := isolate.CgroupV2Only("/sys/fs/cgroup")
-	cpus := isolate.CgroupCPUSet{Root: "/sys/fs/cgroup", V2: v2, Path: isolate.CgroupPathOf(cli, "/proc", v2)}
+	cpus := isolate.DockerCgroups(cli, kernel.Roots{})
 	snapshot := func(runID string) map[string]string {
 		t.Helper()
 		list, err := cli.ContainerList(ctx, container.ListOptions{Filters: filters.NewArgs(filters.Arg("label", engine.LabelRun+"="+runID))})

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"ctrperf/internal/fsutil"
 	"ctrperf/internal/lifecycle"
 )
 
@@ -121,13 +122,8 @@ func (h *Host) saveState(r *hostRun) error {
 	if err := os.MkdirAll(h.stateDir, 0o755); err != nil {
 		return fmt.Errorf("host state dir: %w", err)
 	}
-	p := h.statePath(r.state.RunID)
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("write host state %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		return fmt.Errorf("write host state %s: %w", p, err)
+	if err := fsutil.WriteFileAtomic(h.statePath(r.state.RunID), b, 0o644); err != nil {
+		return fmt.Errorf("write host state: %w", err)
 	}
 	return nil
 }

@@ -18,7 +18,11 @@ import (
 
 // DefaultIRQPattern selects network interface queue interrupts by name:
 // virtio-net queues (virtioN-input.M / -output.M / -rx / -tx) and the usual
-// physical NIC drivers' queue names.
+// physical NIC drivers' queue names. It is only used when a pattern is asked
+// for explicitly (ListIRQs, `--irq-pattern`): names are guesses, and this
+// one also matches non-network virtio devices (virtio-vsock's virtioN-rx/-tx,
+// virtio-rng's virtioN-input) and misses a virtio NIC's virtioN-config. The
+// default is NetworkIRQs, which asks sysfs which devices are network devices.
 const DefaultIRQPattern = `virtio\d+-(input|output|rx|tx)|\b(eth|ens|enp|eno|em|mlx\d*|ixgbe|i40e|ice|bnxt|igb|e1000e?)[\w.-]*`
 
 // IRQ is an interrupt line named in /proc/interrupts.
@@ -27,16 +31,14 @@ type IRQ struct {
 	Name string // the last column: device / queue name
 }
 
-// ListIRQs returns the numbered IRQs under procRoot whose name matches re.
+// ListIRQs returns the numbered IRQs under procRoot whose name matches re
+// (all of them when re is nil). It is the explicit override (a user's
+// `--irq-pattern`); the default selection of network IRQs is NetworkIRQs,
+// which goes by the devices' drivers rather than by names.
 func ListIRQs(procRoot string, re *regexp.Regexp) ([]IRQ, error) {
-	f, err := os.Open(filepath.Join(procRoot, "interrupts"))
+	all, err := readInterruptNames(procRoot)
 	if err != nil {
-		return nil, fmt.Errorf("list IRQs: %w", err)
-	}
-	defer f.Close()
-	all, err := parseInterruptNames(f)
-	if err != nil {
-		return nil, fmt.Errorf("parse %s: %w", f.Name(), err)
+		return nil, err
 	}
 	var out []IRQ
 	for _, irq := range all {
@@ -45,6 +47,21 @@ func ListIRQs(procRoot string, re *regexp.Regexp) ([]IRQ, error) {
 		}
 	}
 	return out, nil
+}
+
+// readInterruptNames returns the numbered IRQs of procRoot/interrupts.
+func readInterruptNames(procRoot string) ([]IRQ, error) {
+	p := filepath.Join(procRoot, "interrupts")
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("list IRQs: %w", err)
+	}
+	defer f.Close()
+	all, err := parseInterruptNames(f)
+	if err != nil {
+		return nil, fmt.Errorf("parse %s: %w", p, err)
+	}
+	return all, nil
 }
 
 // parseInterruptNames reads the numbered lines of /proc/interrupts.
@@ -219,54 +236,4 @@ func HostVeth(procRoot, sysRoot string, pid int) (string, error) {
 type CPUSetter interface {
 	CPUs(ctx context.Context, id string) (string, error)
 	SetCPUs(ctx context.Context, id string, cpus cpuset.CPUSet) error
-}
-
-// CgroupCPUSet writes cpuset.cpus of a container's cgroup directly (v1
-// cpuset controller or v2 unified), like the paper's taskset but for the
-// whole container.
-type CgroupCPUSet struct {
-	Root string // e.g. /sys/fs/cgroup
-	V2   bool
-	// Path maps a container id to its cgroup path relative to the
-	// controller root (e.g. "/docker/<id>").
-	Path func(ctx context.Context, id string) (string, error)
-}
-
-func (c CgroupCPUSet) file(ctx context.Context, id string) (string, error) {
-	rel, err := c.Path(ctx, id)
-	if err != nil {
-		return "", err
-	}
-	if c.V2 {
-		return filepath.Join(c.Root, rel, "cpuset.cpus"), nil
-	}
-	return filepath.Join(c.Root, "cpuset", rel, "cpuset.cpus"), nil
-}
-
-// CPUs returns the container's current cpuset.cpus.
-func (c CgroupCPUSet) CPUs(ctx context.Context, id string) (string, error) {
-	f, err := c.file(ctx, id)
-	if err != nil {
-		return "", err
-	}
-	b, err := os.ReadFile(f)
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w", f, err)
-	}
-	return strings.TrimSpace(string(b)), nil
-}
-
-// SetCPUs writes cpuset.cpus, refusing an empty set.
-func (c CgroupCPUSet) SetCPUs(ctx context.Context, id string, cpus cpuset.CPUSet) error {
-	if cpus.IsEmpty() {
-		return fmt.Errorf("container %s: refusing an empty cpuset", id)
-	}
-	f, err := c.file(ctx, id)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(f, []byte(cpus.String()), 0o644); err != nil {
-		return fmt.Errorf("write %q to %s: %w", cpus.String(), f, err)
-	}
-	return nil
 }

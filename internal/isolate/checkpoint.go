@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"time"
+
+	"ctrperf/internal/fsutil"
 )
 
 // Checkpoint remembers the original value of everything the controller has
@@ -25,21 +27,44 @@ type Checkpoint struct {
 	// IRQs: IRQ number -> original smp_affinity_list.
 	IRQs map[string]string `json:"irqs"`
 	// RPS: "dev/rx-N" -> original rps_cpus mask.
-	RPS      map[string]string `json:"rps"`
-	Checksum string            `json:"checksum"`
+	RPS map[string]string `json:"rps"`
+	// Classes: container id -> original CPU class (cpu.idle and weight).
+	Classes  map[string]CPUClass `json:"classes"`
+	Checksum string              `json:"checksum"`
 }
 
-const checkpointVersion = 1
+// checkpointVersion 2 added Classes; a version 1 checkpoint (no classes)
+// is still read, so a controller of the previous release can be restored.
+const checkpointVersion = 2
 
 // NewCheckpoint returns an empty checkpoint for this process.
 func NewCheckpoint(now time.Time) *Checkpoint {
 	return &Checkpoint{Version: checkpointVersion, PID: os.Getpid(), Started: now,
-		CPUSets: map[string]string{}, IRQs: map[string]string{}, RPS: map[string]string{}}
+		CPUSets: map[string]string{}, IRQs: map[string]string{}, RPS: map[string]string{}, Classes: map[string]CPUClass{}}
 }
 
 // Empty reports whether nothing is recorded.
 func (c *Checkpoint) Empty() bool {
-	return len(c.CPUSets) == 0 && len(c.IRQs) == 0 && len(c.RPS) == 0
+	return len(c.CPUSets) == 0 && len(c.IRQs) == 0 && len(c.RPS) == 0 && len(c.Classes) == 0
+}
+
+// RememberClass records a container's original CPU class unless already known.
+func (c *Checkpoint) RememberClass(id string, orig CPUClass) bool {
+	if _, ok := c.Classes[id]; ok {
+		return false
+	}
+	c.Classes[id] = orig
+	return true
+}
+
+// ForgetContainer drops everything recorded for a container; it reports
+// whether there was anything.
+func (c *Checkpoint) ForgetContainer(id string) bool {
+	_, a := c.CPUSets[id]
+	_, b := c.Classes[id]
+	delete(c.CPUSets, id)
+	delete(c.Classes, id)
+	return a || b
 }
 
 // RememberCPUSet records a container's original cpuset unless already known.
@@ -85,10 +110,23 @@ func (c *Checkpoint) sum() string {
 		}
 		h.Write([]byte{'|'})
 	}
+	if c.Version >= 2 {
+		ids := make([]string, 0, len(c.Classes))
+		for id := range c.Classes {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			fmt.Fprintf(h, "%s=%s;", id, c.Classes[id])
+		}
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Save writes the checkpoint atomically (temp file + rename).
+// Save writes the checkpoint atomically and durably (fsutil.WriteFileAtomic):
+// after a crash or power loss the file holds the previous checkpoint or
+// this one, never a torn one, and a change is on disk before the kernel
+// setting it guards is touched.
 func (c *Checkpoint) Save(path string) error {
 	c.Checksum = c.sum()
 	b, err := json.MarshalIndent(c, "", "  ")
@@ -98,12 +136,8 @@ func (c *Checkpoint) Save(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("create checkpoint directory: %w", err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("write checkpoint %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("install checkpoint %s: %w", path, err)
+	if err := fsutil.WriteFileAtomic(path, b, 0o644); err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
 	}
 	return nil
 }
@@ -125,7 +159,7 @@ func LoadCheckpoint(path string) (*Checkpoint, error) {
 	if err := json.Unmarshal(b, &c); err != nil {
 		return nil, fmt.Errorf("%s: %w: %v", path, ErrCorruptCheckpoint, err)
 	}
-	if c.Version != checkpointVersion {
+	if c.Version != checkpointVersion && c.Version != 1 {
 		return nil, fmt.Errorf("%s: version %d, this ctrperf writes %d: %w", path, c.Version, checkpointVersion, ErrCorruptCheckpoint)
 	}
 	if c.CPUSets == nil {
@@ -136,6 +170,9 @@ func LoadCheckpoint(path string) (*Checkpoint, error) {
 	}
 	if c.RPS == nil {
 		c.RPS = map[string]string{}
+	}
+	if c.Classes == nil {
+		c.Classes = map[string]CPUClass{}
 	}
 	if c.Checksum != c.sum() {
 		return nil, fmt.Errorf("%s: checksum mismatch: %w", path, ErrCorruptCheckpoint)

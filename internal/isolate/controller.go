@@ -8,9 +8,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,13 +21,17 @@ import (
 
 // Managed is a container the controller manages.
 type Managed struct {
-	ID   string
-	Name string
-	CPUs int // dedicated CPUs asked for by label; 0 = default
-	PID  int // init process on the host (for the veth); 0 = unknown
+	ID     string
+	Name   string
+	CPUs   int  // CPUs it is entitled to by label; 0 = a fair share
+	PID    int  // init process on the host (for the veth); 0 = unknown
+	Paused bool // frozen: still managed, its cgroup is alive
 }
 
-// Runtime lists the containers that opted in.
+// Runtime lists the containers that opted in and are running or paused. A
+// container it no longer returns is gone for the controller (its cgroup no
+// longer exists), so a Runtime must leave one out only when the engine
+// confirmed that; on doubt it returns an error.
 type Runtime interface {
 	Managed(ctx context.Context) ([]Managed, error)
 }
@@ -51,21 +56,22 @@ type RPSSetter interface {
 var (
 	_ IRQSetter = ProcIRQ{}
 	_ RPSSetter = SysRPS{}
-	_ CPUSetter = CgroupCPUSet{}
 )
 
 // Event is one line of the JSON-lines decision log.
 type Event struct {
-	Time      time.Time `json:"time"`
-	Kind      string    `json:"kind"` // cpuset, hot, normal, irq, irq_skipped, rps, error, restore
-	Container string    `json:"container,omitempty"`
-	Name      string    `json:"name,omitempty"`
-	IRQ       int       `json:"irq,omitempty"`
-	Device    string    `json:"device,omitempty"`
-	Old       string    `json:"old,omitempty"`
-	New       string    `json:"new,omitempty"`
-	Reason    string    `json:"reason,omitempty"`
-	DryRun    bool      `json:"dry_run,omitempty"`
+	Time time.Time `json:"time"`
+	// Kind: cpuset, demote, undemote, drift, hot, normal, irq,
+	// irq_skipped, rps, refused, error, restore.
+	Kind      string `json:"kind"`
+	Container string `json:"container,omitempty"`
+	Name      string `json:"name,omitempty"`
+	IRQ       int    `json:"irq,omitempty"`
+	Device    string `json:"device,omitempty"`
+	Old       string `json:"old,omitempty"`
+	New       string `json:"new,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	DryRun    bool   `json:"dry_run,omitempty"`
 	// ApplyMs: from the start of the step that decided to the write done.
 	ApplyMs float64 `json:"apply_ms,omitempty"`
 }
@@ -73,13 +79,13 @@ type Event struct {
 // Config tunes the controller.
 type Config struct {
 	Params         Params
-	Interval       time.Duration  // sampling interval, default 1 s
-	IRQPattern     *regexp.Regexp // nil: no IRQ steering
-	IRQRotate      time.Duration  // default 10 s, the paper's period
-	RPS            bool           // steer container veths' RPS to the shared pool
-	DryRun         bool           // decide and log, write nothing
-	CheckpointPath string         // where originals are kept
-	NCPU           int            // CPUs on the machine, for mask widths
+	Interval       time.Duration // sampling interval, default 100 ms
+	IRQRotate      time.Duration // default 10 s, the paper's period
+	IRQRetry       time.Duration // skipped IRQs are tried again after this, default 6 × IRQRotate
+	RPS            bool          // steer container veths' RPS to the shared pool
+	DryRun         bool          // decide and log, write nothing
+	CheckpointPath string        // where originals are kept
+	NCPU           int           // CPUs on the machine, for mask widths
 }
 
 // Controller is the control loop. Build it with New.
@@ -88,7 +94,9 @@ type Controller struct {
 	top     Topology
 	rt      Runtime
 	usage   UsageReader
+	stall   StallReader // nil: no pressure
 	cpus    CPUSetter
+	demoter Demoter // nil: no demotion possible
 	irq     IRQSetter
 	listIRQ func() ([]IRQ, error)
 	rps     RPSSetter
@@ -98,25 +106,32 @@ type Controller struct {
 	events  func(Event)
 	metrics *Metrics
 
-	mu         sync.Mutex
-	ckpt       *Checkpoint
-	state      State
-	last       map[string]cpuSample
-	applied    map[string]string // container -> cpuset we wrote
-	names      map[string]string
-	vethOf     map[string]string // container -> host veth
-	rpsApplied map[string]string // dev -> mask we wrote
-	irqApplied map[int]int
-	skipped    map[int]string
-	irqStep    int
-	lastRotate time.Time
-	lastPool   string
-	decision   Decision
+	mu          sync.Mutex
+	ckpt        *Checkpoint
+	state       State
+	last        map[string]cpuSample
+	applied     map[string]string // container -> cpuset we wrote (and that must still be there)
+	demoted     map[string]bool   // container -> we wrote the demoted class
+	names       map[string]string
+	vethOf      map[string]string // container -> host veth
+	rpsApplied  map[string]string // dev -> mask we wrote
+	irqApplied  map[int]int
+	skipped     map[int]string
+	skippedAt   time.Time
+	irqStep     int
+	lastRotate  time.Time
+	lastPool    string
+	lastRefusal string
+	decision    Decision
+	usageNow    map[string]float64
+	stallNow    map[string]float64
+	stepCPU     time.Duration
 }
 
 type cpuSample struct {
-	cpu time.Duration
-	at  time.Time
+	cpu, stall time.Duration
+	hasStall   bool
+	at         time.Time
 }
 
 // Option configures a Controller.
@@ -131,6 +146,14 @@ func WithIRQ(s IRQSetter, list func() ([]IRQ, error)) Option {
 func WithRPS(s RPSSetter, veth func(pid int) (string, error)) Option {
 	return func(c *Controller) { c.rps, c.veth = s, veth }
 }
+
+// WithDemoter lets the controller demote hot containers (policy shield, or
+// Params.Demote). Without it a policy that demotes cannot start.
+func WithDemoter(d Demoter) Option { return func(c *Controller) { c.demoter = d } }
+
+// WithStall reads each container's CPU pressure (for the stall gate, the
+// metrics and the status).
+func WithStall(s StallReader) Option { return func(c *Controller) { c.stall = s } }
 
 // WithClock replaces time.Now (tests).
 func WithClock(f func() time.Time) Option { return func(c *Controller) { c.clock = f } }
@@ -151,19 +174,25 @@ func New(cfg Config, top Topology, rt Runtime, usage UsageReader, cpus CPUSetter
 		return nil, err
 	}
 	if cfg.Interval <= 0 {
-		cfg.Interval = time.Second
+		cfg.Interval = 100 * time.Millisecond
 	}
 	if cfg.IRQRotate <= 0 {
 		cfg.IRQRotate = 10 * time.Second
+	}
+	if cfg.IRQRetry <= 0 {
+		cfg.IRQRetry = 6 * cfg.IRQRotate
 	}
 	if cfg.NCPU <= 0 {
 		cfg.NCPU = len(top.CPUs)
 	}
 	c := &Controller{cfg: cfg, top: top, rt: rt, usage: usage, cpus: cpus, clock: time.Now,
-		state: State{}, last: map[string]cpuSample{}, applied: map[string]string{}, names: map[string]string{},
+		state: State{}, last: map[string]cpuSample{}, applied: map[string]string{}, demoted: map[string]bool{}, names: map[string]string{},
 		vethOf: map[string]string{}, rpsApplied: map[string]string{}, irqApplied: map[int]int{}, skipped: map[int]string{}}
 	for _, o := range opts {
 		o(c)
+	}
+	if cfg.Params.Demotes() && c.demoter == nil {
+		return nil, fmt.Errorf("policy %s demotes hot containers, but no demoter was given", cfg.Params.withDefaults().Policy)
 	}
 	c.ckpt = NewCheckpoint(c.clock())
 	return c, nil
@@ -193,23 +222,32 @@ func (c *Controller) saveCheckpoint() error {
 	return c.ckpt.Save(c.cfg.CheckpointPath)
 }
 
-// Step runs one iteration: sample, decide, apply what changed.
+// Step runs one iteration: sample, decide, apply what changed, and check
+// that what was applied is still there.
 func (c *Controller) Step(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	start := c.clock()
+	cpu0 := threadCPU()
 	defer func() {
+		used := max(threadCPU()-cpu0, 0) // 0 when a caller other than Run moved the goroutine between threads
+		c.stepCPU += used
 		if c.metrics != nil {
 			c.metrics.loopSeconds.Observe(c.clock().Sub(start).Seconds())
+			c.metrics.stepCPU.Add(used.Seconds())
 		}
 	}()
 	ms, err := c.rt.Managed(ctx)
+	if ms == nil && err != nil {
+		return fmt.Errorf("list managed containers: %w", err) // forget nothing on doubt
+	}
+	var errs []error
 	if err != nil {
-		return fmt.Errorf("list managed containers: %w", err)
+		errs = append(errs, err)
 	}
 	live := map[string]bool{}
 	var containers []Container
-	usage := map[string]float64{}
+	usage, stall := map[string]float64{}, map[string]float64{}
 	for _, m := range ms {
 		live[m.ID] = true
 		c.names[m.ID] = m.Name
@@ -218,26 +256,39 @@ func (c *Controller) Step(ctx context.Context) error {
 		if err != nil {
 			continue // it may be stopping; a missing sample keeps its streaks
 		}
-		if p, ok := c.last[m.ID]; ok && start.After(p.at) {
-			usage[m.ID] = (t - p.cpu).Seconds() / start.Sub(p.at).Seconds()
+		s := cpuSample{cpu: t, at: start}
+		if c.stall != nil {
+			if st, err := c.stall.Stall(ctx, m); err == nil {
+				s.stall, s.hasStall = st, true
+			}
 		}
-		c.last[m.ID] = cpuSample{t, start}
+		if p, ok := c.last[m.ID]; ok && start.After(p.at) && t >= p.cpu {
+			dt := start.Sub(p.at).Seconds()
+			usage[m.ID] = (t - p.cpu).Seconds() / dt
+			if s.hasStall && p.hasStall && s.stall >= p.stall {
+				stall[m.ID] = (s.stall - p.stall).Seconds() / dt
+			}
+		}
+		c.last[m.ID] = s
 	}
-	// Forget containers that are gone: nothing to restore for them.
+	c.usageNow, c.stallNow = usage, stall
+	// Forget containers the runtime no longer returns: the engine says they
+	// are not running, so their cgroups and what was written to them are gone.
 	changed := false
-	for id := range c.last {
-		if !live[id] {
-			delete(c.last, id)
-			delete(c.applied, id)
-			delete(c.names, id)
-			delete(c.vethOf, id)
-			if _, ok := c.ckpt.CPUSets[id]; ok {
-				delete(c.ckpt.CPUSets, id)
-				changed = true
-			}
-			if c.metrics != nil {
-				c.metrics.forget(id)
-			}
+	for _, id := range c.knownIDs() {
+		if live[id] {
+			continue
+		}
+		delete(c.last, id)
+		delete(c.applied, id)
+		delete(c.demoted, id)
+		delete(c.names, id)
+		delete(c.vethOf, id)
+		if c.ckpt.ForgetContainer(id) {
+			changed = true
+		}
+		if c.metrics != nil {
+			c.metrics.forget(id)
 		}
 	}
 	if changed {
@@ -246,7 +297,7 @@ func (c *Controller) Step(ctx context.Context) error {
 		}
 	}
 
-	d := Decide(c.top, c.cfg.Params, c.state, containers, usage)
+	d := Decide(c.top, c.cfg.Params, c.state, containers, usage, stall)
 	c.state = d.State
 	c.decision = d
 	for _, tr := range d.Transitions {
@@ -256,8 +307,13 @@ func (c *Controller) Step(ctx context.Context) error {
 		}
 		c.emit(Event{Kind: kind, Container: tr.ContainerID, Name: tr.Name, Reason: tr.Reason})
 	}
+	if d.PinRefused != c.lastRefusal {
+		if d.PinRefused != "" {
+			c.emit(Event{Kind: "refused", Reason: d.PinRefused})
+		}
+		c.lastRefusal = d.PinRefused
+	}
 
-	var errs []error
 	ids := make([]string, 0, len(d.Placements))
 	for id := range d.Placements {
 		ids = append(ids, id)
@@ -265,48 +321,20 @@ func (c *Controller) Step(ctx context.Context) error {
 	sort.Strings(ids)
 	for _, id := range ids {
 		pl := d.Placements[id]
-		if pl.CPUs.IsEmpty() {
-			errs = append(errs, fmt.Errorf("policy produced an empty cpuset for %s: not applied", id))
-			continue
-		}
-		want := pl.CPUs.String()
-		old, known := c.applied[id]
-		if known && old == want {
-			continue
-		}
-		if !known {
-			orig, err := c.cpus.CPUs(ctx, id)
-			if err != nil {
-				if !gone(err) {
-					errs = append(errs, fmt.Errorf("read cpuset of %s: %w", pl.Name, err))
-				}
-				continue
+		if err := c.applyCPUSet(ctx, start, pl); err != nil {
+			if errors.Is(err, errStop) {
+				return err
 			}
-			old = orig
-			if !c.cfg.DryRun && c.ckpt.RememberCPUSet(id, orig) {
-				if err := c.saveCheckpoint(); err != nil {
-					return err // never change what we could not remember
-				}
-			}
+			errs = append(errs, err)
 		}
-		if !c.cfg.DryRun {
-			if err := c.cpus.SetCPUs(ctx, id, pl.CPUs); err != nil {
-				if gone(err) {
-					continue // removed while we decided: churn, not a failure
-				}
-				errs = append(errs, err)
-				c.emit(Event{Kind: "error", Container: id, Name: pl.Name, New: want, Reason: err.Error()})
-				if c.metrics != nil {
-					c.metrics.writeFailures.WithLabelValues("cpuset").Inc()
-				}
-				continue
+		if err := c.applyClass(ctx, start, pl); err != nil {
+			if errors.Is(err, errStop) {
+				return err
 			}
+			errs = append(errs, err)
 		}
-		c.applied[id] = want
-		c.emit(Event{Kind: "cpuset", Container: id, Name: pl.Name, Old: old, New: want, Reason: pl.Reason,
-			ApplyMs: float64(c.clock().Sub(start).Microseconds()) / 1000})
 		if c.metrics != nil {
-			c.metrics.placement(id, pl)
+			c.metrics.placement(id, pl, usage[id], stall[id])
 		}
 	}
 
@@ -327,9 +355,228 @@ func (c *Controller) Step(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// errStop wraps a failure to checkpoint: nothing may be changed that could
+// not be remembered first.
+var errStop = errors.New("checkpoint not saved: changing nothing")
+
+func (c *Controller) checkpointOrStop() error {
+	if err := c.saveCheckpoint(); err != nil {
+		return fmt.Errorf("%w: %w", errStop, err)
+	}
+	return nil
+}
+
+// knownIDs are the containers the controller holds anything for.
+func (c *Controller) knownIDs() []string {
+	set := map[string]bool{}
+	for id := range c.last {
+		set[id] = true
+	}
+	for id := range c.applied {
+		set[id] = true
+	}
+	for id := range c.demoted {
+		set[id] = true
+	}
+	for id := range c.ckpt.CPUSets {
+		set[id] = true
+	}
+	for id := range c.ckpt.Classes {
+		set[id] = true
+	}
+	out := make([]string, 0, len(set))
+	for id := range set {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func canonCPUs(s string) string {
+	set, err := cpuset.Parse(strings.TrimSpace(s))
+	if err != nil {
+		return strings.TrimSpace(s)
+	}
+	return set.String()
+}
+
+// applyCPUSet brings a container's cpuset to its placement. It re-reads
+// what is there when it has written something: a value it did not write
+// (Docker on restart or update, an operator) is the container's new
+// original, checkpointed before the placement is applied again.
+func (c *Controller) applyCPUSet(ctx context.Context, start time.Time, pl Placement) error {
+	id := pl.ContainerID
+	applied, known := c.applied[id]
+	if pl.CPUs.IsEmpty() && !known {
+		return nil // its own cpuset, never touched
+	}
+	cur, err := c.cpus.CPUs(ctx, id)
+	if err != nil {
+		if gone(err) {
+			return nil
+		}
+		return fmt.Errorf("read cpuset of %s: %w", pl.Name, err)
+	}
+	cur = canonCPUs(cur)
+	if known && cur != applied {
+		c.emit(Event{Kind: "drift", Container: id, Name: pl.Name, Old: applied, New: cur,
+			Reason: "cpuset changed by someone else (restart, docker update): taken as its original"})
+		if !c.cfg.DryRun {
+			c.ckpt.CPUSets[id] = cur
+			if err := c.checkpointOrStop(); err != nil {
+				return err
+			}
+		}
+		delete(c.applied, id)
+		known = false
+	}
+	var want string
+	if pl.CPUs.IsEmpty() {
+		if !known {
+			return nil
+		}
+		want = c.ckpt.CPUSets[id] // back to its own
+	} else {
+		want = pl.CPUs.String()
+	}
+	if cur == want {
+		if !pl.CPUs.IsEmpty() {
+			c.applied[id] = want
+		}
+		return nil
+	}
+	if !c.cfg.DryRun && !known && c.ckpt.RememberCPUSet(id, cur) {
+		if err := c.checkpointOrStop(); err != nil {
+			return err
+		}
+	}
+	set, err := cpuset.Parse(want)
+	if err != nil || set.IsEmpty() {
+		return fmt.Errorf("cpuset %q for %s: not applied (never an empty cpuset)", want, pl.Name)
+	}
+	if !c.cfg.DryRun {
+		if err := c.cpus.SetCPUs(ctx, id, set); err != nil {
+			if gone(err) {
+				return nil // removed while we decided: churn, not a failure
+			}
+			c.emit(Event{Kind: "error", Container: id, Name: pl.Name, New: want, Reason: err.Error()})
+			if c.metrics != nil {
+				c.metrics.writeFailures.WithLabelValues("cpuset").Inc()
+			}
+			return err
+		}
+	}
+	reason := pl.Reason
+	if pl.CPUs.IsEmpty() {
+		delete(c.applied, id)
+		delete(c.ckpt.CPUSets, id)
+		if err := c.saveCheckpoint(); err != nil {
+			return err
+		}
+		reason = "back to its own cpuset: " + reason
+	} else {
+		c.applied[id] = want
+	}
+	c.emit(Event{Kind: "cpuset", Container: id, Name: pl.Name, Old: cur, New: want, Reason: reason,
+		ApplyMs: float64(c.clock().Sub(start).Microseconds()) / 1000})
+	return nil
+}
+
+// applyClass demotes or restores a container's CPU class, with the same
+// drift rule as applyCPUSet.
+func (c *Controller) applyClass(ctx context.Context, start time.Time, pl Placement) error {
+	id := pl.ContainerID
+	known := c.demoted[id]
+	if c.demoter == nil || (!pl.Demote && !known) {
+		return nil
+	}
+	cur, err := c.demoter.Class(ctx, id)
+	if err != nil {
+		if gone(err) {
+			return nil
+		}
+		return fmt.Errorf("read CPU class of %s: %w", pl.Name, err)
+	}
+	if known && !cur.IsDemoted() {
+		c.emit(Event{Kind: "drift", Container: id, Name: pl.Name, Old: c.ckpt.Classes[id].Demoted().String(), New: cur.String(),
+			Reason: "CPU class changed by someone else (restart, docker update): taken as its original"})
+		if !c.cfg.DryRun {
+			c.ckpt.Classes[id] = cur
+			if err := c.checkpointOrStop(); err != nil {
+				return err
+			}
+		}
+		delete(c.demoted, id)
+		known = false
+	}
+	if pl.Demote {
+		if cur.IsDemoted() {
+			if known {
+				return nil
+			}
+			if _, ours := c.ckpt.Classes[id]; !ours {
+				return nil // demoted by its owner: not ours to change or restore
+			}
+		}
+		if !c.cfg.DryRun && c.ckpt.RememberClass(id, cur) {
+			if err := c.checkpointOrStop(); err != nil {
+				return err
+			}
+		}
+		want := c.ckpt.Classes[id].Demoted()
+		if c.cfg.DryRun {
+			want = cur.Demoted()
+		}
+		if !c.cfg.DryRun {
+			if err := c.demoter.SetClass(ctx, id, want); err != nil {
+				if gone(err) {
+					return nil
+				}
+				c.emit(Event{Kind: "error", Container: id, Name: pl.Name, New: want.String(), Reason: err.Error()})
+				if c.metrics != nil {
+					c.metrics.writeFailures.WithLabelValues("class").Inc()
+				}
+				return err
+			}
+		}
+		c.demoted[id] = true
+		c.emit(Event{Kind: "demote", Container: id, Name: pl.Name, Old: cur.String(), New: want.String(), Reason: pl.Reason,
+			ApplyMs: float64(c.clock().Sub(start).Microseconds()) / 1000})
+		return nil
+	}
+	orig, ok := c.ckpt.Classes[id]
+	if !ok {
+		delete(c.demoted, id)
+		return nil
+	}
+	if !c.cfg.DryRun {
+		if err := c.demoter.SetClass(ctx, id, orig); err != nil {
+			if gone(err) {
+				return nil
+			}
+			c.emit(Event{Kind: "error", Container: id, Name: pl.Name, New: orig.String(), Reason: err.Error()})
+			return err
+		}
+		delete(c.ckpt.Classes, id)
+		if err := c.saveCheckpoint(); err != nil {
+			return err
+		}
+	}
+	delete(c.demoted, id)
+	c.emit(Event{Kind: "undemote", Container: id, Name: pl.Name, Old: cur.String(), New: orig.String(), Reason: pl.Reason,
+		ApplyMs: float64(c.clock().Sub(start).Microseconds()) / 1000})
+	return nil
+}
+
 // steerIRQs points the selected IRQs at the shared pool, one CPU each,
 // rotating round-robin every IRQRotate (and at once when the pool changes).
+// An IRQ's original is checkpointed before its first write and dropped
+// again when the kernel refuses to move it; refused IRQs are tried again
+// after IRQRetry.
 func (c *Controller) steerIRQs(now time.Time, pool cpuset.CPUSet) error {
+	if len(c.skipped) > 0 && now.Sub(c.skippedAt) >= c.cfg.IRQRetry {
+		c.skipped = map[int]string{}
+	}
 	if !c.lastRotate.IsZero() && now.Sub(c.lastRotate) < c.cfg.IRQRotate && pool.String() == c.lastPool {
 		return nil
 	}
@@ -363,14 +610,24 @@ func (c *Controller) steerIRQs(now time.Time, pool cpuset.CPUSet) error {
 			c.emit(Event{Kind: "irq", IRQ: irq.Num, Name: irq.Name, Old: orig.String(), New: strconv.Itoa(cpu), Reason: "rotate over the shared pool"})
 			continue
 		}
-		if c.ckpt.RememberIRQ(irq.Num, orig.String()) {
-			if err := c.saveCheckpoint(); err != nil {
+		fresh := c.ckpt.RememberIRQ(irq.Num, orig.String())
+		if fresh {
+			if err := c.checkpointOrStop(); err != nil {
 				return err
 			}
 		}
 		eff, err := c.irq.SetAffinity(irq.Num, cpuset.New(cpu))
 		if err != nil {
 			if errors.Is(err, ErrIRQNotMoved) || errors.Is(err, os.ErrPermission) || errors.Is(err, unix.EIO) || errors.Is(err, unix.EINVAL) {
+				if fresh { // nothing was changed: nothing to restore
+					delete(c.ckpt.IRQs, strconv.Itoa(irq.Num))
+					if err := c.checkpointOrStop(); err != nil {
+						return err
+					}
+				}
+				if len(c.skipped) == 0 {
+					c.skippedAt = now
+				}
 				c.skipped[irq.Num] = err.Error()
 				c.emit(Event{Kind: "irq_skipped", IRQ: irq.Num, Name: irq.Name, New: strconv.Itoa(cpu), Reason: err.Error()})
 				if c.metrics != nil {
@@ -409,16 +666,24 @@ func (c *Controller) steerRPS(m Managed, pool cpuset.CPUSet) error {
 	}
 	qs, err := c.rps.Masks(dev)
 	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			delete(c.vethOf, m.ID) // gone with its container, or renamed on a restart: look again
+			return nil
+		}
 		return err
 	}
 	for q, orig := range qs {
 		if !c.cfg.DryRun {
 			if c.ckpt.RememberRPS(dev, q, orig) {
-				if err := c.saveCheckpoint(); err != nil {
+				if err := c.checkpointOrStop(); err != nil {
 					return err
 				}
 			}
 			if err := c.rps.SetMask(dev, q, mask); err != nil {
+				if errors.Is(err, os.ErrNotExist) {
+					delete(c.vethOf, m.ID)
+					return nil
+				}
 				if c.metrics != nil {
 					c.metrics.writeFailures.WithLabelValues("rps").Inc()
 				}
@@ -435,6 +700,10 @@ func (c *Controller) steerRPS(m Managed, pool cpuset.CPUSet) error {
 // trigger fires (a container started or stopped). Step errors are logged,
 // not fatal: one container or IRQ failing must not stop the others.
 func (c *Controller) Run(ctx context.Context, trigger <-chan struct{}) error {
+	// One OS thread for the loop, so that a step's CPU time can be read
+	// from the thread's rusage.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	t := time.NewTicker(c.cfg.Interval)
 	defer t.Stop()
 	for {
@@ -455,13 +724,17 @@ func (c *Controller) Run(ctx context.Context, trigger <-chan struct{}) error {
 func (c *Controller) Restore(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	err := RestoreCheckpoint(ctx, c.ckpt, c.cpus, c.irq, c.rps, c.emit)
+	err := RestoreCheckpoint(ctx, c.ckpt, Actuators{CPUs: c.cpus, Class: c.demoter, IRQ: c.irq, RPS: c.rps}, c.emit)
 	if err == nil && c.cfg.CheckpointPath != "" && !c.cfg.DryRun {
 		if rmErr := os.Remove(c.cfg.CheckpointPath); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
 			return rmErr
 		}
 	}
+	if err == nil {
+		c.ckpt = NewCheckpoint(c.clock())
+	}
 	c.applied = map[string]string{}
+	c.demoted = map[string]bool{}
 	c.rpsApplied = map[string]string{}
 	c.irqApplied = map[int]int{}
 	return err
@@ -475,20 +748,50 @@ func gone(err error) bool {
 	return errors.Is(err, ErrContainerGone) || errors.Is(err, os.ErrNotExist)
 }
 
+// Actuators are the writers a restore needs; a nil one is an error only if
+// the checkpoint holds something for it.
+type Actuators struct {
+	CPUs  CPUSetter
+	Class Demoter
+	IRQ   IRQSetter
+	RPS   RPSSetter
+}
+
 // RestoreCheckpoint writes back what cp remembers, through the given
-// actuators (nil ones are skipped only if cp has nothing for them).
-func RestoreCheckpoint(ctx context.Context, cp *Checkpoint, cpus CPUSetter, irq IRQSetter, rps RPSSetter, emit func(Event)) error {
+// actuators. CPU classes are restored before cpusets; on v1 the class's
+// weight is written after cpu.idle (leaving the idle class resets it).
+func RestoreCheckpoint(ctx context.Context, cp *Checkpoint, a Actuators, emit func(Event)) error {
 	if cp == nil {
 		return nil
 	}
 	var errs []error
-	for id, orig := range cp.CPUSets {
+	for _, id := range sortedKeys(cp.Classes) {
+		orig := cp.Classes[id]
+		if a.Class == nil {
+			errs = append(errs, fmt.Errorf("cannot restore the CPU class of %s to %s: no cgroup writer", short(id), orig))
+			continue
+		}
+		if err := a.Class.SetClass(ctx, id, orig); err != nil {
+			if gone(err) {
+				continue
+			}
+			errs = append(errs, err)
+			continue
+		}
+		emit(Event{Kind: "restore", Container: id, New: orig.String()})
+	}
+	for _, id := range sortedKeys(cp.CPUSets) {
+		orig := cp.CPUSets[id]
 		set, err := cpuset.Parse(orig)
 		if err != nil || set.IsEmpty() {
 			errs = append(errs, fmt.Errorf("checkpoint cpuset of %s is %q: %v", id, orig, err))
 			continue
 		}
-		if err := cpus.SetCPUs(ctx, id, set); err != nil {
+		if a.CPUs == nil {
+			errs = append(errs, fmt.Errorf("cannot restore the cpuset of %s to %s: no cgroup writer", short(id), orig))
+			continue
+		}
+		if err := a.CPUs.SetCPUs(ctx, id, set); err != nil {
 			if gone(err) {
 				continue
 			}
@@ -497,27 +800,32 @@ func RestoreCheckpoint(ctx context.Context, cp *Checkpoint, cpus CPUSetter, irq 
 		}
 		emit(Event{Kind: "restore", Container: id, New: orig})
 	}
-	for k, orig := range cp.IRQs {
+	for _, k := range sortedKeys(cp.IRQs) {
+		orig := cp.IRQs[k]
 		n, _ := strconv.Atoi(k)
 		set, err := cpuset.Parse(orig)
-		if err != nil || irq == nil {
+		if err != nil || a.IRQ == nil {
 			errs = append(errs, fmt.Errorf("cannot restore IRQ %s to %q: %v", k, orig, err))
 			continue
 		}
-		if _, err := irq.SetAffinity(n, set); err != nil && !errors.Is(err, ErrIRQNotMoved) {
+		if _, err := a.IRQ.SetAffinity(n, set); err != nil && !errors.Is(err, ErrIRQNotMoved) {
+			if errors.Is(err, os.ErrNotExist) {
+				continue // the IRQ went away with its device
+			}
 			errs = append(errs, err)
 			continue
 		}
 		emit(Event{Kind: "restore", IRQ: n, New: orig})
 	}
-	for k, orig := range cp.RPS {
+	for _, k := range sortedKeys(cp.RPS) {
+		orig := cp.RPS[k]
 		dev, q := filepath.Split(k)
 		dev = filepath.Clean(dev)
-		if rps == nil {
+		if a.RPS == nil {
 			errs = append(errs, fmt.Errorf("cannot restore RPS of %s", k))
 			continue
 		}
-		if err := rps.SetMask(dev, q, orig); err != nil {
+		if err := a.RPS.SetMask(dev, q, orig); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				continue // the veth went away with its container
 			}
@@ -529,6 +837,15 @@ func RestoreCheckpoint(ctx context.Context, cp *Checkpoint, cpus CPUSetter, irq 
 	return errors.Join(errs...)
 }
 
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Status is what `ctrperf isolate status` shows.
 type Status struct {
 	Time       time.Time         `json:"time"`
@@ -536,21 +853,27 @@ type Status struct {
 	Policy     Policy            `json:"policy"`
 	DryRun     bool              `json:"dry_run"`
 	SharedPool string            `json:"shared_pool"`
-	Oversub    bool              `json:"oversubscribed"`
+	PinRefused string            `json:"pin_refused,omitempty"`
 	Containers []ContainerStatus `json:"containers"`
 	IRQs       map[int]int       `json:"irqs,omitempty"`
 	Skipped    map[int]string    `json:"irqs_skipped,omitempty"`
 	RPS        map[string]string `json:"rps,omitempty"`
+	// StepCPUSeconds is the CPU time the control steps used so far.
+	StepCPUSeconds float64 `json:"step_cpu_s"`
 }
 
 // ContainerStatus is one row of the placement table.
 type ContainerStatus struct {
-	ID     string `json:"id"`
-	Name   string `json:"name"`
-	CPUs   string `json:"cpus"`
-	Hot    bool   `json:"hot"`
-	Shared bool   `json:"shared"`
-	Reason string `json:"reason"`
+	ID          string  `json:"id"`
+	Name        string  `json:"name"`
+	CPUs        string  `json:"cpus"` // "" = its own
+	Pinned      bool    `json:"pinned"`
+	Hot         bool    `json:"hot"`
+	Demoted     bool    `json:"demoted"`
+	Usage       float64 `json:"usage_cpus"`
+	Entitlement float64 `json:"entitlement_cpus"`
+	Stall       float64 `json:"stall"` // fraction of the last interval its tasks waited for a CPU
+	Reason      string  `json:"reason"`
 }
 
 // Status returns the current placement table.
@@ -558,10 +881,11 @@ func (c *Controller) Status() Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := Status{Time: c.clock(), PID: os.Getpid(), Policy: c.cfg.Params.withDefaults().Policy, DryRun: c.cfg.DryRun,
-		SharedPool: c.decision.SharedPool.String(), Oversub: c.decision.Oversubscribed,
-		IRQs: map[int]int{}, Skipped: map[int]string{}, RPS: map[string]string{}}
+		SharedPool: c.decision.SharedPool.String(), PinRefused: c.decision.PinRefused,
+		IRQs: map[int]int{}, Skipped: map[int]string{}, RPS: map[string]string{}, StepCPUSeconds: c.stepCPU.Seconds()}
 	for id, pl := range c.decision.Placements {
-		s.Containers = append(s.Containers, ContainerStatus{ID: id, Name: pl.Name, CPUs: pl.CPUs.String(), Hot: pl.Hot, Shared: pl.Shared, Reason: pl.Reason})
+		s.Containers = append(s.Containers, ContainerStatus{ID: id, Name: pl.Name, CPUs: pl.CPUs.String(), Pinned: pl.Pinned, Hot: pl.Hot,
+			Demoted: c.demoted[id], Usage: c.usageNow[id], Entitlement: pl.Entitlement, Stall: c.stallNow[id], Reason: pl.Reason})
 	}
 	sort.Slice(s.Containers, func(i, j int) bool { return s.Containers[i].Name < s.Containers[j].Name })
 	for k, v := range c.irqApplied {
@@ -574,6 +898,16 @@ func (c *Controller) Status() Status {
 		s.RPS[k] = v
 	}
 	return s
+}
+
+// threadCPU is the CPU time of the calling OS thread (a step runs on one:
+// see Run).
+func threadCPU() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // Lock takes the one-writer-at-a-time lock at path (flock). Release it by

@@ -63,6 +63,46 @@ func (f *fakeCPUs) SetCPUs(_ context.Context, id string, c cpuset.CPUSet) error 
 	return nil
 }
 
+// fakeClass models a v1 cpu cgroup: cpu.idle and cpu.shares, where leaving
+// the idle class resets the shares to 1024 and an idle group refuses a
+// weight, as the kernel does.
+type fakeClass struct {
+	cls    map[string]CPUClass
+	writes int
+}
+
+func (f *fakeClass) Class(_ context.Context, id string) (CPUClass, error) {
+	c, ok := f.cls[id]
+	if !ok {
+		return CPUClass{}, fmt.Errorf("%s: %w", id, ErrContainerGone)
+	}
+	return c, nil
+}
+
+func (f *fakeClass) SetClass(_ context.Context, id string, c CPUClass) error {
+	cur, ok := f.cls[id]
+	if !ok {
+		return fmt.Errorf("%s: %w", id, ErrContainerGone)
+	}
+	f.writes++
+	if c.Idle >= 0 && c.Idle != cur.Idle {
+		cur.Idle = c.Idle
+		if c.Idle == 1 {
+			cur.Weight = 3
+		} else {
+			cur.Weight = 1024
+		}
+	}
+	if c.Idle != 1 {
+		if cur.Idle == 1 {
+			return errors.New("EINVAL: an idle group has no weight")
+		}
+		cur.Weight = c.Weight
+	}
+	f.cls[id] = cur
+	return nil
+}
+
 type fakeIRQ struct {
 	aff     map[int]string
 	refuse  map[int]bool
@@ -106,6 +146,7 @@ type rig struct {
 	rt    *fakeRuntime
 	use   *fakeUsage
 	cpus  *fakeCPUs
+	class *fakeClass
 	irq   *fakeIRQ
 	rps   *fakeRPS
 	log   *bytes.Buffer
@@ -119,6 +160,8 @@ func newRig(t *testing.T, policy Policy, dry bool) *rig {
 	r.rt = &fakeRuntime{ms: []Managed{{ID: "a", Name: "tenant-a", PID: 101}, {ID: "b", Name: "tenant-b", PID: 102}, {ID: "c", Name: "tenant-c", PID: 103}}}
 	r.use = &fakeUsage{total: map[string]time.Duration{}}
 	r.cpus = &fakeCPUs{sets: map[string]string{"a": "0-3", "b": "0-3", "c": "0-3"}}
+	shares := func(w int64) CPUClass { return CPUClass{Idle: 0, Weight: w, WeightFile: "cpu.shares"} }
+	r.class = &fakeClass{cls: map[string]CPUClass{"a": shares(512), "b": shares(1024), "c": shares(1024)}}
 	r.irq = &fakeIRQ{aff: map[int]string{38: "0-3", 39: "0-3", 41: "2"}, refuse: map[int]bool{41: true}, history: map[int][]string{}}
 	r.rps = &fakeRPS{masks: map[string]map[string]string{"vetha": {"rx-0": "0"}, "vethb": {"rx-0": "0"}, "vethc": {"rx-0": "0"}}}
 	r.ckpt = filepath.Join(t.TempDir(), "checkpoint.json")
@@ -130,8 +173,8 @@ func newRig(t *testing.T, policy Policy, dry bool) *rig {
 	veth := func(pid int) (string, error) {
 		return map[int]string{101: "vetha", 102: "vethb", 103: "vethc"}[pid], nil
 	}
-	c, err := New(Config{Params: Params{Policy: policy}, CheckpointPath: r.ckpt, DryRun: dry, NCPU: 4}, flat(4), r.rt, r.use, r.cpus,
-		WithIRQ(r.irq, func() ([]IRQ, error) { return irqs, nil }), WithRPS(r.rps, veth),
+	c, err := New(Config{Params: Params{Policy: policy, HotAfter: 3}, CheckpointPath: r.ckpt, DryRun: dry, NCPU: 4}, flat(4), r.rt, r.use, r.cpus,
+		WithIRQ(r.irq, func() ([]IRQ, error) { return irqs, nil }), WithRPS(r.rps, veth), WithDemoter(r.class),
 		WithClock(func() time.Time { return r.now }), WithDecisionLog(r.log), WithMetrics(NewMetrics(prometheus.NewRegistry())))
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +314,7 @@ func TestControllerCrashReconcile(t *testing.T) {
 	if err != nil || cp == nil {
 		t.Fatalf("checkpoint after crash: %v %v", cp, err)
 	}
-	if err := RestoreCheckpoint(context.Background(), cp, r.cpus, r.irq, r.rps, func(Event) {}); err != nil {
+	if err := RestoreCheckpoint(context.Background(), cp, Actuators{CPUs: r.cpus, Class: r.class, IRQ: r.irq, RPS: r.rps}, func(Event) {}); err != nil {
 		t.Fatal(err)
 	}
 	for id, v := range r.start {

@@ -1,42 +1,84 @@
 package isolate
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	cerrdefs "github.com/containerd/errdefs"
-	"io"
-	"os"
-	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
+
+	"ctrperf/internal/kernel"
 )
 
-// Labels a container uses to opt in and to ask for its CPU count.
+// Labels a container uses to opt in and to state its CPU entitlement.
 const (
 	LabelIsolate = "ctrperf.isolate"      // any value but "false" opts in
-	LabelCPUs    = "ctrperf.isolate.cpus" // dedicated CPUs wanted
+	LabelCPUs    = "ctrperf.isolate.cpus" // CPUs it is entitled to (and dedicated, when pinned)
 )
 
-// DockerRuntime lists managed containers through the Docker Engine API.
+// DefaultRelist is how often the runtime lists containers even without an
+// event: a missed event costs at most this long.
+const DefaultRelist = 5 * time.Second
+
+// containerEvents are the Docker events that change membership, a PID or
+// what the engine wrote into a container's cgroup.
+var containerEvents = []string{"start", "restart", "die", "pause", "unpause", "update", "destroy"}
+
+// DockerRuntime keeps the set of managed containers from Docker events plus
+// a relist every Relist: a tick costs no API call, only an event or the
+// relist does (and then one inspect per new or changed container). It also
+// resolves a container's cgroup directories from its init's
+// /proc/PID/cgroup, cached with the membership.
 type DockerRuntime struct {
 	Client client.APIClient
 	All    bool // manage every running container, not only those with the label
 	// Labels narrows the selection further ("key" or "key=value" filters).
 	Labels []string
+	Roots  kernel.Roots
+	Layout kernel.Layout
+	Relist time.Duration // default DefaultRelist
+
+	mu       sync.Mutex
+	members  map[string]*member
+	dirty    map[string]bool
+	listed   time.Time
+	listOnce bool
 }
 
-var _ Runtime = (*DockerRuntime)(nil)
+type member struct {
+	m     Managed
+	paths map[string]string // /proc/PID/cgroup of its init
+}
 
-// Managed returns the running containers that opted in, with their init PID.
+var (
+	_ Runtime     = (*DockerRuntime)(nil)
+	_ DirResolver = (*DockerRuntime)(nil)
+)
+
+// Managed returns the running and paused containers that opted in, with
+// their init PID. A container leaves the set only when the engine says it
+// is no longer running (listed otherwise, or not found): a failed inspect
+// keeps what was known. A list that fails is an error, and the caller
+// forgets nothing.
 func (d *DockerRuntime) Managed(ctx context.Context) ([]Managed, error) {
-	f := filters.NewArgs(filters.Arg("status", "running"))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	relist := d.Relist
+	if relist <= 0 {
+		relist = DefaultRelist
+	}
+	if d.listOnce && len(d.dirty) == 0 && time.Since(d.listed) < relist {
+		return d.snapshot(), nil
+	}
+	f := filters.NewArgs(filters.Arg("status", "running"), filters.Arg("status", "paused"))
 	if !d.All {
 		f.Add("label", LabelIsolate)
 	}
@@ -47,29 +89,138 @@ func (d *DockerRuntime) Managed(ctx context.Context) ([]Managed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
-	var out []Managed
+	if d.members == nil {
+		d.members = map[string]*member{}
+	}
+	if d.dirty == nil {
+		d.dirty = map[string]bool{}
+	}
+	seen := map[string]bool{}
+	var errs []string
 	for _, c := range list {
 		if v, ok := c.Labels[LabelIsolate]; ok && v == "false" {
 			continue
 		}
-		m := Managed{ID: c.ID, Name: strings.TrimPrefix(firstName(c.Names), "/")}
+		seen[c.ID] = true
+		m := Managed{ID: c.ID, Name: strings.TrimPrefix(firstName(c.Names), "/"), Paused: c.State == "paused"}
 		if v := c.Labels[LabelCPUs]; v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 {
-				return nil, fmt.Errorf("container %s: label %s=%q: want a whole number >= 1", m.Name, LabelCPUs, v)
+				errs = append(errs, fmt.Sprintf("container %s: label %s=%q: want a whole number >= 1 (ignored)", m.Name, LabelCPUs, v))
+			} else {
+				m.CPUs = n
 			}
-			m.CPUs = n
 		}
-		insp, err := d.Client.ContainerInspect(ctx, c.ID)
-		if err != nil {
-			continue // gone between list and inspect
+		old, known := d.members[c.ID]
+		if known && !d.dirty[c.ID] && old.m.PID != 0 {
+			m.PID = old.m.PID
+			old.m = m
+			continue
 		}
-		if insp.State != nil {
-			m.PID = insp.State.Pid
+		paths, pid, err := d.inspect(ctx, c.ID)
+		switch {
+		case err == nil:
+			m.PID = pid
+			d.members[c.ID] = &member{m: m, paths: paths}
+			delete(d.dirty, c.ID)
+		case known:
+			old.m.Paused = m.Paused // keep the last good PID and paths; retry next time
+		default:
+			d.dirty[c.ID] = true // not started far enough yet: retry next time
 		}
-		out = append(out, m)
+	}
+	for id := range d.members {
+		if !seen[id] {
+			delete(d.members, id) // the engine listed it as neither running nor paused
+			delete(d.dirty, id)
+		}
+	}
+	d.listed, d.listOnce = time.Now(), true
+	out := d.snapshot()
+	if len(errs) > 0 {
+		return out, fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return out, nil
+}
+
+func (d *DockerRuntime) snapshot() []Managed {
+	out := make([]Managed, 0, len(d.members))
+	for _, mb := range d.members {
+		out = append(out, mb.m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// inspect returns a running container's init PID and cgroup paths, checked
+// to be the container's own (between inspect and the read the container
+// may have died and its PID been reused, or its init may not be in its
+// cgroup yet: writing the root cpuset would confine the whole machine).
+func (d *DockerRuntime) inspect(ctx context.Context, id string) (map[string]string, int, error) {
+	insp, err := d.Client.ContainerInspect(ctx, id)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return nil, 0, fmt.Errorf("%s: %w", id, ErrContainerGone)
+		}
+		return nil, 0, fmt.Errorf("inspect %s: %w", id, err)
+	}
+	if insp.State == nil || insp.State.Pid == 0 {
+		return nil, 0, fmt.Errorf("%s is not running: %w", id, ErrContainerGone)
+	}
+	pid := insp.State.Pid
+	paths, err := kernel.ProcCgroups(d.roots().Proc, pid)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", err.Error(), ErrContainerGone)
+	}
+	for _, p := range paths {
+		if ContainerCgroup(p, id) {
+			return paths, pid, nil // each controller's directory is checked again by Dir
+		}
+	}
+	return nil, 0, fmt.Errorf("pid %d of %s is in no cgroup of the container's (%v): %w", pid, short(id), paths, ErrContainerGone)
+}
+
+func (d *DockerRuntime) roots() kernel.Roots { return d.Roots.WithDefaults() }
+
+// Dir implements DirResolver from the cached membership; a container not
+// in it (restoring a crashed controller's checkpoint) is inspected.
+func (d *DockerRuntime) Dir(ctx context.Context, id, ctl string) (string, error) {
+	d.mu.Lock()
+	mb, ok := d.members[id]
+	var paths map[string]string
+	if ok && !d.dirty[id] {
+		paths = mb.paths
+	}
+	d.mu.Unlock()
+	if paths == nil {
+		p, _, err := d.inspect(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		paths = p
+	}
+	dir, ok := d.layout().Dir(paths, ctl)
+	if !ok {
+		return "", fmt.Errorf("container %s has no %q cgroup", short(id), ctl)
+	}
+	if !ContainerCgroup(dir, id) {
+		return "", fmt.Errorf("container %s: %s cgroup %q is not its own: %w", short(id), ctl, dir, ErrContainerGone)
+	}
+	return dir, nil
+}
+
+func (d *DockerRuntime) layout() kernel.Layout {
+	if d.Layout.Root == "" {
+		d.Layout = kernel.DetectCgroups(d.roots().Cgroup)
+	}
+	return d.Layout
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }
 
 func firstName(ns []string) string {
@@ -79,21 +230,32 @@ func firstName(ns []string) string {
 	return ns[0]
 }
 
-// Events returns a channel that fires whenever a container starts or dies,
-// so the controller reacts at once rather than at the next tick.
+// Events returns a channel that fires whenever a container starts, dies, is
+// paused, unpaused, updated, restarted or destroyed; the container is
+// marked for a fresh inspect, so the controller reacts at once rather than
+// at the next relist.
 func (d *DockerRuntime) Events(ctx context.Context) <-chan struct{} {
 	out := make(chan struct{}, 1)
 	go func() {
 		defer close(out)
 		for ctx.Err() == nil {
-			f := filters.NewArgs(filters.Arg("type", "container"), filters.Arg("event", "start"), filters.Arg("event", "die"))
+			f := filters.NewArgs(filters.Arg("type", "container"))
+			for _, e := range containerEvents {
+				f.Add("event", e)
+			}
 			msgs, errs := d.Client.Events(ctx, events.ListOptions{Filters: f})
 		loop:
 			for {
 				select {
 				case <-ctx.Done():
 					return
-				case <-msgs:
+				case m := <-msgs:
+					d.mu.Lock()
+					if d.dirty == nil {
+						d.dirty = map[string]bool{}
+					}
+					d.dirty[m.Actor.ID] = true
+					d.mu.Unlock()
 					select {
 					case out <- struct{}{}:
 					default:
@@ -102,7 +264,12 @@ func (d *DockerRuntime) Events(ctx context.Context) <-chan struct{} {
 					break loop
 				}
 			}
-			select { // the engine went away: retry after a pause
+			// The engine went away: mark everything for a relist and retry
+			// after a pause.
+			d.mu.Lock()
+			d.listOnce = false
+			d.mu.Unlock()
+			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(time.Second):
@@ -110,126 +277,4 @@ func (d *DockerRuntime) Events(ctx context.Context) <-chan struct{} {
 		}
 	}()
 	return out
-}
-
-// CgroupPaths resolves a process's cgroup path per controller from
-// /proc/PID/cgroup under procRoot. For cgroup v2 the key is "".
-func CgroupPaths(procRoot string, pid int) (map[string]string, error) {
-	f, err := os.Open(filepath.Join(procRoot, strconv.Itoa(pid), "cgroup"))
-	if err != nil {
-		return nil, fmt.Errorf("cgroup of pid %d: %w", pid, err)
-	}
-	defer f.Close()
-	return parseProcCgroup(f)
-}
-
-func parseProcCgroup(r io.Reader) (map[string]string, error) {
-	out := map[string]string{}
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		parts := strings.SplitN(sc.Text(), ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		if parts[1] == "" {
-			out[""] = parts[2]
-			continue
-		}
-		for _, ctl := range strings.Split(parts[1], ",") {
-			out[ctl] = parts[2]
-		}
-	}
-	return out, sc.Err()
-}
-
-// CgroupUsage reads a container's cumulative CPU time from its cgroup:
-// cpuacct.usage (v1) or cpu.stat usage_usec (v2).
-type CgroupUsage struct {
-	ProcRoot   string // /proc
-	CgroupRoot string // /sys/fs/cgroup
-}
-
-var _ UsageReader = CgroupUsage{}
-
-// CPUTime implements UsageReader.
-func (u CgroupUsage) CPUTime(_ context.Context, m Managed) (time.Duration, error) {
-	paths, err := CgroupPaths(u.ProcRoot, m.PID)
-	if err != nil {
-		return 0, err
-	}
-	if p, ok := paths["cpuacct"]; ok {
-		file := filepath.Join(u.CgroupRoot, "cpuacct", p, "cpuacct.usage")
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return 0, fmt.Errorf("read %s: %w", file, err)
-		}
-		ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("parse %s: %w", file, err)
-		}
-		return time.Duration(ns), nil
-	}
-	if p, ok := paths[""]; ok {
-		file := filepath.Join(u.CgroupRoot, p, "cpu.stat")
-		fh, err := os.Open(file)
-		if err != nil {
-			return 0, fmt.Errorf("read %s: %w", file, err)
-		}
-		defer fh.Close()
-		sc := bufio.NewScanner(fh)
-		for sc.Scan() {
-			if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == "usage_usec" {
-				us, err := strconv.ParseInt(f[1], 10, 64)
-				if err != nil {
-					return 0, fmt.Errorf("parse %s: %w", file, err)
-				}
-				return time.Duration(us) * time.Microsecond, nil
-			}
-		}
-		return 0, fmt.Errorf("%s has no usage_usec", file)
-	}
-	return 0, fmt.Errorf("pid %d has neither a cpuacct (v1) nor a unified (v2) cgroup", m.PID)
-}
-
-// CgroupPathOf returns a function mapping a container id to its cpuset
-// cgroup path, for CgroupCPUSet.
-func CgroupPathOf(cli client.APIClient, procRoot string, v2 bool) func(ctx context.Context, id string) (string, error) {
-	return func(ctx context.Context, id string) (string, error) {
-		insp, err := cli.ContainerInspect(ctx, id)
-		if err != nil {
-			if cerrdefs.IsNotFound(err) {
-				return "", fmt.Errorf("%s: %w", id, ErrContainerGone)
-			}
-			return "", fmt.Errorf("inspect %s: %w", id, err)
-		}
-		if insp.State == nil || insp.State.Pid == 0 {
-			return "", fmt.Errorf("%s is not running: %w", id, ErrContainerGone)
-		}
-		paths, err := CgroupPaths(procRoot, insp.State.Pid)
-		if err != nil {
-			return "", fmt.Errorf("%s: %w", err.Error(), ErrContainerGone)
-		}
-		key := "cpuset"
-		if v2 {
-			key = ""
-		}
-		p, ok := paths[key]
-		if !ok {
-			return "", fmt.Errorf("container %s (pid %d) has no %q cgroup", id, insp.State.Pid, key)
-		}
-		// Between inspect and the read the container may have died and its
-		// PID been reused, or its init may not be in its cgroup yet: never
-		// hand out a path that is not the container's own (writing the root
-		// cpuset would confine the whole machine).
-		if !ContainerCgroup(p, id) {
-			return "", fmt.Errorf("pid %d of %s is in cgroup %q, not the container's: %w", insp.State.Pid, id[:12], p, ErrContainerGone)
-		}
-		return p, nil
-	}
-}
-
-// ContainerCgroup reports whether a cgroup path belongs to the container id
-// (cgroupfs driver: /docker/<id>; systemd driver: .../docker-<id>.scope).
-func ContainerCgroup(path, id string) bool {
-	return path != "/" && path != "" && id != "" && strings.Contains(path, id)
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +20,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"ctrperf/internal/image"
+	"ctrperf/internal/kernel"
 )
 
 const spinRef = "ctrperf/isolate-spin:test"
@@ -95,14 +95,18 @@ func takeSnapshot(t *testing.T, cli *client.Client, ids []string) snapshot {
 	t.Helper()
 	ctx := context.Background()
 	s := snapshot{}
-	path := CgroupPathOf(cli, "/proc", false)
-	cs := CgroupCPUSet{Root: "/sys/fs/cgroup", Path: path}
+	cs := realFS(cli)
 	for _, id := range ids {
 		v, err := cs.CPUs(ctx, id)
 		if err != nil {
 			t.Fatalf("cpuset of %s: %v", id, err)
 		}
 		s["cpuset "+id[:12]] = v
+		cl, err := cs.Class(ctx, id)
+		if err != nil {
+			t.Fatalf("CPU class of %s: %v", id, err)
+		}
+		s["class "+id[:12]] = cl.String()
 		insp, err := cli.ContainerInspect(ctx, id)
 		if err != nil {
 			t.Fatal(err)
@@ -119,7 +123,7 @@ func takeSnapshot(t *testing.T, cli *client.Client, ids []string) snapshot {
 			s["rps "+dev+"/"+q] = v
 		}
 	}
-	irqs, err := ListIRQs("/proc", regexp.MustCompile(DefaultIRQPattern))
+	irqs, err := NetworkIRQs("/sys", "/proc")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,22 +152,24 @@ func diff(a, b snapshot) string {
 	return strings.Join(out, "; ")
 }
 
+// realFS reads and writes the real cgroups of containers of cli's engine.
+func realFS(cli *client.Client) CgroupFS { return DockerCgroups(cli, kernel.Roots{}) }
+
 func realController(t *testing.T, cli *client.Client, runID, stateDir string, policy Policy, log *bytes.Buffer) *Controller {
 	t.Helper()
 	top, err := DiscoverTopology("/sys")
 	if err != nil {
 		t.Fatal(err)
 	}
-	re := regexp.MustCompile(DefaultIRQPattern)
-	// A 2-CPU machine shares the "dedicated" CPU with host processes (and
-	// here with parallel builds), so a spinning tenant reaches well under
-	// 90 % of it: count 50 % as saturated.
-	ctl, err := New(Config{Params: Params{Policy: policy, HotThreshold: 0.5, CoolThreshold: 0.2}, Interval: 200 * time.Millisecond, IRQRotate: time.Second,
+	// A 2-CPU machine shares its CPUs with host processes (and here with
+	// parallel builds), so a spinning tenant may reach well under 90 % of
+	// its fair share: count 50 % as saturated.
+	rt := &DockerRuntime{Client: cli, Labels: []string{"ctrperf.run=" + runID}, Layout: kernel.DetectCgroups("/sys/fs/cgroup")}
+	fs := CgroupFS{Layout: rt.Layout, Dirs: rt}
+	ctl, err := New(Config{Params: Params{Policy: policy, Demote: true, HotThreshold: 0.5, CoolThreshold: 0.2}, Interval: 200 * time.Millisecond, IRQRotate: time.Second,
 		CheckpointPath: filepath.Join(stateDir, "checkpoint.json"), NCPU: len(top.CPUs)},
-		top, &DockerRuntime{Client: cli, Labels: []string{"ctrperf.run=" + runID}},
-		CgroupUsage{ProcRoot: "/proc", CgroupRoot: "/sys/fs/cgroup"},
-		CgroupCPUSet{Root: "/sys/fs/cgroup", Path: CgroupPathOf(cli, "/proc", false)},
-		WithIRQ(ProcIRQ{Root: "/proc"}, func() ([]IRQ, error) { return ListIRQs("/proc", re) }),
+		top, rt, fs, fs, WithDemoter(fs), WithStall(fs),
+		WithIRQ(ProcIRQ{Root: "/proc"}, func() ([]IRQ, error) { return NetworkIRQs("/sys", "/proc") }),
 		WithRPS(SysRPS{Root: "/sys", NCPU: len(top.CPUs)}, func(pid int) (string, error) { return HostVeth("/proc", "/sys", pid) }),
 		WithDecisionLog(log))
 	if err != nil {
@@ -212,9 +218,11 @@ func TestRestoreAfterHotTenantDocker(t *testing.T) {
 		t.Fatalf("tenant never turned hot:\n%s", log.String())
 	}
 	during := takeSnapshot(t, cli, ids)
-	pool := ctl.Status().SharedPool
-	if got := during["cpuset "+ids[0][:12]]; got != pool {
-		t.Errorf("hot tenant cpuset %q, want the shared pool %q", got, pool)
+	if got := during["cpuset "+ids[0][:12]]; got != "0" {
+		t.Errorf("hot tenant cpuset %q, want the reserved shared CPU 0 (nobody pinned: 2 normal tenants, 1 CPU outside the pool)", got)
+	}
+	if got := during["class "+ids[0][:12]]; !strings.HasPrefix(got, "idle=1") {
+		t.Errorf("hot tenant class %q, want demoted (idle=1)", got)
 	}
 	if d := diff(before, during); d == "" {
 		t.Errorf("controller changed nothing")
@@ -234,6 +242,9 @@ func TestSignalsRestoreDocker(t *testing.T) {
 	runID := fmt.Sprintf("iso%d", time.Now().UnixNano()%1_000_000)
 	ids := tenants(t, cli, runID, 2)
 	before := takeSnapshot(t, cli, ids)
+	if err := cli.ContainerKill(context.Background(), ids[0], "USR1"); err != nil { // it spins from now on
+		t.Fatal(err)
+	}
 	bin := filepath.Join(t.TempDir(), "ctrperf")
 	root, err := image.ModuleRoot(context.Background())
 	if err != nil {
@@ -248,18 +259,19 @@ func TestSignalsRestoreDocker(t *testing.T) {
 		t.Run(sig.String(), func(t *testing.T) {
 			state := t.TempDir()
 			var out bytes.Buffer
-			cmd := exec.Command(bin, "isolate", "run", "--policy", "strict", "--interval", "200ms", "--irq-rotate", "1s",
+			cmd := exec.Command(bin, "isolate", "run", "--policy", "shield", "--hot-threshold", "0.4", "--cool-threshold", "0.1", "--irq-rotate", "1s",
 				"--metrics", "", "--state-dir", state, "--label", "ctrperf.run="+runID)
 			cmd.Stdout, cmd.Stderr = &out, &out
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			// Wait until it has placed both tenants.
+			// Wait until it has demoted the hot tenant (and pinned the other,
+			// alone outside the shared CPU).
 			deadline := time.Now().Add(20 * time.Second)
 			for time.Now().Before(deadline) {
 				var s Status
 				b, err := os.ReadFile(filepath.Join(state, "status.json"))
-				if err == nil && json.Unmarshal(b, &s) == nil && len(s.Containers) == 2 {
+				if err == nil && json.Unmarshal(b, &s) == nil && len(s.Containers) == 2 && (s.Containers[0].Demoted || s.Containers[1].Demoted) {
 					break
 				}
 				time.Sleep(100 * time.Millisecond)
@@ -296,7 +308,7 @@ func TestChurnDocker(t *testing.T) {
 	state := t.TempDir()
 	ctl := realController(t, cli, runID, state, PolicyPaper, &log)
 	ctx, cancel := context.WithCancel(context.Background())
-	rt := &DockerRuntime{Client: cli, Labels: []string{"ctrperf.run=" + runID}}
+	rt := ctl.rt.(*DockerRuntime)
 	done := make(chan error, 1)
 	var logMu sync.Mutex
 	go func() { done <- ctl.Run(ctx, rt.Events(ctx)) }()

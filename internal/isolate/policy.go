@@ -7,10 +7,15 @@ import (
 	"k8s.io/utils/cpuset"
 )
 
-// Policy says where a hot container goes.
+// Policy says what happens to a container that turns hot.
 type Policy string
 
 const (
+	// PolicyShield demotes a hot container (cpu.idle=1, else the lowest CPU
+	// weight) and leaves it on every CPU, so it still uses all idle time
+	// while any normal task preempts it at once. Normal containers get
+	// dedicated CPUs only where there are enough for all of them.
+	PolicyShield Policy = "shield"
 	// PolicyPaper releases a hot container to every CPU, as the paper did:
 	// it keeps most of its throughput, quiet containers keep their own CPUs.
 	PolicyPaper Policy = "paper"
@@ -20,22 +25,39 @@ const (
 	PolicyStrict Policy = "strict"
 )
 
+// Policies are the policies in the order the help lists them.
+var Policies = []Policy{PolicyShield, PolicyPaper, PolicyStrict}
+
 // Params tune the policy. Zero values take the defaults of DefaultParams.
 type Params struct {
 	Policy           Policy
-	CPUsPerContainer int     // dedicated CPUs per normal container (a container may ask for its own count)
-	MinShared        int     // CPUs always kept in the shared pool (rounded up to whole cores); at least 1
-	HotThreshold     float64 // a container is saturated when it uses >= this fraction of its dedicated capacity
-	CoolThreshold    float64 // a hot container is calm when it uses < this fraction of the capacity it asks for
-	HotAfter         int     // consecutive saturated samples before it turns hot
-	CoolAfter        int     // consecutive calm samples before it turns normal again
+	CPUsPerContainer int // dedicated CPUs per normal container (a container may ask for its own count)
+	MinShared        int // CPUs always kept in the shared pool (rounded up to whole cores); at least 1
+	// HotThreshold: a container is saturated when it uses >= this fraction
+	// of its entitlement (its CPU label, else online CPUs / managed
+	// containers, at most the CPUs it is pinned to).
+	HotThreshold  float64
+	CoolThreshold float64 // a hot container is calm when it uses < this fraction of its entitlement
+	HotAfter      int     // consecutive saturated samples before it turns hot
+	CoolAfter     int     // consecutive calm samples before it turns normal again
+	// Demote makes paper and strict demote hot containers too (shield
+	// always does).
+	Demote bool
+	// StallGate demotes a hot container only while another managed
+	// container stalls for CPU: its cgroup's cpu.pressure "some" grew by
+	// at least StallThreshold of the interval. Once demoted it stays so
+	// until CoolAfter samples pass without such a stall.
+	StallGate      bool
+	StallThreshold float64
 }
 
-// DefaultParams are the defaults: one dedicated CPU each, one shared CPU,
-// hot after 3 saturated samples at 90 %, normal again after 5 calm samples
-// under 50 %.
+// DefaultParams are the defaults: policy shield, one dedicated CPU per
+// normal container where there are enough, one shared CPU, hot after 2
+// samples at >= 90 % of the entitlement, normal again after 10 samples
+// under 50 %, a stall gate (when asked for) at 2 % of the interval.
 func DefaultParams() Params {
-	return Params{Policy: PolicyPaper, CPUsPerContainer: 1, MinShared: 1, HotThreshold: 0.9, CoolThreshold: 0.5, HotAfter: 3, CoolAfter: 5}
+	return Params{Policy: PolicyShield, CPUsPerContainer: 1, MinShared: 1, HotThreshold: 0.9, CoolThreshold: 0.5,
+		HotAfter: 2, CoolAfter: 10, StallThreshold: 0.02}
 }
 
 func (p Params) withDefaults() Params {
@@ -61,22 +83,34 @@ func (p Params) withDefaults() Params {
 	if p.CoolAfter <= 0 {
 		p.CoolAfter = d.CoolAfter
 	}
+	if p.StallThreshold <= 0 {
+		p.StallThreshold = d.StallThreshold
+	}
 	return p
+}
+
+// Demotes says whether hot containers are demoted under these parameters.
+func (p Params) Demotes() bool {
+	p = p.withDefaults()
+	return p.Policy == PolicyShield || p.Demote
 }
 
 // Validate reports parameters that cannot work.
 func (p Params) Validate() error {
 	p = p.withDefaults()
 	switch p.Policy {
-	case PolicyPaper, PolicyStrict:
+	case PolicyShield, PolicyPaper, PolicyStrict:
 	default:
-		return fmt.Errorf("unknown policy %q: want %q or %q", p.Policy, PolicyPaper, PolicyStrict)
+		return fmt.Errorf("unknown policy %q: want %q, %q or %q", p.Policy, PolicyShield, PolicyPaper, PolicyStrict)
 	}
 	if p.HotThreshold > 1.5 {
-		return fmt.Errorf("hot threshold %.2f is above 1.5: a container can hardly use more than its CPUs", p.HotThreshold)
+		return fmt.Errorf("hot threshold %.2f is above 1.5: a container can hardly use more than its entitlement", p.HotThreshold)
 	}
 	if p.CoolThreshold >= p.HotThreshold {
 		return fmt.Errorf("cool threshold %.2f must be below hot threshold %.2f, or containers would flap", p.CoolThreshold, p.HotThreshold)
+	}
+	if p.StallThreshold > 1 {
+		return fmt.Errorf("stall threshold %.2f is above 1: a stall is a fraction of the interval", p.StallThreshold)
 	}
 	return nil
 }
@@ -85,7 +119,7 @@ func (p Params) Validate() error {
 type Container struct {
 	ID   string
 	Name string
-	CPUs int // dedicated CPUs it asks for (label); 0 = Params.CPUsPerContainer
+	CPUs int // CPUs it is entitled to (label); 0 = a fair share of the machine
 }
 
 // ContainerState is what the policy remembers of a container between samples.
@@ -94,21 +128,27 @@ type ContainerState struct {
 	Dedicated  cpuset.CPUSet `json:"-"`
 	HotStreak  int           `json:"hot_streak"`
 	CalmStreak int           `json:"calm_streak"`
-	// Shared is true when the machine had too few CPUs and this container's
-	// dedicated set overlaps another's.
-	Shared bool `json:"shared"`
+	// Demoted is the stall gate's memory: demoted now, and how many samples
+	// passed without another container stalling.
+	Demoted    bool `json:"demoted"`
+	StallQuiet int  `json:"stall_quiet"`
 }
 
 // State is the policy's memory, keyed by container id.
 type State map[string]ContainerState
 
-// Placement is the cpuset a container should have now.
+// Placement is what a container should have now.
 type Placement struct {
 	ContainerID string
 	Name        string
-	CPUs        cpuset.CPUSet
-	Hot         bool
-	Shared      bool
+	// CPUs is the cpuset it should have; empty means its own (the value it
+	// had before the controller touched it).
+	CPUs   cpuset.CPUSet
+	Pinned bool // CPUs are dedicated to it
+	Hot    bool
+	Demote bool // cpu.idle=1 (else the lowest weight) instead of its own class
+	// Entitlement is the CPU it may use before it counts as saturated.
+	Entitlement float64
 	Reason      string
 }
 
@@ -119,9 +159,9 @@ type Decision struct {
 	// SharedPool: CPUs no normal container owns. Never empty. Network IRQs
 	// and the RPS of container veths go here.
 	SharedPool cpuset.CPUSet
-	// Oversubscribed: more CPUs were asked for than the machine has outside
-	// the shared pool, so some dedicated sets are shared.
-	Oversubscribed bool
+	// PinRefused says why normal containers were not given dedicated CPUs
+	// ("" when they were, or when the policy does not pin).
+	PinRefused string
 	// Transitions names containers that changed hot/normal this step, with why.
 	Transitions []Transition
 }
@@ -134,10 +174,28 @@ type Transition struct {
 	Reason      string
 }
 
+// Entitlement is the CPU a container may use before it counts as
+// saturated: its label, else its fair share of the online CPUs among the
+// managed containers; never more than the CPUs it is pinned to.
+func Entitlement(c Container, online, managed, pinned int) float64 {
+	e := float64(online)
+	if c.CPUs > 0 {
+		e = float64(c.CPUs)
+	} else if managed > 0 {
+		e = float64(online) / float64(managed)
+	}
+	if pinned > 0 && float64(pinned) < e {
+		e = float64(pinned)
+	}
+	return e
+}
+
 // Decide computes the desired placement of every managed container from the
-// topology, the previous state and the CPU each container used during the
-// last interval (in CPUs: 1.0 = one CPU fully busy). It is a pure function.
-func Decide(top Topology, params Params, prev State, containers []Container, usage map[string]float64) Decision {
+// topology, the previous state, the CPU each container used during the last
+// interval (in CPUs: 1.0 = one CPU fully busy) and the fraction of the
+// interval its tasks stalled waiting for a CPU (cgroup cpu.pressure "some";
+// may be nil). It is a pure function.
+func Decide(top Topology, params Params, prev State, containers []Container, usage, stall map[string]float64) Decision {
 	p := params.withDefaults()
 	all := top.All()
 	want := func(c Container) int {
@@ -149,6 +207,18 @@ func Decide(top Topology, params Params, prev State, containers []Container, usa
 
 	sorted := append([]Container(nil), containers...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].ID < sorted[j].ID })
+	ent := map[string]float64{}
+	// The pinning policies measure a normal container against the CPUs it
+	// is (or is about to be) pinned to, as the paper did.
+	capOf := func(c Container, dedicated int) int {
+		if p.Policy != PolicyShield {
+			return want(c)
+		}
+		return dedicated
+	}
+	for _, c := range sorted {
+		ent[c.ID] = Entitlement(c, all.Size(), len(sorted), capOf(c, prev[c.ID].Dedicated.Size()))
+	}
 
 	next := State{}
 	var transitions []Transition
@@ -156,13 +226,10 @@ func Decide(top Topology, params Params, prev State, containers []Container, usa
 	for _, c := range sorted {
 		st := prev[c.ID]
 		u, seen := usage[c.ID]
+		e := ent[c.ID]
 		if seen {
 			if !st.Hot {
-				capacity := float64(want(c))
-				if n := st.Dedicated.Size(); n > 0 && n < want(c) {
-					capacity = float64(n)
-				}
-				if u >= p.HotThreshold*capacity {
+				if u >= p.HotThreshold*e {
 					st.HotStreak++
 				} else {
 					st.HotStreak = 0
@@ -170,10 +237,10 @@ func Decide(top Topology, params Params, prev State, containers []Container, usa
 				if st.HotStreak >= p.HotAfter {
 					st.Hot, st.CalmStreak = true, 0
 					transitions = append(transitions, Transition{c.ID, c.Name, true,
-						fmt.Sprintf("used %.2f of %.0f CPUs (>= %.0f%%) for %d samples", u, capacity, p.HotThreshold*100, st.HotStreak)})
+						fmt.Sprintf("used %.2f of its %.2f CPUs (>= %.0f%%) for %d samples", u, e, p.HotThreshold*100, st.HotStreak)})
 				}
 			} else {
-				if u < p.CoolThreshold*float64(want(c)) {
+				if u < p.CoolThreshold*e {
 					st.CalmStreak++
 				} else {
 					st.CalmStreak = 0
@@ -181,65 +248,65 @@ func Decide(top Topology, params Params, prev State, containers []Container, usa
 				if st.CalmStreak >= p.CoolAfter {
 					st.Hot, st.HotStreak = false, 0
 					transitions = append(transitions, Transition{c.ID, c.Name, false,
-						fmt.Sprintf("used %.2f CPUs (< %.0f%% of %d) for %d samples", u, p.CoolThreshold*100, want(c), st.CalmStreak)})
+						fmt.Sprintf("used %.2f CPUs (< %.0f%% of its %.2f) for %d samples", u, p.CoolThreshold*100, e, st.CalmStreak)})
 				}
 			}
 		}
 		next[c.ID] = st
 	}
 
-	// 2. Dedicated sets for normal containers, outside the reserved shared CPUs.
+	// 2. Dedicated sets for normal containers, outside the reserved shared
+	// CPUs, only if every normal container gets its own: never more normal
+	// containers on a CPU than cpus_per_container allows (kubelet's static
+	// policy refuses rather than oversubscribe).
 	reserved := reserveShared(top, p.MinShared)
 	avail := all.Difference(reserved)
-	owners := map[int]int{} // cpu -> number of normal containers owning it
 	var normals []Container
+	need := 0
 	for _, c := range sorted {
-		if st := next[c.ID]; st.Hot {
-			st.Dedicated, st.Shared = cpuset.New(), false
+		st := next[c.ID]
+		if st.Hot {
+			st.Dedicated = cpuset.New()
 			next[c.ID] = st
 			continue
 		}
 		normals = append(normals, c)
+		need += want(c)
 	}
-	// Keep a still-valid previous set so that containers do not move.
-	placed := map[string]bool{}
-	for _, c := range normals {
-		st := next[c.ID]
-		d := st.Dedicated
-		if d.Size() == want(c) && d.IsSubsetOf(avail) && !st.Shared && free(d, owners) {
+	refused := ""
+	if len(normals) > 0 && need > avail.Size() {
+		refused = fmt.Sprintf("%d normal container(s) need %d dedicated CPU(s), only %d outside the shared pool %s: not pinning rather than putting two on one CPU",
+			len(normals), need, avail.Size(), reserved)
+		for _, c := range normals {
+			st := next[c.ID]
+			st.Dedicated = cpuset.New()
+			next[c.ID] = st
+		}
+	} else {
+		owners := map[int]int{}
+		placed := map[string]bool{}
+		// Keep a still-valid previous set so that containers do not move.
+		for _, c := range normals {
+			d := next[c.ID].Dedicated
+			if d.Size() == want(c) && d.IsSubsetOf(avail) && free(d, owners) {
+				for _, cpu := range d.List() {
+					owners[cpu]++
+				}
+				placed[c.ID] = true
+			}
+		}
+		for _, c := range normals {
+			if placed[c.ID] {
+				continue
+			}
+			st := next[c.ID]
+			d, _ := takeFree(top, avail, owners, want(c)) // enough by the count above
 			for _, cpu := range d.List() {
 				owners[cpu]++
 			}
-			placed[c.ID] = true
+			st.Dedicated = d
+			next[c.ID] = st
 		}
-	}
-	oversub := false
-	for _, c := range normals {
-		if placed[c.ID] {
-			continue
-		}
-		st := next[c.ID]
-		d, ok := takeFree(top, avail, owners, want(c))
-		if !ok {
-			d = takeLeastShared(avail, owners, want(c))
-			oversub = true
-		}
-		for _, cpu := range d.List() {
-			owners[cpu]++
-		}
-		st.Dedicated = d
-		next[c.ID] = st
-	}
-	// Mark every set that overlaps another as shared, so the report can say so.
-	for _, c := range normals {
-		st := next[c.ID]
-		st.Shared = false
-		for _, cpu := range st.Dedicated.List() {
-			if owners[cpu] > 1 {
-				st.Shared = true
-			}
-		}
-		next[c.ID] = st
 	}
 
 	owned := cpuset.New()
@@ -250,26 +317,71 @@ func Decide(top Topology, params Params, prev State, containers []Container, usa
 	if pool.IsEmpty() { // cannot happen with reserved CPUs, but never hand out an empty set
 		pool = all
 	}
+	confine := pool
+	if owned.IsEmpty() {
+		confine = reserved // nobody pinned: strict still keeps the hot ones off the rest
+	}
+
+	// 3. Demotion, optionally only while another container stalls.
+	anyStall := func(except string) bool {
+		for _, c := range sorted {
+			if c.ID != except && !next[c.ID].Hot && stall[c.ID] >= p.StallThreshold {
+				return true
+			}
+		}
+		return false
+	}
+	demotes := p.Demotes()
+	for _, c := range sorted {
+		st := next[c.ID]
+		switch {
+		case !st.Hot || !demotes:
+			st.Demoted, st.StallQuiet = false, 0
+		case !p.StallGate:
+			st.Demoted = true
+		case anyStall(c.ID):
+			st.Demoted, st.StallQuiet = true, 0
+		case st.Demoted:
+			st.StallQuiet++
+			if st.StallQuiet >= p.CoolAfter {
+				st.Demoted, st.StallQuiet = false, 0
+			}
+		}
+		next[c.ID] = st
+	}
 
 	placements := map[string]Placement{}
 	for _, c := range sorted {
 		st := next[c.ID]
-		pl := Placement{ContainerID: c.ID, Name: c.Name, Hot: st.Hot, Shared: st.Shared}
+		pl := Placement{ContainerID: c.ID, Name: c.Name, Hot: st.Hot, Demote: st.Demoted,
+			Entitlement: Entitlement(c, all.Size(), len(sorted), capOf(c, st.Dedicated.Size()))}
 		switch {
 		case st.Hot && p.Policy == PolicyStrict:
-			pl.CPUs, pl.Reason = pool, "hot: confined to the shared pool"
-		case st.Hot:
+			pl.CPUs, pl.Reason = confine, "hot: confined to the shared pool"
+		case st.Hot && p.Policy == PolicyPaper:
 			pl.CPUs, pl.Reason = all, "hot: released to all CPUs"
-		case st.Dedicated.IsEmpty():
-			pl.CPUs, pl.Reason = pool, "no CPU left to dedicate: shared pool"
-		case st.Shared:
-			pl.CPUs, pl.Reason = st.Dedicated, "dedicated (shared with another container: too few CPUs)"
+		case st.Hot:
+			pl.Reason = "hot: keeps its CPUs"
+		case !st.Dedicated.IsEmpty():
+			pl.CPUs, pl.Pinned, pl.Reason = st.Dedicated, true, "dedicated"
+		case refused != "" && p.Policy != PolicyShield:
+			pl.Reason = "not pinned: " + refused
+		case refused != "":
+			pl.Reason = "normal: too few CPUs to dedicate, keeps its own"
 		default:
-			pl.CPUs, pl.Reason = st.Dedicated, "dedicated"
+			pl.Reason = "normal"
+		}
+		if pl.Demote {
+			pl.Reason += "; demoted (idle class)"
+		} else if st.Hot && demotes && p.StallGate {
+			pl.Reason += "; not demoted: no other container stalls"
 		}
 		placements[c.ID] = pl
 	}
-	return Decision{State: next, Placements: placements, SharedPool: pool, Oversubscribed: oversub, Transitions: transitions}
+	if p.Policy == PolicyShield {
+		refused = "" // shield pins only where it can; not pinning is no refusal
+	}
+	return Decision{State: next, Placements: placements, SharedPool: pool, PinRefused: refused, Transitions: transitions}
 }
 
 // reserveShared picks the CPUs that always stay in the shared pool: whole
@@ -345,20 +457,6 @@ func takeFree(top Topology, avail cpuset.CPUSet, owners map[int]int, n int) (cpu
 		}
 	}
 	return cpuset.New(got...), true
-}
-
-// takeLeastShared takes the n CPUs of avail with the fewest owners: the
-// fairest way to share when there are more containers than CPUs.
-func takeLeastShared(avail cpuset.CPUSet, owners map[int]int, n int) cpuset.CPUSet {
-	cpus := avail.List()
-	if len(cpus) == 0 {
-		return cpuset.New()
-	}
-	sort.SliceStable(cpus, func(i, j int) bool { return owners[cpus[i]] < owners[cpus[j]] })
-	if n > len(cpus) {
-		n = len(cpus)
-	}
-	return cpuset.New(cpus[:n]...)
 }
 
 // IRQCPU is the CPU that interrupts go to at rotation step `step`: the

@@ -47,40 +47,166 @@ func TestDecidePlacement(t *testing.T) {
 		top        Topology
 		params     Params
 		containers []Container
-		wantCPUs   map[string]string
+		wantCPUs   map[string]string // "" = its own cpuset, untouched
 		wantPool   string
-		oversub    bool
+		refused    bool
 	}{
-		{"2 CPUs, one tenant gets the non-reserved CPU", flat(2), Params{}, ctrs(1, 0),
+		{"2 CPUs, one tenant gets the non-reserved CPU", flat(2), Params{Policy: PolicyPaper}, ctrs(1, 0),
 			map[string]string{"c00": "1"}, "0", false},
-		{"2 CPUs, three tenants share CPU 1 and the pool stays", flat(2), Params{}, ctrs(3, 0),
-			map[string]string{"c00": "1", "c01": "1", "c02": "1"}, "0", true},
-		{"16 CPUs with SMT: two-CPU tenants get whole cores", smt(1, 8), Params{CPUsPerContainer: 2}, ctrs(2, 0),
+		{"2 CPUs, three tenants: paper refuses to put three on CPU 1", flat(2), Params{Policy: PolicyPaper}, ctrs(3, 0),
+			map[string]string{"c00": "", "c01": "", "c02": ""}, "0-1", true},
+		{"2 CPUs, three tenants: shield pins nobody, and says no refusal", flat(2), Params{}, ctrs(3, 0),
+			map[string]string{"c00": "", "c01": "", "c02": ""}, "0-1", false},
+		{"16 CPUs with SMT: two-CPU tenants get whole cores", smt(1, 8), Params{Policy: PolicyPaper, CPUsPerContainer: 2}, ctrs(2, 0),
 			map[string]string{"c00": "1,9", "c01": "2,10"}, "0,3-8,11-15", false},
-		{"16 CPUs with SMT: one-CPU tenants pack onto one core's siblings", smt(1, 8), Params{}, ctrs(2, 0),
+		{"16 CPUs with SMT: one-CPU tenants pack onto one core's siblings", smt(1, 8), Params{Policy: PolicyStrict}, ctrs(2, 0),
 			map[string]string{"c00": "1", "c01": "9"}, "0,2-8,10-15", false},
 		{"64 CPUs two sockets: eight 2-CPU tenants, reserved core 0 of socket 0", smt(2, 16), Params{CPUsPerContainer: 2}, ctrs(8, 0),
 			map[string]string{"c00": "1,33", "c07": "8,40"}, "0,9-32,41-63", false},
-		{"per-container CPU count from the label", flat(8), Params{}, []Container{{ID: "a", CPUs: 3}, {ID: "b"}},
+		{"per-container CPU count from the label", flat(8), Params{Policy: PolicyPaper}, []Container{{ID: "a", CPUs: 3}, {ID: "b"}},
 			map[string]string{"a": "1-3", "b": "4"}, "0,5-7", false},
-		{"MinShared 2 reserves two CPUs", flat(4), Params{MinShared: 2}, ctrs(2, 0),
+		{"a label asking for more than is left refuses everyone", flat(4), Params{Policy: PolicyPaper}, []Container{{ID: "a", CPUs: 3}, {ID: "b"}},
+			map[string]string{"a": "", "b": ""}, "0-3", true},
+		{"MinShared 2 reserves two CPUs", flat(4), Params{Policy: PolicyPaper, MinShared: 2}, ctrs(2, 0),
 			map[string]string{"c00": "2", "c01": "3"}, "0-1", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			d := Decide(tc.top, tc.params, nil, tc.containers, nil)
+			d := Decide(tc.top, tc.params, nil, tc.containers, nil, nil)
 			for id, want := range tc.wantCPUs {
 				if got := d.Placements[id].CPUs.String(); got != want {
 					t.Errorf("%s: cpus %q, want %q (reason %s)", id, got, want, d.Placements[id].Reason)
+				}
+				if d.Placements[id].Pinned != (want != "") {
+					t.Errorf("%s: pinned %v with cpus %q", id, d.Placements[id].Pinned, want)
 				}
 			}
 			if got := d.SharedPool.String(); got != tc.wantPool {
 				t.Errorf("pool %q, want %q", got, tc.wantPool)
 			}
-			if d.Oversubscribed != tc.oversub {
-				t.Errorf("oversubscribed %v, want %v", d.Oversubscribed, tc.oversub)
+			if (d.PinRefused != "") != tc.refused {
+				t.Errorf("refused %q, want refused=%v", d.PinRefused, tc.refused)
 			}
 		})
+	}
+}
+
+// run feeds Decide a sequence of usage samples and returns every decision.
+func run(top Topology, p Params, cs []Container, samples []map[string]float64, stall map[string]float64) []Decision {
+	var st State
+	var out []Decision
+	for _, u := range samples {
+		d := Decide(top, p, st, cs, u, stall)
+		st = d.State
+		out = append(out, d)
+	}
+	return out
+}
+
+func repeat(u map[string]float64, n int) []map[string]float64 {
+	out := make([]map[string]float64, n)
+	for i := range out {
+		out[i] = u
+	}
+	return out
+}
+
+func TestShield(t *testing.T) {
+	two := flat(2)
+	tenants := []Container{{ID: "hot1", Name: "hot1"}, {ID: "hot2", Name: "hot2"}, {ID: "tenant1", Name: "tenant1"}}
+	tests := []struct {
+		desc    string
+		top     Topology
+		cs      []Container
+		usage   map[string]float64
+		n       int
+		demoted []string
+		pinned  map[string]string
+	}{
+		// Seed 002 scenario 2 on this machine: 3 tenants on 2 CPUs, the
+		// fair share is 0.67 CPUs; the hot one takes 1.7.
+		{"one hot of three on 2 CPUs: demoted after 2 samples, nobody pinned (2 normal, 1 free CPU)", two, tenants,
+			map[string]float64{"hot1": 0.08, "hot2": 1.7, "tenant1": 0.08}, 2, []string{"hot2"}, nil},
+		{"one sample is not enough", two, tenants, map[string]float64{"hot1": 0.08, "hot2": 1.7, "tenant1": 0.08}, 1, nil, nil},
+		// Scenario 3: two hot ones at 0.9 CPU each, both above 0.9 x 0.67;
+		// the quiet one is then alone and gets CPU 1.
+		{"two hot of three on 2 CPUs: both demoted, the quiet one pinned", two, tenants,
+			map[string]float64{"hot1": 0.9, "hot2": 0.9, "tenant1": 0.08}, 2, []string{"hot1", "hot2"}, map[string]string{"tenant1": "1"}},
+		{"a container with a CPU label is measured against it", flat(8), []Container{{ID: "big", CPUs: 4}, {ID: "small"}},
+			map[string]float64{"big": 3.0, "small": 0.1}, 3, nil, map[string]string{"big": "1-4", "small": "5"}},
+		{"above its label it is hot", flat(8), []Container{{ID: "big", CPUs: 4}, {ID: "small"}},
+			map[string]float64{"big": 3.8, "small": 0.1}, 3, []string{"big"}, map[string]string{"small": "5"}}, // it does not move
+		{"more tenants than CPUs: twenty on 2 CPUs, the hot one is found against 0.1 CPU", two, ctrs(20, 0),
+			map[string]float64{"c07": 0.5}, 2, []string{"c07"}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			ds := run(tc.top, Params{}, tc.cs, repeat(tc.usage, tc.n), nil)
+			d := ds[len(ds)-1]
+			var demoted []string
+			for _, c := range tc.cs {
+				pl := d.Placements[c.ID]
+				if pl.Demote {
+					demoted = append(demoted, c.ID)
+					if !pl.CPUs.IsEmpty() {
+						t.Errorf("%s demoted but moved to %s: shield leaves it every CPU", c.ID, pl.CPUs)
+					}
+				}
+				if want := tc.pinned[c.ID]; pl.CPUs.String() != want && !pl.Hot {
+					t.Errorf("%s: cpus %q, want %q (%s)", c.ID, pl.CPUs, want, pl.Reason)
+				}
+			}
+			if fmt.Sprint(demoted) != fmt.Sprint(tc.demoted) && !(len(demoted) == 0 && len(tc.demoted) == 0) {
+				t.Errorf("demoted %v, want %v", demoted, tc.demoted)
+			}
+			if d.PinRefused != "" {
+				t.Errorf("shield reported a refusal: %s", d.PinRefused)
+			}
+		})
+	}
+}
+
+func TestStallGate(t *testing.T) {
+	cs := []Container{{ID: "hot"}, {ID: "quiet"}}
+	p := Params{StallGate: true, CoolAfter: 3}
+	busy := map[string]float64{"hot": 1.9, "quiet": 0.05}
+	// No stall: hot but not demoted.
+	ds := run(flat(2), p, cs, repeat(busy, 4), map[string]float64{"quiet": 0.001})
+	if pl := ds[3].Placements["hot"]; !pl.Hot || pl.Demote {
+		t.Fatalf("no stall: hot=%v demote=%v, want hot and not demoted (%s)", pl.Hot, pl.Demote, pl.Reason)
+	}
+	// The quiet one stalls: demoted; the hot one's own stall does not count.
+	var st State
+	for i := 0; i < 3; i++ {
+		st = Decide(flat(2), p, st, cs, busy, map[string]float64{"quiet": 0.05, "hot": 0.5}).State
+	}
+	if !st["hot"].Demoted {
+		t.Fatalf("victim stalls: not demoted")
+	}
+	// The stall ends: demoted for CoolAfter more samples, then not.
+	var d Decision
+	for i := 0; i < 3; i++ {
+		d = Decide(flat(2), p, st, cs, busy, map[string]float64{"quiet": 0})
+		st = d.State
+		if i < 2 && !d.Placements["hot"].Demote {
+			t.Fatalf("released after %d quiet samples, want %d", i+1, p.CoolAfter)
+		}
+	}
+	if d.Placements["hot"].Demote {
+		t.Errorf("still demoted after %d samples without a stall", p.CoolAfter)
+	}
+}
+
+func TestPaperAndStrictMayDemote(t *testing.T) {
+	cs := []Container{{ID: "a"}, {ID: "b"}, {ID: "c"}}
+	u := map[string]float64{"a": 1, "b": 0.1, "c": 0.1}
+	for _, pol := range []Policy{PolicyPaper, PolicyStrict} {
+		for _, demote := range []bool{false, true} {
+			ds := run(flat(4), Params{Policy: pol, Demote: demote, HotAfter: 2}, cs, repeat(u, 2), nil)
+			if got := ds[1].Placements["a"].Demote; got != demote {
+				t.Errorf("%s demote=%v: placement demote %v", pol, demote, got)
+			}
+		}
 	}
 }
 
@@ -111,7 +237,7 @@ func TestHysteresisAndPolicies(t *testing.T) {
 			var st State
 			var d Decision
 			for i, u := range tc.usageA {
-				d = Decide(top, Params{Policy: tc.policy}, st, cs, map[string]float64{"a": u, "b": 0.1, "c": 0.2})
+				d = Decide(top, Params{Policy: tc.policy, HotAfter: 3, CoolAfter: 5}, st, cs, map[string]float64{"a": u, "b": 0.1, "c": 0.2}, nil)
 				st = d.State
 				if got := d.Placements["a"].Hot; got != tc.wantHot[i] {
 					t.Fatalf("sample %d (usage %.2f): hot=%v, want %v", i, u, got, tc.wantHot[i])
@@ -133,14 +259,14 @@ func TestHysteresisAndPolicies(t *testing.T) {
 
 func TestStableWhenContainersComeAndGo(t *testing.T) {
 	top := flat(8)
-	d := Decide(top, Params{}, nil, ctrs(3, 0), nil)
+	d := Decide(top, Params{Policy: PolicyPaper}, nil, ctrs(3, 0), nil, nil)
 	before := map[string]string{}
 	for id, p := range d.Placements {
 		before[id] = p.CPUs.String()
 	}
 	// c01 leaves, two new ones arrive: the others keep their CPUs.
 	cs := append(ctrs(3, 0)[:1], ctrs(3, 0)[2], Container{ID: "new1"}, Container{ID: "new2"})
-	d2 := Decide(top, Params{}, d.State, cs, nil)
+	d2 := Decide(top, Params{Policy: PolicyPaper}, d.State, cs, nil, nil)
 	for _, id := range []string{"c00", "c02"} {
 		if got := d2.Placements[id].CPUs.String(); got != before[id] {
 			t.Errorf("%s moved from %s to %s", id, before[id], got)
@@ -155,12 +281,12 @@ func TestStableWhenContainersComeAndGo(t *testing.T) {
 }
 
 // TestNeverEmpty drives random churn and usage over several topologies: no
-// placement and no shared pool is ever empty, normal unshared dedicated sets
-// never overlap, and nothing dedicated is in the pool.
+// pinned placement and no shared pool is ever empty, dedicated sets never
+// overlap, and nothing dedicated is in the pool.
 func TestNeverEmpty(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	for _, top := range []Topology{flat(1), flat(2), smt(1, 8), smt(2, 16)} {
-		for _, pol := range []Policy{PolicyPaper, PolicyStrict} {
+		for _, pol := range Policies {
 			var st State
 			live := map[string]Container{}
 			for step := 0; step < 400; step++ {
@@ -178,22 +304,22 @@ func TestNeverEmpty(t *testing.T) {
 					cs = append(cs, c)
 					usage[id] = rng.Float64() * 2
 				}
-				d := Decide(top, Params{Policy: pol}, st, cs, usage)
+				d := Decide(top, Params{Policy: pol}, st, cs, usage, nil)
 				st = d.State
 				if d.SharedPool.IsEmpty() {
 					t.Fatalf("%d CPUs %s step %d: empty shared pool", len(top.CPUs), pol, step)
 				}
 				seen := cpuset.New()
 				for id, p := range d.Placements {
-					if p.CPUs.IsEmpty() {
-						t.Fatalf("%d CPUs %s step %d: %s has an empty cpuset", len(top.CPUs), pol, step, id)
+					if p.Pinned && p.CPUs.IsEmpty() {
+						t.Fatalf("%d CPUs %s step %d: %s pinned to an empty cpuset", len(top.CPUs), pol, step, id)
 					}
 					if !p.CPUs.IsSubsetOf(top.All()) {
 						t.Fatalf("%s placed outside the machine: %s", id, p.CPUs)
 					}
-					if !p.Hot && !p.Shared && len(top.CPUs) > 1 {
+					if p.Pinned {
 						if seen.Intersection(p.CPUs).Size() > 0 {
-							t.Fatalf("step %d: %s overlaps another dedicated set without being marked shared", step, id)
+							t.Fatalf("step %d: %s overlaps another dedicated set: two normal containers on one CPU", step, id)
 						}
 						if p.CPUs.Intersection(d.SharedPool).Size() > 0 {
 							t.Fatalf("step %d: %s's dedicated CPUs %s are in the pool %s", step, id, p.CPUs, d.SharedPool)

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/docker/docker/client"
+
+	"ctrperf/internal/fsutil"
+	"ctrperf/internal/kernel"
 )
 
 // DefaultStateDir is where `ctrperf isolate run` keeps its lock, checkpoint,
@@ -24,15 +27,16 @@ const DefaultStateDir = "/run/ctrperf/isolate"
 // steering are off unless asked for).
 type Options struct {
 	Params   Params
-	Interval time.Duration // sampling interval, default 1 s
+	Interval time.Duration // sampling interval, default 100 ms
 	// All manages every running container, not only those labelled
 	// ctrperf.isolate; Labels narrows the selection further ("key" or
 	// "key=value").
 	All    bool
 	Labels []string
-	// IRQ steers the network IRQs whose names match IRQPattern (default
-	// DefaultIRQPattern) onto the shared pool, rotated every IRQRotate
-	// (default 10 s). It is turned off, with a warning, while irqbalance runs.
+	// IRQ steers the interrupts of the machine's network devices (chosen
+	// by driver; IRQPattern, a regexp on /proc/interrupts names, overrides
+	// the choice) onto the shared pool, rotated every IRQRotate (default
+	// 10 s). It is turned off, with a warning, while irqbalance runs.
 	IRQ        bool
 	IRQPattern string
 	IRQRotate  time.Duration
@@ -40,16 +44,14 @@ type Options struct {
 	RPS    bool
 	DryRun bool
 	// StateDir holds the lock, the checkpoint, status.json and, unless
-	// LogPath says otherwise, decisions.jsonl. Required.
+	// LogPath says otherwise, decisions.jsonl. Required. Keep the default
+	// (DefaultStateDir) unless the controller is a test's: IRQ affinity is
+	// machine-wide, and `ctrperf isolate restore` and the next start look
+	// for a crashed controller's checkpoint there.
 	StateDir string
-	// MachineLock, when set, is a second lock held as long as the
-	// controller runs. A controller with a private StateDir (a bench run)
-	// takes DefaultStateDir's lock too: IRQ affinity is machine-wide, and
-	// two controllers would fight over it.
-	MachineLock string
-	LogPath     string    // decision log, JSON lines (default StateDir/decisions.jsonl)
-	Log         io.Writer // a copy of the decision log (the CLI's stdout); nil: none
-	Metrics     *Metrics
+	LogPath  string    // decision log, JSON lines (default StateDir/decisions.jsonl)
+	Log      io.Writer // a copy of the decision log (the CLI's stdout); nil: none
+	Metrics  *Metrics
 	// Events receives every event as it is emitted (from the control
 	// loop's goroutine).
 	Events func(Event)
@@ -58,15 +60,12 @@ type Options struct {
 	Warn func(string)
 	// Roots of the kernel's file systems (default /proc, /sys,
 	// /sys/fs/cgroup).
-	ProcRoot, SysRoot, CgroupRoot string
+	Roots kernel.Roots
 }
 
 func (o *Options) defaults() {
 	if o.Interval <= 0 {
-		o.Interval = time.Second
-	}
-	if o.IRQPattern == "" {
-		o.IRQPattern = DefaultIRQPattern
+		o.Interval = 100 * time.Millisecond
 	}
 	if o.IRQRotate <= 0 {
 		o.IRQRotate = 10 * time.Second
@@ -77,15 +76,7 @@ func (o *Options) defaults() {
 	if o.Warn == nil {
 		o.Warn = func(string) {}
 	}
-	if o.ProcRoot == "" {
-		o.ProcRoot = "/proc"
-	}
-	if o.SysRoot == "" {
-		o.SysRoot = "/sys"
-	}
-	if o.CgroupRoot == "" {
-		o.CgroupRoot = "/sys/fs/cgroup"
-	}
+	o.Roots = o.Roots.WithDefaults()
 }
 
 // Running is a controller started by Start: its loop runs in the
@@ -102,11 +93,27 @@ type Running struct {
 	stopErr    error
 }
 
+// DockerCgroups reads and writes the cgroups of the containers of cli's
+// engine (every call resolves the container afresh: for tools and tests;
+// the controller resolves from its cached membership).
+func DockerCgroups(cli client.APIClient, roots kernel.Roots) CgroupFS {
+	roots = roots.WithDefaults()
+	rt := &DockerRuntime{Client: cli, Roots: roots, Layout: kernel.DetectCgroups(roots.Cgroup)}
+	return CgroupFS{Layout: rt.Layout, Dirs: rt}
+}
+
+// actuators are the kernel writers of a controller over a Docker engine.
+func actuators(rt *DockerRuntime, roots kernel.Roots, ncpu int) (CgroupFS, Actuators) {
+	fs := CgroupFS{Layout: rt.layout(), Dirs: rt}
+	return fs, Actuators{CPUs: fs, Class: fs, IRQ: ProcIRQ{Root: roots.Proc}, RPS: SysRPS{Root: roots.Sys, NCPU: ncpu}}
+}
+
 // Start builds the controller over a Docker engine exactly as `ctrperf
-// isolate run` does (Docker runtime, cgroup usage and cpuset, IRQ and RPS
-// actuators, checkpoint and lock in StateDir), restores what a crashed
-// controller left in StateDir's checkpoint, and starts the control loop. The
-// loop stops when ctx ends or Stop is called; only Stop restores.
+// isolate run` does (Docker runtime, cgroup usage, pressure, class and
+// cpuset, IRQ and RPS actuators, checkpoint and lock in StateDir), restores
+// what a crashed controller left in StateDir's checkpoint, and starts the
+// control loop. The loop stops when ctx ends or Stop is called; only Stop
+// restores.
 func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, err error) {
 	if o.StateDir == "" {
 		return nil, errors.New("isolate: no state directory")
@@ -115,11 +122,17 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 	if err := o.Params.Validate(); err != nil {
 		return nil, err
 	}
-	re, err := regexp.Compile(o.IRQPattern)
-	if err != nil {
-		return nil, fmt.Errorf("IRQ pattern %q: %w", o.IRQPattern, err)
+	var listIRQ func() ([]IRQ, error)
+	if o.IRQPattern != "" {
+		re, err := regexp.Compile(o.IRQPattern)
+		if err != nil {
+			return nil, fmt.Errorf("IRQ pattern %q: %w", o.IRQPattern, err)
+		}
+		listIRQ = func() ([]IRQ, error) { return ListIRQs(o.Roots.Proc, re) }
+	} else {
+		listIRQ = func() ([]IRQ, error) { return NetworkIRQs(o.Roots.Sys, o.Roots.Proc) }
 	}
-	top, err := DiscoverTopology(o.SysRoot)
+	top, err := DiscoverTopology(o.Roots.Sys)
 	if err != nil {
 		return nil, err
 	}
@@ -129,24 +142,22 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 			r.release()
 		}
 	}()
-	for _, p := range []string{o.MachineLock, filepath.Join(o.StateDir, "lock")} {
-		if p == "" {
-			continue
-		}
-		f, err := Lock(p)
-		if err != nil {
-			return nil, err
-		}
-		r.closers = append(r.closers, f)
+	f, err := Lock(filepath.Join(o.StateDir, "lock"))
+	if err != nil {
+		return nil, err
 	}
+	r.closers = append(r.closers, f)
 	if _, err := cli.Ping(ctx); err != nil {
 		return nil, fmt.Errorf("no Docker engine answers (%v): isolate manages containers of a running engine; start one or set DOCKER_HOST", err)
 	}
 
-	v2 := cgroupV2Only(o.CgroupRoot)
-	cpus := CgroupCPUSet{Root: o.CgroupRoot, V2: v2, Path: CgroupPathOf(cli, o.ProcRoot, v2)}
-	irq := ProcIRQ{Root: o.ProcRoot}
-	rps := SysRPS{Root: o.SysRoot, NCPU: len(top.CPUs)}
+	rt := &DockerRuntime{Client: cli, All: o.All, Labels: o.Labels, Roots: o.Roots, Layout: kernel.DetectCgroups(o.Roots.Cgroup)}
+	fs, act := actuators(rt, o.Roots, len(top.CPUs))
+	if o.Params.Demotes() {
+		if _, err := os.Stat(filepath.Join(o.Roots.Cgroup, "cpu", "cpu.idle")); err != nil && rt.Layout.Mode != kernel.V2 {
+			o.Warn("this kernel has no cpu.idle (before 5.15): hot containers are demoted to the lowest cpu.shares instead, which protects less under EEVDF")
+		}
+	}
 
 	// Reconcile: a checkpoint left by a crashed controller is restored first.
 	if old, err := LoadCheckpoint(r.ckptPath); err != nil {
@@ -154,13 +165,16 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 	} else if old != nil && !old.Empty() {
 		o.Warn(fmt.Sprintf("found a checkpoint of pid %d from %s in %s: restoring its originals first", old.PID, old.Started.Format(time.RFC3339), o.StateDir))
 		if !o.DryRun {
-			if err := RestoreCheckpoint(ctx, old, cpus, irq, rps, func(Event) {}); err != nil {
+			if err := RestoreCheckpoint(ctx, old, act, func(Event) {}); err != nil {
 				return nil, fmt.Errorf("reconcile from %s: %w", r.ckptPath, err)
 			}
 			_ = os.Remove(r.ckptPath)
 		}
 	}
 
+	if err := os.MkdirAll(filepath.Dir(o.LogPath), 0o755); err != nil {
+		return nil, fmt.Errorf("create the decision log's directory: %w", err)
+	}
 	logFile, err := os.OpenFile(o.LogPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open decision log: %w", err)
@@ -170,7 +184,10 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 	if o.Log != nil {
 		log = io.MultiWriter(logFile, o.Log)
 	}
-	opts := []Option{WithDecisionLog(log)}
+	opts := []Option{WithDecisionLog(log), WithDemoter(fs)}
+	if rt.Layout.Unified != "" {
+		opts = append(opts, WithStall(fs))
+	}
 	if o.Metrics != nil {
 		opts = append(opts, WithMetrics(o.Metrics))
 	}
@@ -178,18 +195,17 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 		opts = append(opts, WithEvents(o.Events))
 	}
 	if o.IRQ {
-		if pid := IrqbalancePID(o.ProcRoot); pid != 0 {
+		if pid := IrqbalancePID(o.Roots.Proc); pid != 0 {
 			o.Warn(IrqbalanceAdvice(pid) + "; IRQ steering is off while irqbalance runs")
 		} else {
-			opts = append(opts, WithIRQ(irq, func() ([]IRQ, error) { return ListIRQs(o.ProcRoot, re) }))
+			opts = append(opts, WithIRQ(act.IRQ, listIRQ))
 		}
 	}
 	if o.RPS {
-		opts = append(opts, WithRPS(rps, func(pid int) (string, error) { return HostVeth(o.ProcRoot, o.SysRoot, pid) }))
+		opts = append(opts, WithRPS(act.RPS, func(pid int) (string, error) { return HostVeth(o.Roots.Proc, o.Roots.Sys, pid) }))
 	}
-	rt := &DockerRuntime{Client: cli, All: o.All, Labels: o.Labels}
 	ctl, err := New(Config{Params: o.Params, Interval: o.Interval, IRQRotate: o.IRQRotate, DryRun: o.DryRun,
-		CheckpointPath: r.ckptPath, NCPU: len(top.CPUs)}, top, rt, CgroupUsage{ProcRoot: o.ProcRoot, CgroupRoot: o.CgroupRoot}, cpus, opts...)
+		CheckpointPath: r.ckptPath, NCPU: len(top.CPUs)}, top, rt, fs, fs, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +222,7 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 	}()
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(o.Interval)
+		t := time.NewTicker(max(o.Interval, time.Second))
 		defer t.Stop()
 		for {
 			select {
@@ -219,6 +235,40 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 	}()
 	go func() { wg.Wait(); close(r.done) }()
 	return r, nil
+}
+
+// RestoreStateDir restores a stopped or crashed controller's checkpoint in
+// stateDir and removes it. It refuses while a controller holds the state
+// directory's lock: restoring under a live controller would be undone at
+// its next step and leave its checkpoint wrong.
+func RestoreStateDir(ctx context.Context, cli client.APIClient, stateDir string, roots kernel.Roots, emit func(Event)) (restored bool, err error) {
+	roots = roots.WithDefaults()
+	lock, err := Lock(filepath.Join(stateDir, "lock"))
+	if err != nil {
+		return false, fmt.Errorf("%w; stop it (it restores on exit) instead of restoring under it", err)
+	}
+	defer lock.Close()
+	path := filepath.Join(stateDir, "checkpoint.json")
+	cp, err := LoadCheckpoint(path)
+	if err != nil || cp == nil || cp.Empty() {
+		if err == nil && cp != nil {
+			_ = os.Remove(path)
+		}
+		return false, err
+	}
+	top, err := DiscoverTopology(roots.Sys)
+	if err != nil {
+		return false, err
+	}
+	rt := &DockerRuntime{Client: cli, Roots: roots, Layout: kernel.DetectCgroups(roots.Cgroup)}
+	_, act := actuators(rt, roots, len(top.CPUs))
+	if err := RestoreCheckpoint(ctx, cp, act, emit); err != nil {
+		return false, fmt.Errorf("restore from %s: %w (the checkpoint is kept)", path, err)
+	}
+	if err := os.Remove(path); err != nil {
+		return true, fmt.Errorf("restored, but could not remove %s: %w", path, err)
+	}
+	return true, nil
 }
 
 // Controller is the running controller (for its Status).
@@ -258,34 +308,21 @@ func (r *Running) release() {
 	r.closers = nil
 }
 
-// cgroupV2Only reports a unified-only hierarchy (no v1 cpuset controller).
-func cgroupV2Only(root string) bool {
-	_, errV1 := os.Stat(filepath.Join(root, "cpuset"))
-	_, errV2 := os.Stat(filepath.Join(root, "cgroup.controllers"))
-	return errV1 != nil && errV2 == nil
-}
-
-// CgroupV2Only reports whether the cgroup root is a unified-only hierarchy.
-func CgroupV2Only(root string) bool { return cgroupV2Only(root) }
-
 func writeJSONFile(path string, v any) {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return
 	}
-	tmp := path + ".tmp"
-	if os.WriteFile(tmp, b, 0o644) == nil {
-		_ = os.Rename(tmp, path)
-	}
+	_ = fsutil.WriteFileAtomic(path, b, 0o644)
 }
 
 // ReactionTime is how long the controller took to react to a hot phase:
-// from hotStart to the first placement change applied (a cpuset event,
-// not a dry run) to one of the hot containers at or after hotStart. ok is
+// from hotStart to the first change applied to one of the hot containers
+// at or after hotStart (a cpuset or demote event, not a dry run). ok is
 // false when there was none: a reaction that did not happen is no number.
 func ReactionTime(events []Event, hot map[string]bool, hotStart time.Time) (d time.Duration, ok bool) {
 	for _, e := range events {
-		if e.Kind != "cpuset" || e.DryRun || !hot[e.Container] || e.Time.Before(hotStart) {
+		if (e.Kind != "cpuset" && e.Kind != "demote") || e.DryRun || !hot[e.Container] || e.Time.Before(hotStart) {
 			continue
 		}
 		if !ok || e.Time.Sub(hotStart) < d {

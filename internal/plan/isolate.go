@@ -17,7 +17,7 @@ import (
 //
 //	isolate: {policy: strict, interval: 500ms, hot_after: 2, hot_threshold: 0.6}
 type IsolateSpec struct {
-	Policy           string // "" or "off": no controller; "paper" or "strict"
+	Policy           string // "" or "off": no controller; "shield", "paper" or "strict"
 	Interval         time.Duration
 	HotAfter         int
 	CoolAfter        int
@@ -25,14 +25,20 @@ type IsolateSpec struct {
 	CoolThreshold    float64
 	CPUsPerContainer int
 	MinShared        int
+	Demote           bool    // paper and strict also demote hot containers
+	StallGate        bool    // demote only while another container stalls
+	StallThreshold   float64 // with StallGate: the stall that counts
+	IRQ              bool    // steer the network devices' IRQs onto the shared pool (the paper's §4.4)
+	RPS              bool    // steer the managed containers' veth RPS onto the shared pool
 }
 
 // Isolate policies a plan may name; "off" runs no controller.
 const IsolateOff = "off"
 
 var (
-	isolatePolicies = []string{IsolateOff, string(isolate.PolicyPaper), string(isolate.PolicyStrict)}
-	isolateKeys     = []string{"policy", "interval", "hot_after", "cool_after", "hot_threshold", "cool_threshold", "cpus_per_container", "min_shared"}
+	isolatePolicies = []string{IsolateOff, string(isolate.PolicyShield), string(isolate.PolicyPaper), string(isolate.PolicyStrict)}
+	isolateKeys     = []string{"policy", "interval", "hot_after", "cool_after", "hot_threshold", "cool_threshold", "cpus_per_container", "min_shared",
+		"demote", "stall_gate", "stall_threshold", "irq", "rps"}
 )
 
 // On says whether the controller runs.
@@ -41,7 +47,8 @@ func (s IsolateSpec) On() bool { return s.Policy != "" && s.Policy != IsolateOff
 // Params are the controller's policy parameters.
 func (s IsolateSpec) Params() isolate.Params {
 	return isolate.Params{Policy: isolate.Policy(s.Policy), CPUsPerContainer: s.CPUsPerContainer, MinShared: s.MinShared,
-		HotThreshold: s.HotThreshold, CoolThreshold: s.CoolThreshold, HotAfter: s.HotAfter, CoolAfter: s.CoolAfter}
+		HotThreshold: s.HotThreshold, CoolThreshold: s.CoolThreshold, HotAfter: s.HotAfter, CoolAfter: s.CoolAfter,
+		Demote: s.Demote, StallGate: s.StallGate, StallThreshold: s.StallThreshold}
 }
 
 // isZero says nothing was set.
@@ -61,8 +68,13 @@ func (s IsolateSpec) knobMap() map[string]any {
 			m[k] = v
 		}
 	}
-	for k, v := range map[string]float64{"hot_threshold": s.HotThreshold, "cool_threshold": s.CoolThreshold} {
+	for k, v := range map[string]float64{"hot_threshold": s.HotThreshold, "cool_threshold": s.CoolThreshold, "stall_threshold": s.StallThreshold} {
 		if v != 0 {
+			m[k] = v
+		}
+	}
+	for k, v := range map[string]bool{"demote": s.Demote, "stall_gate": s.StallGate, "irq": s.IRQ, "rps": s.RPS} {
+		if v {
 			m[k] = v
 		}
 	}
@@ -115,6 +127,30 @@ func (d *decoder) setIsolate(k *Knobs, key string, n *yaml.Node, field string) {
 		count(&s.CPUsPerContainer, 1, 4096, "a number of CPUs")
 	case "min_shared":
 		count(&s.MinShared, 1, 4096, "a number of CPUs")
+	case "demote":
+		if v, ok := d.boolean(n, field); ok {
+			s.Demote = v
+		}
+	case "stall_gate":
+		if v, ok := d.boolean(n, field); ok {
+			s.StallGate = v
+		}
+	case "stall_threshold":
+		if v, ok := d.float(n, field); ok {
+			if v <= 0 || v > 1 {
+				d.errorf(n, field, "%g: expected a fraction of the interval in (0, 1], like 0.02", v)
+				return
+			}
+			s.StallThreshold = v
+		}
+	case "irq":
+		if v, ok := d.boolean(n, field); ok {
+			s.IRQ = v
+		}
+	case "rps":
+		if v, ok := d.boolean(n, field); ok {
+			s.RPS = v
+		}
 	default:
 		d.unknownSub(n, field, key, isolateKeys)
 	}
@@ -138,7 +174,7 @@ func (d *decoder) checkIsolate(c *Configuration) {
 	if !s.On() {
 		for _, k := range isolateKeys[1:] {
 			if n, ok := c.nodes["isolate."+k]; ok {
-				d.errorf(n, field("isolate."+k), "has no effect without a controller; set isolate.policy to paper or strict, or remove it")
+				d.errorf(n, field("isolate."+k), "has no effect without a controller; set isolate.policy to shield, paper or strict, or remove it")
 			}
 		}
 		return
@@ -162,6 +198,11 @@ type canonIsolate struct {
 	CoolThreshold    float64 `yaml:"cool_threshold,omitempty"`
 	CPUsPerContainer int     `yaml:"cpus_per_container,omitempty"`
 	MinShared        int     `yaml:"min_shared,omitempty"`
+	Demote           bool    `yaml:"demote,omitempty"`
+	StallGate        bool    `yaml:"stall_gate,omitempty"`
+	StallThreshold   float64 `yaml:"stall_threshold,omitempty"`
+	IRQ              bool    `yaml:"irq,omitempty"`
+	RPS              bool    `yaml:"rps,omitempty"`
 }
 
 func canonicalIsolate(s IsolateSpec) *canonIsolate {
@@ -169,7 +210,8 @@ func canonicalIsolate(s IsolateSpec) *canonIsolate {
 		return nil
 	}
 	c := &canonIsolate{Policy: s.Policy, HotAfter: s.HotAfter, CoolAfter: s.CoolAfter, HotThreshold: s.HotThreshold,
-		CoolThreshold: s.CoolThreshold, CPUsPerContainer: s.CPUsPerContainer, MinShared: s.MinShared}
+		CoolThreshold: s.CoolThreshold, CPUsPerContainer: s.CPUsPerContainer, MinShared: s.MinShared,
+		Demote: s.Demote, StallGate: s.StallGate, StallThreshold: s.StallThreshold, IRQ: s.IRQ, RPS: s.RPS}
 	if s.Interval != 0 {
 		c.Interval = s.Interval.String()
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/fsutil"
 )
 
 // State is everything a private engine owns, written before each piece is
@@ -58,12 +59,8 @@ func writeState(o Options, st *State) error {
 	if err != nil {
 		return fmt.Errorf("encode state of engine %s: %w", st.Name, err)
 	}
-	tmp := filepath.Join(dir, stateFile+".tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("write engine state %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, stateFile)); err != nil {
-		return fmt.Errorf("write engine state %s: %w", dir, err)
+	if err := fsutil.WriteFileAtomic(filepath.Join(dir, stateFile), append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write state of engine %s: %w", st.Name, err)
 	}
 	return nil
 }

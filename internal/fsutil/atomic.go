@@ -1,0 +1,72 @@
+// Package fsutil holds the file-system helpers shared by the packages that
+// keep state on disk (checkpoints, engine state, reports).
+package fsutil
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// WriteFileAtomic replaces path with data so that a reader, or the file
+// system after a crash or power loss, sees either the old file or the new
+// one, never a mix or an empty file.
+//
+// The data goes to a temporary file in path's directory (a rename is only
+// atomic within one file system), which is given perm, fsync'd and closed,
+// then renamed over path; the directory is fsync'd last so that the rename
+// itself survives a crash. perm is applied as given, like chmod, not masked
+// by the umask. A symlink at path is replaced, not followed. On any failure
+// the temporary file is removed and path keeps its old content; only a
+// failure of the final directory sync leaves the new content in place
+// (possibly not yet durable).
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	renamed := false
+	defer func() {
+		if err != nil && !renamed {
+			f.Close() // a second Close after a failed one only returns an error
+			os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	// Chmod through the descriptor before the sync, so that the mode is
+	// as durable as the data.
+	if err := f.Chmod(perm); err != nil {
+		return fmt.Errorf("chmod %s to %v: %w", path, perm, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("replace %s: %w", path, err)
+	}
+	renamed = true
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("sync directory of %s: %w", path, err)
+	}
+	return nil
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return err
+	}
+	return d.Close()
+}

@@ -1,0 +1,193 @@
+package isolate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/utils/cpuset"
+
+	"ctrperf/internal/kernel"
+)
+
+// CPUClass is a container's CPU scheduling class as its cgroup states it:
+// cpu.idle (1 = an idle-class group, preempted at once by any normal task)
+// and its weight (v1 cpu.shares or v2 cpu.weight).
+type CPUClass struct {
+	// Idle is cpu.idle, or -1 when the kernel has none (before 5.15).
+	Idle int `json:"idle"`
+	// Weight is the value of WeightFile.
+	Weight     int64  `json:"weight"`
+	WeightFile string `json:"weight_file"` // cpu.shares or cpu.weight
+}
+
+// The lowest weights, the fallback demotion without cpu.idle.
+const (
+	minShares = 2 // cgroup v1 cpu.shares
+	minWeight = 1 // cgroup v2 cpu.weight
+)
+
+func (c CPUClass) String() string {
+	if c.Idle < 0 {
+		return fmt.Sprintf("%s=%d", c.WeightFile, c.Weight)
+	}
+	return fmt.Sprintf("idle=%d %s=%d", c.Idle, c.WeightFile, c.Weight)
+}
+
+// Demoted is the class a demotion writes: cpu.idle=1 where the kernel has
+// it, else the lowest weight.
+func (c CPUClass) Demoted() CPUClass {
+	d := c
+	if c.Idle >= 0 {
+		d.Idle = 1
+		return d
+	}
+	d.Weight = minShares
+	if c.WeightFile == "cpu.weight" {
+		d.Weight = minWeight
+	}
+	return d
+}
+
+// IsDemoted says whether c already is a demoted class.
+func (c CPUClass) IsDemoted() bool {
+	if c.Idle >= 0 {
+		return c.Idle == 1
+	}
+	return c.Weight == c.Demoted().Weight
+}
+
+// Demoter reads and writes a container's CPU class.
+type Demoter interface {
+	Class(ctx context.Context, id string) (CPUClass, error)
+	SetClass(ctx context.Context, id string, c CPUClass) error
+}
+
+// StallReader returns how long a container's tasks have waited for a CPU
+// in total (cgroup v2 cpu.pressure "some").
+type StallReader interface {
+	Stall(ctx context.Context, m Managed) (time.Duration, error)
+}
+
+// DirResolver maps a container to its cgroup directory for one controller
+// ("cpu", "cpuset", "cpuacct", or "pressure" for the unified directory that
+// holds cpu.pressure).
+type DirResolver interface {
+	Dir(ctx context.Context, id, controller string) (string, error)
+}
+
+// CgroupFS reads and writes containers' cgroup files: cpuset.cpus, the CPU
+// class, usage and pressure. It holds no state: every call resolves the
+// directory and names it, the file and the value in its errors.
+type CgroupFS struct {
+	Layout kernel.Layout
+	Dirs   DirResolver
+}
+
+var (
+	_ CPUSetter   = CgroupFS{}
+	_ Demoter     = CgroupFS{}
+	_ UsageReader = CgroupFS{}
+	_ StallReader = CgroupFS{}
+)
+
+// CPUs returns the container's current cpuset.cpus.
+func (c CgroupFS) CPUs(ctx context.Context, id string) (string, error) {
+	dir, err := c.Dirs.Dir(ctx, id, "cpuset")
+	if err != nil {
+		return "", err
+	}
+	return kernel.ReadFile(dir, "cpuset.cpus")
+}
+
+// SetCPUs writes cpuset.cpus, refusing an empty set.
+func (c CgroupFS) SetCPUs(ctx context.Context, id string, cpus cpuset.CPUSet) error {
+	if cpus.IsEmpty() {
+		return fmt.Errorf("container %s: refusing an empty cpuset", id)
+	}
+	dir, err := c.Dirs.Dir(ctx, id, "cpuset")
+	if err != nil {
+		return err
+	}
+	return kernel.WriteFile(dir, "cpuset.cpus", cpus.String())
+}
+
+func (c CgroupFS) weightFile() string {
+	if c.Layout.Mode == kernel.V2 {
+		return "cpu.weight"
+	}
+	return "cpu.shares"
+}
+
+// Class reads cpu.idle (absent: -1) and the weight.
+func (c CgroupFS) Class(ctx context.Context, id string) (CPUClass, error) {
+	dir, err := c.Dirs.Dir(ctx, id, "cpu")
+	if err != nil {
+		return CPUClass{}, err
+	}
+	cl := CPUClass{Idle: -1, WeightFile: c.weightFile()}
+	if v, err := kernel.ReadInt(dir, "cpu.idle"); err == nil {
+		cl.Idle = int(v)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return cl, err
+	}
+	if cl.Weight, err = kernel.ReadInt(dir, cl.WeightFile); err != nil {
+		return cl, err
+	}
+	return cl, nil
+}
+
+// SetClass writes a class: cpu.idle first, then the weight unless the
+// group is idle (an idle group refuses a weight, and on v1 leaving the
+// idle class resets cpu.shares to 1024, so the weight must come after).
+func (c CgroupFS) SetClass(ctx context.Context, id string, cl CPUClass) error {
+	dir, err := c.Dirs.Dir(ctx, id, "cpu")
+	if err != nil {
+		return err
+	}
+	if cl.Idle >= 0 {
+		if err := kernel.WriteFile(dir, "cpu.idle", strconv.Itoa(cl.Idle)); err != nil {
+			return err
+		}
+		if cl.Idle == 1 {
+			return nil
+		}
+	}
+	file := cl.WeightFile
+	if file == "" {
+		file = c.weightFile()
+	}
+	return kernel.WriteFile(dir, file, strconv.FormatInt(cl.Weight, 10))
+}
+
+// CPUTime implements UsageReader.
+func (c CgroupFS) CPUTime(ctx context.Context, m Managed) (time.Duration, error) {
+	dir, err := c.Dirs.Dir(ctx, m.ID, "cpuacct")
+	if err != nil {
+		return 0, err
+	}
+	return kernel.CPUUsage(dir)
+}
+
+// Stall implements StallReader.
+func (c CgroupFS) Stall(ctx context.Context, m Managed) (time.Duration, error) {
+	dir, err := c.Dirs.Dir(ctx, m.ID, "pressure")
+	if err != nil {
+		return 0, err
+	}
+	p, err := kernel.CPUPressure(dir)
+	if err != nil {
+		return 0, err
+	}
+	return p.Some.Total, nil
+}
+
+// ContainerCgroup reports whether a cgroup path belongs to the container id
+// (cgroupfs driver: /docker/<id>; systemd driver: .../docker-<id>.scope).
+func ContainerCgroup(path, id string) bool {
+	return path != "/" && path != "" && id != "" && strings.Contains(path, id)
+}
