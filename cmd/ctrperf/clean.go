@@ -24,6 +24,7 @@ func newCleanCmd() *cobra.Command {
 networks and volumes labelled ctrperf.managed (on your Docker engine and on
 every private engine ctrperf still runs), bind directories, client network
 namespaces and veths, host-runtime processes, cgroups, tmpfs mounts and data,
+the cgroup a killed load generator was protected in (ctrperf/generator-PID),
 then the private engines themselves with their loop devices, mounts, bridges
 and iptables rules. --run limits it to one run id. Cached images are kept.
 Exits 0 when nothing is left.`,

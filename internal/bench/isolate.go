@@ -37,8 +37,8 @@ type IsolateRequest struct {
 	StateDir string
 	// LogDir keeps the run's decision log (OUT/isolate).
 	LogDir string
-	Events   func(isolate.Event)
-	Warn     func(string)
+	Events func(isolate.Event)
+	Warn   func(string)
 }
 
 // IsolateRun is a running controller; Stop restores what it changed and is

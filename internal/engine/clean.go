@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -52,8 +53,9 @@ func CleanRoots(bindRoot, hostState, hostData, cgroupRoot, procRoot string) Clea
 // Clean removes what runs left behind: containers, networks and volumes
 // labelled ctrperf.managed (and ctrperf.run=runID when runID is not empty)
 // on the engine cli talks to (nil: skip Docker), bind directories, client
-// namespaces and veths, and host-runtime processes, cgroups, mounts and
-// data recorded in the host state files. It returns what it removed (or, on
+// namespaces and veths, host-runtime processes, cgroups, mounts and data
+// recorded in the host state files, and the cgroups of load generators that
+// died without moving back out of them. It returns what it removed (or, on
 // a dry run, would remove). Failures on one object do not stop the rest.
 // Cached images are kept: they are not leftovers.
 func Clean(ctx context.Context, cli client.APIClient, runID string, opts ...CleanOption) ([]string, error) {
@@ -72,6 +74,58 @@ func Clean(ctx context.Context, cli client.APIClient, runID string, opts ...Clea
 	removed = append(removed, hr...)
 	if err != nil {
 		errs = append(errs, err)
+	}
+	gr, err := cleanGeneratorCgroups(cfg.cgroupRoot, runID, cfg.dryRun)
+	removed = append(removed, gr...)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// generatorGroupRe matches the name of a load generator's cgroup.
+var generatorGroupRe = regexp.MustCompile(`^` + regexp.QuoteMeta(GeneratorCgroupPrefix) + `[0-9]+$`)
+
+// cleanGeneratorCgroups removes the groups load generators moved themselves
+// into (ctrperf/generator-<pid> in a v1 hierarchy or the unified one) that
+// a killed ctrperf left behind. They belong to no run, so every clean
+// removes the empty ones. A group that still holds processes belongs to a
+// ctrperf that is running: it is left alone, and counts as left behind
+// only when everything is cleaned (runID "").
+func cleanGeneratorCgroups(cgroupRoot, runID string, dry bool) ([]string, error) {
+	var dirs []string
+	for _, pattern := range []string{
+		filepath.Join(cgroupRoot, "*", NamePrefix, GeneratorCgroupPrefix+"*"), // v1, any hierarchy
+		filepath.Join(cgroupRoot, NamePrefix, GeneratorCgroupPrefix+"*"),      // v2
+	} {
+		m, err := filepath.Glob(pattern)
+		if err != nil {
+			return nil, err
+		}
+		dirs = append(dirs, m...)
+	}
+	var removed []string
+	var errs []error
+	seen := map[string]bool{}
+	for _, d := range dirs {
+		real, err := filepath.EvalSymlinks(d)
+		if err != nil || seen[real] || !generatorGroupRe.MatchString(filepath.Base(d)) {
+			continue // gone meanwhile, or reached again through a co-mounted hierarchy's symlink
+		}
+		seen[real] = true
+		if pids := readPids(filepath.Join(d, "cgroup.procs")); len(pids) > 0 {
+			if runID == "" {
+				errs = append(errs, fmt.Errorf("generator cgroup %s still holds processes %v (a ctrperf still running?)", d, pids))
+			}
+			continue
+		}
+		if !dry {
+			if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+				continue
+			}
+		}
+		removed = append(removed, "cgroup "+d)
 	}
 	return removed, errors.Join(errs...)
 }

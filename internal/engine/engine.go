@@ -20,6 +20,10 @@ const (
 	LabelRun     = "ctrperf.run"     // value: the run id
 	LabelService = "ctrperf.service" // value: the service name inside a deployment
 	NamePrefix   = "ctrperf"
+	// GeneratorCgroupPrefix names the cgroup a load generator moves
+	// itself into, ctrperf/generator-<pid> (package load's
+	// ProtectGenerator); Clean removes such a group once it is empty.
+	GeneratorCgroupPrefix = "generator-"
 )
 
 // Runtime says where a workload runs.

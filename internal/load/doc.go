@@ -35,6 +35,14 @@
 // rate shows the shortfall: a rate the machine cannot reach is never
 // silently lowered.
 //
+// The generator's own delay is measured too: for every measured session of
+// an open loop, how long after its intended start the session actually began
+// (schedule loop behind, wait for a VU, Go scheduler, or a CPU taken by the
+// services under test). It is part of the latencies; LoadStats.Lateness*
+// report it so that client delay can be told apart from server delay, and
+// ProtectGenerator gives the generator a cgroup with a high CPU weight so
+// that a tenant saturating the CPUs cannot take them from it.
+//
 // Closed-loop mode (Profile.Concurrency > 0, Rate 0) runs N VUs back to back,
 // like wrk or memslap, for saturation throughput; latency counts from the
 // actual send since no request is ever due before the previous one returns.

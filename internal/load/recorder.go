@@ -63,13 +63,7 @@ func (r *recorder) Observe(label string, latency time.Duration, bytes int64, kin
 		r.unknown.Add(1)
 		return
 	}
-	us := latency.Microseconds()
-	if us < results.HistMinUs {
-		us = results.HistMinUs
-	}
-	if us > results.HistMaxUs {
-		us = results.HistMaxUs
-	}
+	us := results.HistValue(latency)
 	o.mu.Lock()
 	o.count++
 	o.bytes += bytes

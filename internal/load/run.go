@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
 	"ctrperf/internal/results"
 )
 
@@ -138,7 +140,7 @@ func Run(ctx context.Context, d Driver, p Profile) (*results.Measurement, error)
 			}
 		}()
 	}
-	r := &runner{d: d, p: p, rec: newRecorder(labels), labels: labels}
+	r := newRunner(d, p, labels)
 	var err error
 	if p.Rate > 0 {
 		err = r.open(ctx)
@@ -168,6 +170,24 @@ type runner struct {
 	notStarted             int64
 	sessOK, sessFail       atomic.Int64
 	startOnce              sync.Once
+
+	// lateness (open loop) holds, for every measured session, how long
+	// after its intended start its goroutine began to run it: the
+	// generator's own delay (schedule loop, wait for a VU, Go scheduler),
+	// which the session's latency includes.
+	lateMu   sync.Mutex
+	lateness *hdrhistogram.Histogram
+}
+
+// observeLateness records one measured session's dispatch delay.
+func (r *runner) observeLateness(d time.Duration) {
+	r.lateMu.Lock()
+	_ = r.lateness.RecordValue(results.HistValue(d)) // clamped to the range: cannot fail
+	r.lateMu.Unlock()
+}
+
+func newRunner(d Driver, p Profile, labels []string) *runner {
+	return &runner{d: d, p: p, rec: newRecorder(labels), labels: labels, lateness: results.NewHistogram()}
 }
 
 // beginWindow marks the start of the measured window.
@@ -270,6 +290,9 @@ loop:
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if measured {
+				r.observeLateness(time.Since(s.Due))
+			}
 			r.session(sessCtx, vu, s, measured)
 			pool.put(vu)
 		}()
@@ -401,6 +424,13 @@ func (r *runner) measurement() (*results.Measurement, error) {
 		m.Load.AchievedRate = float64(r.started) / window
 		m.Load.Late = r.late
 		m.Load.Concurrency = p.MaxInFlight
+		r.lateMu.Lock()
+		if r.lateness.TotalCount() > 0 {
+			m.Load.LatenessP50Ms = float64(r.lateness.ValueAtQuantile(50)) / 1000
+			m.Load.LatenessP99Ms = float64(r.lateness.ValueAtQuantile(99)) / 1000
+			m.Load.LatenessMaxMs = float64(r.lateness.Max()) / 1000
+		}
+		r.lateMu.Unlock()
 		if r.notStarted > 0 {
 			m.Notes = append(m.Notes, fmt.Sprintf("%d sessions due in the window never started: the generator reached its in-flight bound (%d); achieved %.1f/s of the %.1f/s asked",
 				r.notStarted, p.MaxInFlight, m.Load.AchievedRate, p.Rate))

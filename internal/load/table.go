@@ -156,6 +156,10 @@ func WriteAggregateTable(w io.Writer, m *results.Measurement, order []string) er
 		case "open":
 			fmt.Fprintf(w, "open loop: target %.1f sessions/s, achieved %.1f/s (%.1f%%), late %d\n",
 				l.TargetRate, l.AchievedRate, 100*safeDiv(l.AchievedRate, l.TargetRate), l.Late)
+			if l.LatenessMaxMs > 0 {
+				fmt.Fprintf(w, "generator lateness (intended start to dispatch, included in the latencies): p50 %.2f, p99 %.2f, max %.2f ms\n",
+					l.LatenessP50Ms, l.LatenessP99Ms, l.LatenessMaxMs)
+			}
 		case "closed":
 			fmt.Fprintf(w, "closed loop: %d workers\n", l.Concurrency)
 		}

@@ -80,7 +80,7 @@ func TestWriteAggregateTable(t *testing.T) {
 		DurationS:  60,
 		Operations: map[string]*results.Operation{"GET /": {Count: 120, Errors: map[string]int64{KindTimeout: 3}, Histogram: histOf(t, 1500, 2500)}},
 		Metrics:    map[string]float64{"throughput_per_s": 1.95},
-		Load:       &results.LoadStats{Mode: "open", TargetRate: 2, AchievedRate: 1.9, Late: 6, CPUSeconds: 0.6, CPUSet: "1"},
+		Load:       &results.LoadStats{Mode: "open", TargetRate: 2, AchievedRate: 1.9, Late: 6, CPUSeconds: 0.6, CPUSet: "1", LatenessP50Ms: 0.05, LatenessP99Ms: 1.25, LatenessMaxMs: 7.5},
 		Notes:      []string{"something to know"},
 	}
 	var b bytes.Buffer
@@ -89,7 +89,7 @@ func TestWriteAggregateTable(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{"label", "samples", "median", "90%", "99%", "error %", "throughput/s", "KB/s",
-		"GET /", "120", "2.50", "target 2.0 sessions/s, achieved 1.9/s", "late 6", "1.0% of one core", "CPUs 1", "note: something to know"} {
+		"GET /", "120", "2.50", "target 2.0 sessions/s, achieved 1.9/s", "late 6", "1.0% of one core", "CPUs 1", "p99 1.25, max 7.50 ms", "note: something to know"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

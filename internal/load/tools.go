@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -252,7 +253,7 @@ func fioOperation(count, bytes int64, lat fioLat) (*results.Operation, error) {
 			if err != nil {
 				return nil, fmt.Errorf("latency bin %q: %w", k, err)
 			}
-			us := clampUs((ns + 500) / 1000)
+			us := results.HistValue(time.Duration(ns).Round(time.Microsecond))
 			if err := h.RecordValues(us, n); err != nil {
 				return nil, fmt.Errorf("latency bin %q: %w", k, err)
 			}
@@ -264,16 +265,6 @@ func fioOperation(count, bytes int64, lat fioLat) (*results.Operation, error) {
 		op.Histogram = enc
 	}
 	return op, nil
-}
-
-func clampUs(us int64) int64 {
-	if us < results.HistMinUs {
-		return results.HistMinUs
-	}
-	if us > results.HistMaxUs {
-		return results.HistMaxUs
-	}
-	return us
 }
 
 // ---- sysbench ----

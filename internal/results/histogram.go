@@ -3,6 +3,7 @@ package results
 import (
 	"encoding/base64"
 	"fmt"
+	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 )
@@ -18,6 +19,12 @@ const (
 // NewHistogram returns an empty latency histogram in microseconds.
 func NewHistogram() *hdrhistogram.Histogram {
 	return hdrhistogram.New(HistMinUs, HistMaxUs, HistSigFigs)
+}
+
+// HistValue is d in microseconds, clamped to the histogram's range so that
+// recording it cannot fail.
+func HistValue(d time.Duration) int64 {
+	return min(max(d.Microseconds(), HistMinUs), HistMaxUs)
 }
 
 // EncodeHistogram returns the compact base64 form stored in Operation.Histogram.

@@ -56,6 +56,20 @@ type LoadStats struct {
 	// CPUs it was pinned to.
 	CPUSeconds float64 `json:"cpu_s,omitempty"`
 	CPUSet     string  `json:"cpuset,omitempty"`
+	// Lateness of the generator itself (open loop): how long after its
+	// intended start each measured session began to run, including any
+	// wait for a free worker (see Late). It is client delay that the
+	// latencies include (they count from the intended start), so a report
+	// can tell it apart from server delay. A measurement merged from
+	// several generators (noisy) carries the worst generator's p99 and max
+	// only.
+	LatenessP50Ms float64 `json:"lateness_p50_ms,omitempty"`
+	LatenessP99Ms float64 `json:"lateness_p99_ms,omitempty"`
+	LatenessMaxMs float64 `json:"lateness_max_ms,omitempty"`
+	// Protected describes the cgroup the generator ran in to keep the
+	// measured services from taking its CPU ("<dir> cpu.shares=10240"),
+	// empty when it ran where ctrperf was started.
+	Protected string `json:"protected,omitempty"`
 }
 
 // Measurement is what a workload driver returns for one measured window.

@@ -7,6 +7,7 @@ import (
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/isolate"
+	"ctrperf/internal/results"
 )
 
 func TestNoisyKnobs(t *testing.T) {
@@ -94,5 +95,49 @@ func TestNoisyScenarioLabels(t *testing.T) {
 	}
 	if got := strings.Join(sc.Labels(), ","); got != LabelNoisyPage+",hot1" {
 		t.Errorf("labels %s", got)
+	}
+}
+
+func TestMergeTenantsCarriesTheWorstGeneratorLateness(t *testing.T) {
+	window := 30 * time.Second
+	open := func(p50, p99, mx float64) *results.Measurement {
+		return &results.Measurement{DurationS: window.Seconds(), Operations: map[string]*results.Operation{},
+			Load: &results.LoadStats{Mode: "open", TargetRate: 10, AchievedRate: 10, LatenessP50Ms: p50, LatenessP99Ms: p99, LatenessMaxMs: mx}}
+	}
+	closedHot := &results.Measurement{DurationS: 20, Operations: map[string]*results.Operation{}, Load: &results.LoadStats{Mode: "closed"}}
+	tests := []struct {
+		desc         string
+		ms           []*results.Measurement
+		wantP99      float64
+		wantMax      float64
+		wantMetrics  bool
+		wantAchieved float64
+	}{
+		{"worst p99 and worst max, possibly of different tenants",
+			[]*results.Measurement{open(0.1, 2, 40), open(0.2, 9, 12), closedHot}, 9, 40, true, 20},
+		{"a hot open-loop run of a shorter phase counts too",
+			[]*results.Measurement{open(0.1, 1, 3), {DurationS: 20, Load: &results.LoadStats{Mode: "open", LatenessP99Ms: 5, LatenessMaxMs: 50}}}, 5, 50, true, 10},
+		{"no lateness recorded: no metrics",
+			[]*results.Measurement{closedHot}, 0, 0, false, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			m, err := mergeTenants(tc.ms, window)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Load.LatenessP99Ms != tc.wantP99 || m.Load.LatenessMaxMs != tc.wantMax || m.Load.LatenessP50Ms != 0 {
+				t.Errorf("lateness p50 %v p99 %v max %v; want p99 %v max %v and no merged p50",
+					m.Load.LatenessP50Ms, m.Load.LatenessP99Ms, m.Load.LatenessMaxMs, tc.wantP99, tc.wantMax)
+			}
+			p99, hasP99 := m.Metrics["generator_lateness_p99_ms"]
+			mx, hasMax := m.Metrics["generator_lateness_max_ms"]
+			if hasP99 != tc.wantMetrics || hasMax != tc.wantMetrics || p99 != tc.wantP99 || mx != tc.wantMax {
+				t.Errorf("metrics %v; want generator_lateness_p99_ms %v and _max_ms %v (present: %v)", m.Metrics, tc.wantP99, tc.wantMax, tc.wantMetrics)
+			}
+			if m.Load.AchievedRate != tc.wantAchieved {
+				t.Errorf("achieved %v, want %v (whole-window runs only)", m.Load.AchievedRate, tc.wantAchieved)
+			}
+		})
 	}
 }
