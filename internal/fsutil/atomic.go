@@ -20,7 +20,18 @@ import (
 // the temporary file is removed and path keeps its old content; only a
 // failure of the final directory sync leaves the new content in place
 // (possibly not yet durable).
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return writeAtomic(path, data, perm, true)
+}
+
+// ReplaceFile is WriteFileAtomic without the syncs: readers never see a
+// partial file, but a crash may lose the new content. For files rewritten
+// often whose loss costs nothing (a status snapshot every second).
+func ReplaceFile(path string, data []byte, perm os.FileMode) error {
+	return writeAtomic(path, data, perm, false)
+}
+
+func writeAtomic(path string, data []byte, perm os.FileMode, durable bool) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -42,8 +53,10 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 	if err := f.Chmod(perm); err != nil {
 		return fmt.Errorf("chmod %s to %v: %w", path, perm, err)
 	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", path, err)
+	if durable {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("sync %s: %w", path, err)
+		}
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -52,6 +65,9 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 		return fmt.Errorf("replace %s: %w", path, err)
 	}
 	renamed = true
+	if !durable {
+		return nil
+	}
 	if err := syncDir(dir); err != nil {
 		return fmt.Errorf("sync directory of %s: %w", path, err)
 	}

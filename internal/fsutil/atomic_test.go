@@ -130,3 +130,18 @@ func listDir(t *testing.T, dir string) []string {
 	}
 	return names
 }
+
+func TestReplaceFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "status.json")
+	for _, content := range []string{"first", "second"} {
+		if err := ReplaceFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(p); err != nil || string(b) != content {
+			t.Errorf("content %q %v, want %q", b, err, content)
+		}
+	}
+	if n := len(listDir(t, filepath.Dir(p))); n != 1 {
+		t.Errorf("%d files left, want only the status file", n)
+	}
+}

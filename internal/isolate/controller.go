@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -928,4 +929,16 @@ func Lock(path string) (*os.File, error) {
 	_ = f.Truncate(0)
 	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())), 0)
 	return f, nil
+}
+
+// ckptCopy is a copy of the checkpoint in memory (tests, status).
+func (c *Controller) ckptCopy() Checkpoint {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cp := *c.ckpt
+	cp.CPUSets = maps.Clone(c.ckpt.CPUSets)
+	cp.Classes = maps.Clone(c.ckpt.Classes)
+	cp.IRQs = maps.Clone(c.ckpt.IRQs)
+	cp.RPS = maps.Clone(c.ckpt.RPS)
+	return cp
 }

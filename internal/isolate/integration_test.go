@@ -358,3 +358,134 @@ func TestChurnDocker(t *testing.T) {
 		t.Errorf("controller never placed anything during churn")
 	}
 }
+
+// TestLifecycleDocker: while the controller runs, the pinned tenant is
+// paused and unpaused, its cpuset is changed with `docker update`, and the
+// demoted (hot) tenant is restarted. Nothing is forgotten while paused, the
+// update becomes the tenant's new original (never the controller's own
+// value), the restart's fresh cgroup is noticed, and the log has no error.
+func TestLifecycleDocker(t *testing.T) {
+	cli := dockerOrSkip(t)
+	top, err := DiscoverTopology("/sys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(top.CPUs) < 2 {
+		t.Skip("needs 2 CPUs: one for the shared pool, one to pin the quiet tenant to")
+	}
+	runID := fmt.Sprintf("iso%d", time.Now().UnixNano()%1_000_000)
+	ids := tenants(t, cli, runID, 2)
+	hot, quiet := ids[0], ids[1]
+	ctx := context.Background()
+	fs := realFS(cli)
+	origQuiet, err := fs.CPUs(ctx, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.ContainerKill(ctx, hot, "USR1"); err != nil {
+		t.Fatal(err)
+	}
+	var log syncBuffer
+	ctl := realController(t, cli, runID, t.TempDir(), PolicyShield, &log.Buffer)
+	ctl.log = &log
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- ctl.Run(runCtx, ctl.rt.(*DockerRuntime).Events(runCtx)) }()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			cancel()
+			<-done
+			stopped = true
+		}
+	}
+	defer stop()
+	waitFor := func(what string, ok func(Status) bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			if ok(ctl.Status()) {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatalf("%s: not within 20 s; status %+v\n%s", what, ctl.Status(), log.String())
+	}
+	row := func(s Status, id string) ContainerStatus {
+		for _, c := range s.Containers {
+			if c.ID == id {
+				return c
+			}
+		}
+		return ContainerStatus{}
+	}
+	pinned := func(s Status) bool { return row(s, hot).Demoted && row(s, quiet).Pinned }
+	waitFor("hot tenant demoted and quiet tenant pinned", pinned)
+	want := row(ctl.Status(), quiet).CPUs
+
+	// Pause: still managed, its original kept.
+	if err := cli.ContainerPause(ctx, quiet); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if r := row(ctl.Status(), quiet); r.ID == "" || ctl.ckptCopy().CPUSets[quiet] != origQuiet {
+		t.Errorf("paused tenant dropped (%+v) or its original lost (%q)", r, ctl.ckptCopy().CPUSets[quiet])
+	}
+	if err := cli.ContainerUnpause(ctx, quiet); err != nil {
+		t.Fatal(err)
+	}
+
+	// docker update --cpuset-cpus 0: the new original; the placement comes back.
+	if _, err := cli.ContainerUpdate(ctx, quiet, container.UpdateConfig{Resources: container.Resources{CpusetCpus: "0"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("update taken as the new original", func(s Status) bool { return ctl.ckptCopy().CPUSets[quiet] == "0" })
+	waitFor("placement applied again", func(s Status) bool {
+		cur, err := fs.CPUs(ctx, quiet)
+		return err == nil && cur == want
+	})
+
+	// Restart the demoted tenant: a fresh cgroup (idle=0), not hot any more.
+	if err := cli.ContainerRestart(ctx, hot, container.StopOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("restarted tenant normal again", func(s Status) bool { r := row(s, hot); return r.ID != "" && !r.Hot && !r.Demoted })
+	cl, err := fs.Class(ctx, hot)
+	if err != nil || cl.Idle != 0 || cl.Weight != 1024 {
+		t.Errorf("restarted tenant's class %s (%v), want idle=0 cpu.shares=1024", cl, err)
+	}
+
+	stop()
+	if err := ctl.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if cur, _ := fs.CPUs(ctx, quiet); cur != "0" {
+		t.Errorf("quiet tenant restored to %q, want its updated original \"0\"", cur)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(log.String()), "\n") {
+		if strings.Contains(line, `"kind":"error"`) {
+			t.Errorf("controller error: %s", line)
+		}
+	}
+	if !strings.Contains(log.String(), `"kind":"drift"`) {
+		t.Errorf("no drift event for the update or the restart:\n%s", log.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the control loop and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.Buffer.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.Buffer.String()
+}

@@ -313,7 +313,7 @@ func writeJSONFile(path string, v any) {
 	if err != nil {
 		return
 	}
-	_ = fsutil.WriteFileAtomic(path, b, 0o644)
+	_ = fsutil.ReplaceFile(path, b, 0o644) // a status snapshot: no fsync every second
 }
 
 // ReactionTime is how long the controller took to react to a hot phase:
