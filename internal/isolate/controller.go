@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -766,7 +767,7 @@ func RestoreCheckpoint(ctx context.Context, cp *Checkpoint, a Actuators, emit fu
 		return nil
 	}
 	var errs []error
-	for _, id := range sortedKeys(cp.Classes) {
+	for _, id := range slices.Sorted(maps.Keys(cp.Classes)) {
 		orig := cp.Classes[id]
 		if a.Class == nil {
 			errs = append(errs, fmt.Errorf("cannot restore the CPU class of %s to %s: no cgroup writer", short(id), orig))
@@ -781,7 +782,7 @@ func RestoreCheckpoint(ctx context.Context, cp *Checkpoint, a Actuators, emit fu
 		}
 		emit(Event{Kind: "restore", Container: id, New: orig.String()})
 	}
-	for _, id := range sortedKeys(cp.CPUSets) {
+	for _, id := range slices.Sorted(maps.Keys(cp.CPUSets)) {
 		orig := cp.CPUSets[id]
 		set, err := cpuset.Parse(orig)
 		if err != nil || set.IsEmpty() {
@@ -801,7 +802,7 @@ func RestoreCheckpoint(ctx context.Context, cp *Checkpoint, a Actuators, emit fu
 		}
 		emit(Event{Kind: "restore", Container: id, New: orig})
 	}
-	for _, k := range sortedKeys(cp.IRQs) {
+	for _, k := range slices.Sorted(maps.Keys(cp.IRQs)) {
 		orig := cp.IRQs[k]
 		n, _ := strconv.Atoi(k)
 		set, err := cpuset.Parse(orig)
@@ -818,7 +819,7 @@ func RestoreCheckpoint(ctx context.Context, cp *Checkpoint, a Actuators, emit fu
 		}
 		emit(Event{Kind: "restore", IRQ: n, New: orig})
 	}
-	for _, k := range sortedKeys(cp.RPS) {
+	for _, k := range slices.Sorted(maps.Keys(cp.RPS)) {
 		orig := cp.RPS[k]
 		dev, q := filepath.Split(k)
 		dev = filepath.Clean(dev)
@@ -836,15 +837,6 @@ func RestoreCheckpoint(ctx context.Context, cp *Checkpoint, a Actuators, emit fu
 		emit(Event{Kind: "restore", Device: k, New: orig})
 	}
 	return errors.Join(errs...)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // Status is what `ctrperf isolate status` shows.

@@ -93,6 +93,11 @@ func (d *decoder) setIsolate(k *Knobs, key string, n *yaml.Node, field string) {
 			*dst = int(v)
 		}
 	}
+	flag := func(dst *bool) {
+		if v, ok := d.boolean(n, field); ok {
+			*dst = v
+		}
+	}
 	fraction := func(dst *float64) {
 		if v, ok := d.float(n, field); ok {
 			if v <= 0 || v > 1.5 {
@@ -128,13 +133,9 @@ func (d *decoder) setIsolate(k *Knobs, key string, n *yaml.Node, field string) {
 	case "min_shared":
 		count(&s.MinShared, 1, 4096, "a number of CPUs")
 	case "demote":
-		if v, ok := d.boolean(n, field); ok {
-			s.Demote = v
-		}
+		flag(&s.Demote)
 	case "stall_gate":
-		if v, ok := d.boolean(n, field); ok {
-			s.StallGate = v
-		}
+		flag(&s.StallGate)
 	case "stall_threshold":
 		if v, ok := d.float(n, field); ok {
 			if v <= 0 || v > 1 {
@@ -144,13 +145,9 @@ func (d *decoder) setIsolate(k *Knobs, key string, n *yaml.Node, field string) {
 			s.StallThreshold = v
 		}
 	case "irq":
-		if v, ok := d.boolean(n, field); ok {
-			s.IRQ = v
-		}
+		flag(&s.IRQ)
 	case "rps":
-		if v, ok := d.boolean(n, field); ok {
-			s.RPS = v
-		}
+		flag(&s.RPS)
 	default:
 		d.unknownSub(n, field, key, isolateKeys)
 	}
