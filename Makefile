@@ -14,13 +14,13 @@ TEST_FLAGS  ?=
 PLANS       ?= $(wildcard plans/*.yaml)
 DEMO_OUT    ?= out/demo
 
-.PHONY: all build bootstrap engine images demo test vet staticcheck unit integration bench clean help
+.PHONY: all build bootstrap engine images demo test vet staticcheck unit fuzz integration bench clean help
 
 all: build
 
 help:
 	@echo "make demo      install what is missing, get an engine, build images, run plans/smoke.yaml --quick, report"
-	@echo "make test      vet, staticcheck, unit tests (-race), integration tests with real Docker"
+	@echo "make test      vet, staticcheck, unit tests (-race), fuzzing (FUZZTIME each), integration tests with real Docker"
 	@echo "make build     $(BIN) (version $(VERSION))"
 	@echo "make bootstrap install missing Debian packages, check Go, install staticcheck"
 	@echo "make engine    start a Docker engine if none answers"
@@ -50,7 +50,7 @@ demo: build engine
 	$(BIN) report $(DEMO_OUT) --format html
 	@echo "demo: open $(DEMO_OUT)/report.html in a browser; ctrperf report $(DEMO_OUT) --format md for markdown"
 
-test: engine vet staticcheck unit integration
+test: engine vet staticcheck unit fuzz integration
 
 vet:
 	$(GO) vet ./...
@@ -61,6 +61,18 @@ staticcheck: bootstrap
 # Unit tests: fixtures and fakes, no Docker, no root.
 unit:
 	$(GO) test -race -skip '$(INTEGRATION)' $(TEST_FLAGS) ./...
+
+# Native fuzzing of the decoders that read user files: each target runs for
+# FUZZTIME from its seed corpus (testdata/fuzz/<Target>); a crasher is
+# written there and becomes a regression case of every later `go test`.
+FUZZTIME ?= 5s
+FUZZ_TARGETS := ./internal/plan:FuzzParse ./internal/load:FuzzParseScenario ./cmd/ctrperf:FuzzIsolateConfig
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$fn ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
 
 # Integration tests with the real engine; -count=1 because the engine's
 # state is not an input the test cache sees. With CTRPERF_REQUIRE_DOCKER=1

@@ -513,7 +513,7 @@ func memslap(ctrperf string) error {
 	}
 	op := m.Operations["set"]
 	fmt.Printf("memslap --test set --concurrency 4 --execute-number 100000 equivalent: %d sets, %d errors, elapsed %.2f s, %.0f ops/s\n",
-		op.Count, op.ErrorCount(), m.Metrics["elapsed_s"], m.Metrics["throughput_per_s"])
+		op.Count, op.ErrorCount(), m.Metrics[results.MetricElapsed], m.Metrics[results.MetricThroughput])
 	if op.Count != 100000 || op.ErrorCount() != 0 {
 		return fmt.Errorf("want 100000 sets without errors")
 	}

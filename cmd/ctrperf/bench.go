@@ -86,12 +86,12 @@ func runBench(cmd *cobra.Command, args []string, f benchRunFlags) error {
 			if f.quick || len(f.only) > 0 {
 				return &exitError{code: 2, msg: "--quick and --only shape a new run; the plan in " + f.resume + " already has them applied"}
 			}
-			p, err = plan.Load(filepath.Join(f.resume, bench.PlanFile), plan.Options{})
+			p, err = bench.LoadPlan(filepath.Join(f.resume, bench.PlanFile), plan.Options{})
 		} else {
-			p, err = plan.Load(args[0], plan.Options{Quick: f.quick, Only: f.only})
+			p, err = bench.LoadPlan(args[0], plan.Options{Quick: f.quick, Only: f.only})
 		}
 	case len(args) == 1:
-		p, err = plan.Load(args[0], plan.Options{Quick: f.quick, Only: f.only})
+		p, err = bench.LoadPlan(args[0], plan.Options{Quick: f.quick, Only: f.only})
 	default:
 		return &exitError{code: 2, msg: "bench run needs a PLAN file (or --resume OUT)"}
 	}
@@ -143,7 +143,7 @@ func newBenchValidateCmd() *cobra.Command {
 		Short: "Check a plan without running it; print its configurations and run order",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := plan.Load(args[0], plan.Options{Quick: quick, Only: only})
+			p, err := bench.LoadPlan(args[0], plan.Options{Quick: quick, Only: only})
 			if err != nil {
 				return planError(cmd.ErrOrStderr(), err)
 			}

@@ -18,7 +18,7 @@ import (
 type cliWorkload struct{}
 
 func (cliWorkload) Name() string                                       { return "clitest" }
-func (cliWorkload) Validate(workload.Config) error                     { return nil }
+func (cliWorkload) Decode(workload.Knobs) (any, any, error)            { return nil, nil, nil }
 func (cliWorkload) Services(workload.Config) ([]engine.Service, error) { return nil, nil }
 func (cliWorkload) Drive(context.Context, workload.Env) (*results.Measurement, error) {
 	return nil, errors.New("not driven")

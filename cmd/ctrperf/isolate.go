@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -147,10 +148,8 @@ func loadIsolateConfig(path string, o *isolateOptions, cmd *cobra.Command) error
 	if err != nil {
 		return fmt.Errorf("read config: %w", err)
 	}
-	var fromFile isolateOptions
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&fromFile); err != nil {
+	fromFile, err := decodeIsolateConfig(b)
+	if err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
 	// Flags given explicitly win over the file.
@@ -220,6 +219,19 @@ func loadIsolateConfig(path string, o *isolateOptions, cmd *cobra.Command) error
 	}
 	*o = merged
 	return nil
+}
+
+// decodeIsolateConfig reads an `isolate run --config` file strictly: an
+// unknown key is an error, not a silently ignored typo. An empty file sets
+// nothing.
+func decodeIsolateConfig(b []byte) (isolateOptions, error) {
+	var o isolateOptions
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&o); err != nil && !errors.Is(err, io.EOF) {
+		return isolateOptions{}, err
+	}
+	return o, nil
 }
 
 func runIsolate(cmd *cobra.Command, o isolateOptions) error {

@@ -22,6 +22,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/testenv"
 )
 
 // killPlan runs the web workload twice over: once on a private engine whose
@@ -130,20 +131,8 @@ func newObjects(before, after []string) []string {
 // then finds no ctrperf object that was not there before, and a
 // results.jsonl whose every line is a complete record.
 func TestBenchKillDocker(t *testing.T) {
-	if os.Geteuid() != 0 {
-		requireOrSkip(t, "needs root")
-	}
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		requireOrSkip(t, "docker client: %v", err)
-	}
-	defer cli.Close()
-	pctx, pcancel := context.WithTimeout(context.Background(), 5*time.Second)
-	_, err = cli.Ping(pctx)
-	pcancel()
-	if err != nil {
-		requireOrSkip(t, "docker engine not reachable: %v", err)
-	}
+	testenv.RequireRoot(t, "bench runs and cleans up as root")
+	cli := testenv.Docker(t)
 
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "ctrperf")
@@ -249,13 +238,4 @@ func TestBenchKillDocker(t *testing.T) {
 			}
 		})
 	}
-}
-
-// requireOrSkip skips, or fails under CTRPERF_REQUIRE_DOCKER=1 (CI).
-func requireOrSkip(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CTRPERF_REQUIRE_DOCKER") == "1" {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
 }

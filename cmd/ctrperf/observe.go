@@ -20,6 +20,7 @@ import (
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/observe"
+	"ctrperf/internal/results"
 )
 
 type observeOptions struct {
@@ -83,7 +84,7 @@ func runObserve(ctx context.Context, stdout, stderr io.Writer, o observeOptions)
 		enc    = json.NewEncoder(stdout)
 		outErr error
 	)
-	print := func(s observe.Sample) {
+	print := func(s results.Sample) {
 		outMu.Lock()
 		defer outMu.Unlock()
 		if outErr != nil {
@@ -119,7 +120,7 @@ func runObserve(ctx context.Context, stdout, stderr io.Writer, o observeOptions)
 	}
 	if !o.json {
 		fmt.Fprintln(stdout)
-		if err := observe.WriteSummaryText(stdout, observe.Summarize(series)); err != nil {
+		if err := observe.WriteSummaryText(stdout, results.Summarize(series)); err != nil {
 			return fmt.Errorf("write summary: %w", err)
 		}
 	} else {

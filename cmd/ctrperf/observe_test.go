@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"ctrperf/internal/observe"
+	"ctrperf/internal/results"
 )
 
 func TestRunObserveOnFixture(t *testing.T) {
@@ -27,7 +27,7 @@ func TestRunObserveOnFixture(t *testing.T) {
 			sc := bufio.NewScanner(strings.NewReader(out))
 			n := 0
 			for sc.Scan() {
-				var s observe.Sample
+				var s results.Sample
 				if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
 					t.Fatalf("line %d is not a sample: %v: %s", n+1, err, sc.Text())
 				}

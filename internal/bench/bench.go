@@ -28,13 +28,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/isolate"
+	"ctrperf/internal/kernel"
 	"ctrperf/internal/lifecycle"
-	"ctrperf/internal/observe"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 	"ctrperf/internal/workload"
@@ -53,7 +52,7 @@ type EngineProvider interface {
 // satisfies it).
 type Observer interface {
 	Start(ctx context.Context) error
-	Stop() *observe.Series
+	Stop() *results.Series
 }
 
 // ObserverFactory makes the observer of one run, knowing what was deployed.
@@ -186,16 +185,18 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (*Summary, error) {
 			return sum, fmt.Errorf("run %d: configuration %q is not in plan %s", run.Index, run.Config, p.Name)
 		}
 		pr.RunStarted(run, cfg)
-		rec, cleanup := r.one(ctx, run, cfg)
+		rn := r.newRun(ctx, run, cfg)
+		rec := rn.perform()
 		r.setCurrent(nil)
+		var storeErr error
 		if rec != nil {
 			// Written before teardown: a kill during teardown must not lose it.
-			if err := store.Append(rec); err != nil {
-				cleanup()
-				return sum, fmt.Errorf("run %d (%s): %w", run.Index, run.Config, err)
-			}
+			storeErr = store.Append(rec)
 		}
-		cleanup()
+		rn.teardown()
+		if storeErr != nil {
+			return sum, fmt.Errorf("run %d (%s): %w", run.Index, run.Config, storeErr)
+		}
 		if rec == nil {
 			sum.Interrupted = true
 			pr.Warn(fmt.Sprintf("run %d/%d (%s) was interrupted and is not recorded; `ctrperf bench run --resume %s` redoes it",
@@ -233,7 +234,7 @@ type runner struct {
 	// mu guards current, which the force cleanup reads from the signal
 	// goroutine.
 	mu      sync.Mutex
-	current func(context.Context) error // teardown of the deployed run, nil between runs
+	current *run // the deployed run, nil between runs
 
 	opt     Options
 	p       *plan.Plan
@@ -262,10 +263,10 @@ func (r *runner) warnSamplers(rec *results.RunRecord) {
 	}
 }
 
-func (r *runner) setCurrent(f func(context.Context) error) {
+func (r *runner) setCurrent(rn *run) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.current = f
+	r.current = rn
 }
 
 // forceTeardown tears down the deployed run, if any, when the user will
@@ -273,17 +274,17 @@ func (r *runner) setCurrent(f func(context.Context) error) {
 // the runner's own teardown does no harm.
 func (r *runner) forceTeardown(ctx context.Context) error {
 	r.mu.Lock()
-	f := r.current
+	rn := r.current
 	r.mu.Unlock()
-	if f == nil {
+	if rn == nil {
 		return nil
 	}
-	return f(ctx)
+	return rn.release(ctx)
 }
 
 func (r *runner) defaults() {
 	if r.opt.ProcRoot == "" {
-		r.opt.ProcRoot = "/proc"
+		r.opt.ProcRoot = kernel.ProcMount
 	}
 	if r.opt.Progress == nil {
 		r.opt.Progress = Discard{}
@@ -309,177 +310,6 @@ func (r *runner) defaults() {
 	if r.opt.Isolate == nil {
 		r.opt.Isolate = DockerIsolator
 	}
-}
-
-// one performs a run. It returns the record to store (nil when the run was
-// interrupted by ctx and must be redone) and the teardown to call after the
-// record is stored.
-func (r *runner) one(ctx context.Context, run plan.Run, cfg *plan.Configuration) (*results.RunRecord, func()) {
-	noop := func() {}
-	runID := r.runID(run)
-	rec := &results.RunRecord{
-		Plan: r.p.Name, RunID: runID, Index: run.Index, Config: run.Config, Repetition: run.Repetition,
-		Knobs: cfg.KnobMap(), Workload: r.p.Workload, Start: r.opt.Now(),
-	}
-	finish := func(st results.Status, err error) *results.RunRecord {
-		rec.Status, rec.End = st, r.opt.Now()
-		if err != nil {
-			rec.Error = err.Error()
-		}
-		return rec
-	}
-	if reason, ok := r.notRun[cfg.Name]; ok {
-		return finish(results.StatusNotRun, errors.New(reason)), noop
-	}
-	pr := r.opt.Progress
-
-	// The run's own deadline: a hung deploy or driver must not stall the
-	// whole plan. Its expiry is a failed run; the parent's is an interrupt.
-	budget := r.p.Warmup + r.p.Duration + r.opt.RunSlack
-	rctx, cancel := context.WithTimeout(ctx, budget)
-	interrupted := func() bool { return ctx.Err() != nil }
-	explain := func(stage string, err error) error {
-		if rctx.Err() == context.DeadlineExceeded && !interrupted() {
-			return fmt.Errorf("%s: run exceeded its budget of %s (warm-up + duration + %s slack): %w", stage, budget, r.opt.RunSlack, err)
-		}
-		return fmt.Errorf("%s: %w", stage, err)
-	}
-
-	pr.Phase("starting engine")
-	eng, info, err := r.opt.Engines.Engine(rctx, cfg.Runtime, cfg.Engine)
-	if err != nil {
-		cancel()
-		if interrupted() {
-			return nil, noop
-		}
-		reason := fmt.Sprintf("engine %s (%s) unavailable: %v", cfg.Runtime, cfg.Engine.Key(), err)
-		r.notRun[cfg.Name] = reason
-		return finish(results.StatusNotRun, errors.New(reason)), noop
-	}
-	rec.Engine = &info
-	r.engines[info.Name] = info
-	wcfg := cfg.WorkloadConfig()
-	services, err := r.wl.Services(wcfg)
-	if err != nil {
-		cancel()
-		reason := fmt.Sprintf("workload %s cannot deploy this configuration: %v", r.p.Workload, err)
-		r.notRun[cfg.Name] = reason
-		return finish(results.StatusNotRun, errors.New(reason)), noop
-	}
-
-	pr.Phase("deploying")
-	spec := engine.DeploySpec{RunID: runID, Network: cfg.Network, Data: cfg.Data, Services: services}
-	target, err := eng.Deploy(rctx, spec)
-	if target == nil {
-		// Teardown is safe on a partial target; it finds the rest by run id.
-		target = &engine.Target{RunID: runID, Runtime: cfg.Runtime, Network: cfg.Network}
-	}
-	r.setCurrent(func(ctx context.Context) error { return eng.Teardown(ctx, target) })
-	// The controller, when the configuration runs one, is stopped and has
-	// restored everything before the containers go.
-	var iso *isolateSession
-	stopIsolate := sync.OnceValue(func() error {
-		if iso == nil {
-			return nil
-		}
-		sctx, scancel := lifecycle.Detached(ctx, r.opt.TeardownTimeout)
-		defer scancel()
-		err := iso.stop(sctx)
-		if err != nil {
-			pr.Warn(fmt.Sprintf("isolate controller of run %s: %v", runID, err))
-		}
-		return err
-	})
-	teardown := func() {
-		_ = stopIsolate()
-		pr.Phase("tearing down")
-		tctx, tcancel := lifecycle.Detached(ctx, r.opt.TeardownTimeout)
-		defer tcancel()
-		if err := eng.Teardown(tctx, target); err != nil {
-			pr.Warn(fmt.Sprintf("teardown of run %s failed: %v; remove what is left with `ctrperf clean`", runID, err))
-		}
-		cancel()
-	}
-	if err != nil {
-		if interrupted() {
-			return nil, teardown
-		}
-		return finish(results.StatusFailed, explain("deploy", err)), teardown
-	}
-
-	if cfg.Isolate.On() {
-		pr.Phase("starting isolate controller")
-		s := &isolateSession{spec: cfg.Isolate}
-		run, err := r.opt.Isolate(rctx, IsolateRequest{Engine: eng, RunID: runID, Spec: cfg.Isolate,
-			StateDir: r.opt.IsolateStateDir, LogDir: filepath.Join(r.opt.Out, "isolate"), Events: s.event, Warn: pr.Warn})
-		if err != nil {
-			if interrupted() {
-				return nil, teardown
-			}
-			return finish(results.StatusFailed, explain("isolate controller", err)), teardown
-		}
-		s.run = run
-		iso = s
-		r.setCurrent(func(ctx context.Context) error {
-			_ = s.stop(ctx)
-			return eng.Teardown(ctx, target)
-		})
-	}
-
-	var obs Observer
-	var obsErr error
-	// The wall clock, not opt.Now: the offset relates two real instants.
-	obsStart := time.Now()
-	if r.opt.Observers != nil {
-		obs = r.opt.Observers(target)
-		if obsErr = obs.Start(rctx); obsErr != nil {
-			obs = nil
-		}
-	}
-	pr.Phase("warming up")
-	// Started may be called from a driver's goroutine.
-	var windowOffset atomic.Int64
-	env := workload.Env{
-		Engine: eng, Target: target, Config: wcfg, Window: r.p.Window(),
-		Started: func() {
-			windowOffset.Store(int64(time.Since(obsStart)))
-			pr.Phase("measuring")
-		},
-		LoadCPUSet: r.p.LoadCPUSet,
-	}
-	if iso != nil {
-		env.HotPhase = iso.hotPhase
-	}
-	m, err := r.wl.Drive(rctx, env)
-	isoErr := stopIsolate()
-	var series *observe.Series
-	if obs != nil {
-		series = obs.Stop()
-	} else if obsErr != nil {
-		// A failing observer costs the system series, not the run.
-		series = &observe.Series{Unavailable: map[string]string{"observer": obsErr.Error()}}
-	}
-	if interrupted() {
-		return nil, teardown
-	}
-	if err != nil {
-		rec.System = series
-		return finish(results.StatusFailed, explain("drive", err)), teardown
-	}
-	if m == nil {
-		return finish(results.StatusFailed, errors.New("drive: the workload returned no measurement")), teardown
-	}
-	if iso != nil {
-		iso.record(m, target)
-		if isoErr != nil {
-			m.Notes = append(m.Notes, "isolate: "+isoErr.Error())
-		}
-	}
-	rec.Result, rec.System = m, series
-	if series != nil {
-		rec.WindowOffsetS = time.Duration(windowOffset.Load()).Seconds()
-	}
-	return finish(results.StatusOK, nil), teardown
 }
 
 var unsafeName = regexp.MustCompile(`[^a-z0-9-]+`)

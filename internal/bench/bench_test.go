@@ -15,7 +15,6 @@ import (
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/lifecycle"
-	"ctrperf/internal/observe"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 	"ctrperf/internal/workload"
@@ -26,7 +25,7 @@ import (
 type stub struct{}
 
 func (stub) Name() string                                       { return "benchfake" }
-func (stub) Validate(workload.Config) error                     { return nil }
+func (stub) Decode(workload.Knobs) (any, any, error)            { return nil, nil, nil }
 func (stub) Services(workload.Config) ([]engine.Service, error) { return nil, nil }
 func (stub) Drive(context.Context, workload.Env) (*results.Measurement, error) {
 	return nil, errors.New("stub")
@@ -40,8 +39,8 @@ type fakeWorkload struct {
 	drive func(ctx context.Context, env workload.Env) (*results.Measurement, error)
 }
 
-func (w *fakeWorkload) Name() string                   { return "benchfake" }
-func (w *fakeWorkload) Validate(workload.Config) error { return nil }
+func (w *fakeWorkload) Name() string                            { return "benchfake" }
+func (w *fakeWorkload) Decode(workload.Knobs) (any, any, error) { return nil, nil, nil }
 func (w *fakeWorkload) Services(c workload.Config) ([]engine.Service, error) {
 	if err := w.servicesErr[string(c.Network)]; err != nil {
 		return nil, err
@@ -116,7 +115,7 @@ func (p *fakeProvider) Engine(ctx context.Context, rt engine.Runtime, spec engin
 		return nil, engine.Info{}, err
 	}
 	e := &fakeEngine{name: key, p: p}
-	return e, engine.Info{Runtime: rt, Name: key}, nil
+	return e, engine.Info{Runtime: string(rt), Name: key}, nil
 }
 
 func (p *fakeProvider) Close(context.Context) error {
@@ -132,8 +131,8 @@ type fakeObserver struct {
 }
 
 func (o *fakeObserver) Start(context.Context) error { o.started = true; return o.err }
-func (o *fakeObserver) Stop() *observe.Series {
-	return &observe.Series{IntervalS: 1, Samples: []observe.Sample{{T: 1}}}
+func (o *fakeObserver) Stop() *results.Series {
+	return &results.Series{IntervalS: 1, Samples: []results.Sample{{T: 1}}}
 }
 
 const planYAML = `
@@ -159,7 +158,7 @@ configurations:
 
 func parsePlan(t *testing.T, src string, opt plan.Options) *plan.Plan {
 	t.Helper()
-	p, err := plan.Parse("unit.yaml", []byte(src), opt)
+	p, err := ParsePlan("unit.yaml", []byte(src), opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +265,7 @@ func TestRunRecordsEveryOutcome(t *testing.T) {
 		}
 	}
 	// OUT/plan.yaml is a valid plan equal to the one run.
-	again, err := plan.Load(filepath.Join(out, PlanFile), plan.Options{})
+	again, err := LoadPlan(filepath.Join(out, PlanFile), plan.Options{})
 	if err != nil {
 		t.Fatalf("OUT/plan.yaml does not load: %v", err)
 	}

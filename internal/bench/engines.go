@@ -227,3 +227,4 @@ func SystemObservers(opts ...observe.Option) ObserverFactory {
 		return observe.New(o...)
 	}
 }
+

@@ -21,16 +21,9 @@ import (
 	"ctrperf/internal/image"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
+	"ctrperf/internal/testenv"
 	"ctrperf/internal/workload"
 )
-
-func skipOrFail(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CTRPERF_REQUIRE_DOCKER") == "1" {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
-}
 
 // tinyWorkload serves tinyhttp (the engine tests' static HTTP server) and
 // drives it closed-loop with one connection: the smallest workload that
@@ -41,8 +34,8 @@ type tinyWorkload struct {
 	onDrive func(env workload.Env)
 }
 
-func (w *tinyWorkload) Name() string                   { return "benchtiny" }
-func (w *tinyWorkload) Validate(workload.Config) error { return nil }
+func (w *tinyWorkload) Name() string                            { return "benchtiny" }
+func (w *tinyWorkload) Decode(workload.Knobs) (any, any, error) { return nil, nil, nil }
 func (w *tinyWorkload) Services(workload.Config) ([]engine.Service, error) {
 	return []engine.Service{{
 		Name: "app", Image: w.image, Ports: []int{8080},
@@ -130,7 +123,7 @@ func TestBenchHostVsDockerDocker(t *testing.T) {
 	wl := &tinyWorkload{image: res.Ref, bin: bin}
 	workload.Register(&tinyWorkload{}) // for plan validation
 
-	p, err := plan.Parse("tiny.yaml", []byte(`
+	p, err := ParsePlan("tiny.yaml", []byte(`
 name: tiny
 workload: benchtiny
 repetitions: 2
@@ -221,7 +214,7 @@ configurations:
 		t.Errorf("%d records after resume (%d before), want 4", len(after), len(before))
 	}
 
-	if recs[0].Engine.Name == "" || (recs[0].Config == "host") != (recs[0].Engine.Runtime == engine.RuntimeHost) {
+	if recs[0].Engine.Name == "" || (recs[0].Config == "host") != (recs[0].Engine.Runtime == string(engine.RuntimeHost)) {
 		t.Errorf("engine info %+v for %s", recs[0].Engine, recs[0].Config)
 	}
 }
@@ -229,20 +222,8 @@ configurations:
 // rootDocker returns a client of the reachable Docker engine, or skips (fails
 // under CTRPERF_REQUIRE_DOCKER=1) when the test is not root or no engine
 // answers; why says what root is needed for.
-func rootDocker(t *testing.T, ctx context.Context, why string) *client.Client {
+func rootDocker(t *testing.T, _ context.Context, why string) *client.Client {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		skipOrFail(t, "needs root (%s)", why)
-	}
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		skipOrFail(t, "docker client: %v", err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
-	defer pcancel()
-	if _, err := cli.Ping(pctx); err != nil {
-		skipOrFail(t, "docker engine not reachable: %v", err)
-	}
-	return cli
+	testenv.RequireRoot(t, why)
+	return testenv.Docker(t)
 }

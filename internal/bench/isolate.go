@@ -71,7 +71,7 @@ func DockerIsolator(ctx context.Context, req IsolateRequest) (IsolateRun, error)
 		return nil, fmt.Errorf("engine %T has no Docker client: isolate needs runtime docker", req.Engine)
 	}
 	return isolate.Start(ctx, dc.Client(), isolate.Options{
-		Params:   req.Spec.Params(),
+		Params:   isolateParams(req.Spec),
 		Interval: req.Spec.Interval,
 		Labels:   []string{engine.LabelRun + "=" + req.RunID},
 		IRQ:      req.Spec.IRQ,
@@ -93,6 +93,9 @@ type isolateSession struct {
 	events   []isolate.Event
 	hotAt    time.Time
 	hotNames []string
+
+	stopOnce sync.Once
+	stopErr  error
 }
 
 func (s *isolateSession) event(e isolate.Event) {
@@ -110,12 +113,15 @@ func (s *isolateSession) hotPhase(services []string) {
 	}
 }
 
-// stop ends the controller, restoring everything; nil-safe.
+// stop ends the controller, restoring everything; nil-safe. Only the
+// first call stops it: the run's teardown and the force cleanup may race
+// (a later call waits for the first), and later calls return its error.
 func (s *isolateSession) stop(ctx context.Context) error {
 	if s == nil || s.run == nil {
 		return nil
 	}
-	return s.run.Stop(ctx)
+	s.stopOnce.Do(func() { s.stopErr = s.run.Stop(ctx) })
+	return s.stopErr
 }
 
 // record adds the controller's decisions to the measurement: metrics
@@ -140,7 +146,7 @@ func (s *isolateSession) record(m *results.Measurement, t *engine.Target) {
 	m.Metrics["isolate_decisions"] = float64(f.decisions)
 	m.Metrics["isolate_hot_transitions"] = float64(f.transitions)
 	if f.reacted {
-		m.Metrics["reaction_s"] = f.reaction.Seconds()
+		m.Metrics[results.MetricReaction] = f.reaction.Seconds()
 	}
 	note := fmt.Sprintf("isolate %s: %d placement changes, %d hot/normal transitions", s.spec.Policy, f.decisions, f.transitions)
 	switch {

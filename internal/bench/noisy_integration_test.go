@@ -34,7 +34,7 @@ func TestNoisyStrictIsolateDocker(t *testing.T) {
 
 	// A 2-CPU machine shares the "dedicated" CPU among the tenants, so a
 	// saturating tenant reaches well under 90 % of it: 50 % counts.
-	p, err := plan.Parse("noisy.yaml", []byte(`
+	p, err := ParsePlan("noisy.yaml", []byte(`
 name: noisytest
 workload: noisy
 app: {tenants: 3, hash_cost: 12}

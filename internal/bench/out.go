@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/fsutil"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 	"ctrperf/internal/version"
@@ -73,7 +74,7 @@ func prepareOut(dir string, p *plan.Plan, resume bool, m Meta) (map[int]bool, er
 		}
 		header := fmt.Sprintf("# The plan as run by ctrperf %s (matrix expanded, defaults filled%s).\n# Re-run it with: ctrperf bench run %s\n",
 			version.Version, quickNote(m), filepath.Join(dir, PlanFile))
-		if err := writeFileSync(filepath.Join(dir, PlanFile), append([]byte(header), canon...)); err != nil {
+		if err := fsutil.WriteFileAtomic(filepath.Join(dir, PlanFile), append([]byte(header), canon...), 0o644); err != nil {
 			return nil, err
 		}
 		if err := writeJSON(metaPath, m); err != nil {
@@ -274,30 +275,5 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", path, err)
 	}
-	return writeFileSync(path, append(b, '\n'))
-}
-
-// writeFileSync replaces path atomically, so a kill leaves the old or the
-// new file, never half of one.
-func writeFileSync(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("sync %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return fsutil.WriteFileAtomic(path, append(b, '\n'), 0o644)
 }

@@ -109,7 +109,7 @@ func headline(rec *results.RunRecord) string {
 	if rec.Status != results.StatusOK || rec.Result == nil {
 		return ""
 	}
-	if v, ok := rec.Result.Metrics["throughput_per_s"]; ok {
+	if v, ok := rec.Result.Metrics[results.MetricThroughput]; ok {
 		return fmt.Sprintf(", %.1f/s", v)
 	}
 	return ""

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"ctrperf/internal/engine/daemon"
+	"ctrperf/internal/kernel"
 )
 
 // Facts is everything doctor found. It is JSON-serialisable and stable:
@@ -122,8 +123,8 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 // Gather collects every fact; it fails only if ctx is done. A collector that
 // fails leaves its part empty and adds to Facts.Errors.
 func Gather(ctx context.Context, opts ...Option) (*Facts, error) {
-	o := options{procRoot: "/proc", sysRoot: "/sys", devRoot: "/dev", libDir: "/var/lib/ctrperf",
-		cgroupRoot: "/sys/fs/cgroup", lookPath: exec.LookPath, now: time.Now}
+	o := options{procRoot: kernel.ProcMount, sysRoot: kernel.SysMount, devRoot: "/dev", libDir: "/var/lib/ctrperf",
+		cgroupRoot: kernel.CgroupMount, lookPath: exec.LookPath, now: time.Now}
 	for _, f := range opts {
 		f(&o)
 	}

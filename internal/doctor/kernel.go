@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/prometheus/procfs"
+
+	"ctrperf/internal/kernel"
 )
 
 func collectKernel(_ context.Context, o options, f *Facts) error {
@@ -48,7 +50,7 @@ func collectCgroups(_ context.Context, o options, f *Facts) error {
 		}
 	}
 	switch {
-	case f.Cgroups.V2Mount == "/sys/fs/cgroup" && !v1:
+	case f.Cgroups.V2Mount == kernel.CgroupMount && !v1:
 		f.Cgroups.Version = "v2"
 	case v1 && f.Cgroups.V2Mount != "":
 		f.Cgroups.Version = "hybrid"
@@ -59,7 +61,7 @@ func collectCgroups(_ context.Context, o options, f *Facts) error {
 	}
 	if f.Cgroups.V2Mount != "" {
 		// The mount point is an absolute host path; read it below sysRoot.
-		rel := strings.TrimPrefix(f.Cgroups.V2Mount, "/sys")
+		rel := strings.TrimPrefix(f.Cgroups.V2Mount, kernel.SysMount)
 		if b, err := os.ReadFile(filepath.Join(o.sysRoot, rel, "cgroup.controllers")); err == nil && len(strings.Fields(string(b))) > 0 {
 			f.Cgroups.V2Controllers = strings.Fields(string(b))
 		}

@@ -16,6 +16,8 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
+
+	"ctrperf/internal/kernel"
 )
 
 // CleanOption configures Clean.
@@ -60,7 +62,7 @@ func CleanRoots(bindRoot, hostState, hostData, cgroupRoot, procRoot string) Clea
 // Cached images are kept: they are not leftovers.
 func Clean(ctx context.Context, cli client.APIClient, runID string, opts ...CleanOption) ([]string, error) {
 	cfg := cleanConfig{bindRoot: DefaultBindRoot, hostState: filepath.Join(DefaultRunDir, "host"),
-		hostData: DefaultHostDataRoot, cgroupRoot: DefaultCgroupRoot, procRoot: "/proc"}
+		hostData: DefaultHostDataRoot, cgroupRoot: DefaultCgroupRoot, procRoot: kernel.ProcMount}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/docker/go-connections/nat"
 
+	"ctrperf/internal/kernel"
 	"ctrperf/internal/lifecycle"
 )
 
@@ -79,7 +80,7 @@ func WithRunDir(dir string) DockerOption { return func(d *Docker) { d.runDir = d
 
 // NewDocker returns an engine deploying through cli.
 func NewDocker(cli client.APIClient, opts ...DockerOption) *Docker {
-	d := &Docker{cli: cli, name: "default", bindRoot: DefaultBindRoot, procRoot: "/proc", runDir: DefaultRunDir, iptables: execIPTables}
+	d := &Docker{cli: cli, name: "default", bindRoot: DefaultBindRoot, procRoot: kernel.ProcMount, runDir: DefaultRunDir, iptables: execIPTables}
 	for _, o := range opts {
 		o(d)
 	}
@@ -102,7 +103,7 @@ func (d *Docker) Info(ctx context.Context) (Info, error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("docker engine %s: info: %w", d.name, err)
 	}
-	out := Info{Runtime: RuntimeDocker, Name: d.name, Version: in.ServerVersion, StorageDriver: in.Driver,
+	out := Info{Runtime: string(RuntimeDocker), Name: d.name, Version: in.ServerVersion, StorageDriver: in.Driver,
 		DataRoot: in.DockerRootDir, UserlandProxy: d.userlandProxy, Private: d.private}
 	for _, kv := range in.DriverStatus {
 		if len(kv) == 2 && kv[0] == "Backing Filesystem" {

@@ -1,13 +1,15 @@
 package engine
 
+// Host runtime: a process supervisor that runs each service as a process
+// group in cgroups of its own. The cgroups are in host_cgroup.go, the state
+// file that lets `ctrperf clean` undo a run in host_state.go, and the
+// signalling with its guards against PID reuse in host_proc.go.
+
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -20,14 +22,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"ctrperf/internal/fsutil"
+	"ctrperf/internal/kernel"
 	"ctrperf/internal/lifecycle"
 )
 
 // Defaults of the host runtime.
 const (
 	DefaultHostDataRoot = "/var/lib/ctrperf/host" // data: <root>/<run>/<svc>
-	DefaultCgroupRoot   = "/sys/fs/cgroup"
+	DefaultCgroupRoot   = kernel.CgroupMount
 	// joinArg0 names the shell that moves itself into the service's cgroups
 	// and then execs the service, so the service never runs outside them
 	// (cgroup v1 has no clone-into-cgroup).
@@ -35,9 +37,6 @@ const (
 	joinScript = `for f in $CTRPERF_CGROUP_PROCS; do echo $$ > "$f" || exit 125; done; unset CTRPERF_CGROUP_PROCS; exec "$@"`
 	stopGrace  = 5 * time.Second
 )
-
-// v1Controllers are the cgroup v1 hierarchies a host service gets a group in.
-var v1Controllers = []string{"cpu", "cpuacct", "memory", "cpuset", "blkio"}
 
 // Host runs services as processes directly on the machine: the bare-metal
 // baseline. Each service is a process group in cgroups of its own, so
@@ -47,6 +46,9 @@ type Host struct {
 	stateDir   string
 	dataRoot   string
 	procRoot   string
+
+	layoutOnce sync.Once
+	layout     kernel.Layout
 }
 
 var _ Engine = (*Host)(nil)
@@ -54,7 +56,7 @@ var _ Engine = (*Host)(nil)
 // HostOption configures the host runtime.
 type HostOption func(*Host)
 
-// WithCgroupRoot changes where cgroup hierarchies are mounted (default /sys/fs/cgroup).
+// WithCgroupRoot changes where cgroup hierarchies are mounted (default kernel.CgroupMount).
 func WithCgroupRoot(dir string) HostOption { return func(h *Host) { h.cgroupRoot = dir } }
 
 // WithHostStateDir changes where run state files go (default /run/ctrperf/host).
@@ -69,70 +71,20 @@ func WithHostProcRoot(dir string) HostOption { return func(h *Host) { h.procRoot
 // NewHost returns the host runtime.
 func NewHost(opts ...HostOption) *Host {
 	h := &Host{cgroupRoot: DefaultCgroupRoot, stateDir: filepath.Join(DefaultRunDir, "host"),
-		dataRoot: DefaultHostDataRoot, procRoot: "/proc"}
+		dataRoot: DefaultHostDataRoot, procRoot: kernel.ProcMount}
 	for _, o := range opts {
 		o(h)
 	}
 	return h
 }
 
-// hostState is what a host run leaves on disk so that `ctrperf clean` can
-// undo it after SIGKILL.
-type hostState struct {
-	RunID    string         `json:"run_id"`
-	DataDir  string         `json:"data_dir"` // <dataRoot>/<run>, removed whole
-	Cgroups  []string       `json:"cgroups"`  // directories, removed deepest first
-	Services []hostServiceS `json:"services"`
-}
-
-type hostServiceS struct {
-	Name    string   `json:"name"`
-	PID     int      `json:"pid,omitempty"`
-	Cgroups []string `json:"cgroups"`         // the service's own groups (cgroup.procs is read from each)
-	Mount   string   `json:"mount,omitempty"` // tmpfs mount point
-}
-
-// hostRun is the host runtime's bookkeeping in Target.Private.
-type hostRun struct {
-	mu    sync.Mutex
-	state hostState
-	env   map[string][]string // per service: environment of the process
-	dirs  map[string]string   // per service: data directory
-	cgs   map[string][]string // per service: cgroup.procs files
-	done  map[string]chan struct{}
-}
-
 // Info describes the host runtime.
 func (h *Host) Info(context.Context) (Info, error) {
-	return Info{Runtime: RuntimeHost, Name: "host"}, nil
+	return Info{Runtime: string(RuntimeHost), Name: "host"}, nil
 }
 
 // Close has nothing to release.
 func (h *Host) Close(context.Context) error { return nil }
-
-func (h *Host) statePath(runID string) string { return filepath.Join(h.stateDir, runID+".json") }
-
-func (h *Host) saveState(r *hostRun) error {
-	r.mu.Lock()
-	b, err := json.MarshalIndent(r.state, "", "  ")
-	r.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(h.stateDir, 0o755); err != nil {
-		return fmt.Errorf("host state dir: %w", err)
-	}
-	if err := fsutil.WriteFileAtomic(h.statePath(r.state.RunID), b, 0o644); err != nil {
-		return fmt.Errorf("write host state: %w", err)
-	}
-	return nil
-}
-
-// cgroupV2 reports whether the cgroup root is a unified (v2) hierarchy.
-func (h *Host) cgroupV2() bool {
-	_, err := os.Stat(filepath.Join(h.cgroupRoot, "cgroup.controllers"))
-	return err == nil
-}
 
 // Deploy starts each service (last first) as a process group in its own
 // cgroups and waits for it to be ready. On error it undoes everything.
@@ -319,179 +271,6 @@ func (h *Host) joinCommand(argv, procs, env []string, dir string) *exec.Cmd {
 	return cmd
 }
 
-// cgroupDirs lists a service's group directories (one per v1 controller
-// that is mounted, or one unified), the run-level parents, and the path
-// observers use (relative to a controller's root).
-func (h *Host) cgroupDirs(runID, svc string) (groups, runGroups []string, rel string, err error) {
-	rel = "/" + filepath.Join(NamePrefix, runID, svc)
-	if h.cgroupV2() {
-		return []string{filepath.Join(h.cgroupRoot, rel)}, []string{filepath.Join(h.cgroupRoot, NamePrefix, runID)}, rel, nil
-	}
-	seen := map[string]bool{}
-	for _, c := range v1Controllers {
-		root := filepath.Join(h.cgroupRoot, c)
-		real, err := filepath.EvalSymlinks(root)
-		if err != nil || seen[real] {
-			continue // not mounted, or co-mounted with one already listed
-		}
-		seen[real] = true
-		groups = append(groups, filepath.Join(root, rel))
-		runGroups = append(runGroups, filepath.Join(root, NamePrefix, runID))
-	}
-	if len(groups) == 0 {
-		return nil, nil, "", fmt.Errorf("no cgroup controllers under %s", h.cgroupRoot)
-	}
-	return groups, runGroups, rel, nil
-}
-
-// cgroupWrite is one file a cgroup gets written.
-type cgroupWrite struct {
-	File, Value string
-}
-
-// resourceWrites turns Resources into cgroup file writes for a hierarchy
-// (v1 controller name, or "" for v2). Pure.
-func resourceWrites(controller string, v2 bool, res Resources) []cgroupWrite {
-	var w []cgroupWrite
-	const period = 100000
-	if v2 {
-		if res.CPUSet != "" {
-			w = append(w, cgroupWrite{"cpuset.cpus", res.CPUSet})
-		}
-		if res.CPUShares > 0 {
-			// The same conversion runc uses from shares [2,262144] to weight [1,10000].
-			weight := 1 + ((res.CPUShares-2)*9999)/262142
-			w = append(w, cgroupWrite{"cpu.weight", strconv.FormatInt(weight, 10)})
-		}
-		if res.CPUs > 0 {
-			w = append(w, cgroupWrite{"cpu.max", fmt.Sprintf("%d %d", int64(res.CPUs*period), period)})
-		}
-		if res.MemoryBytes > 0 {
-			w = append(w, cgroupWrite{"memory.max", strconv.FormatInt(res.MemoryBytes, 10)})
-		}
-		return w
-	}
-	switch controller {
-	case "cpuset":
-		if res.CPUSet != "" {
-			w = append(w, cgroupWrite{"cpuset.cpus", res.CPUSet})
-		}
-	case "cpu":
-		if res.CPUShares > 0 {
-			w = append(w, cgroupWrite{"cpu.shares", strconv.FormatInt(res.CPUShares, 10)})
-		}
-		if res.CPUs > 0 {
-			w = append(w, cgroupWrite{"cpu.cfs_period_us", strconv.Itoa(period)}, cgroupWrite{"cpu.cfs_quota_us", strconv.FormatInt(int64(res.CPUs*period), 10)})
-		}
-	case "memory":
-		if res.MemoryBytes > 0 {
-			w = append(w, cgroupWrite{"memory.limit_in_bytes", strconv.FormatInt(res.MemoryBytes, 10)})
-		}
-	}
-	return w
-}
-
-// makeCgroups creates the groups, makes cpuset usable at every level,
-// applies the resources and returns the cgroup.procs files to join.
-func (h *Host) makeCgroups(groups, runGroups []string, res Resources) ([]string, error) {
-	v2 := h.cgroupV2()
-	var procs []string
-	for _, g := range groups {
-		controller := ""
-		if !v2 {
-			rel, err := filepath.Rel(h.cgroupRoot, g)
-			if err != nil {
-				return nil, err
-			}
-			controller = strings.SplitN(rel, string(filepath.Separator), 2)[0]
-		}
-		// Create level by level: a new cpuset group starts with empty cpus
-		// and mems and takes no task until they are set from its parent.
-		top := filepath.Join(h.cgroupRoot, controller)
-		parts := strings.Split(strings.TrimPrefix(g, top+string(filepath.Separator)), string(filepath.Separator))
-		cur := top
-		for _, p := range parts {
-			parent := cur
-			cur = filepath.Join(cur, p)
-			if v2 {
-				if err := enableV2Controllers(parent); err != nil {
-					return nil, err
-				}
-			}
-			if err := os.Mkdir(cur, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-				return nil, fmt.Errorf("create cgroup %s: %w", cur, err)
-			}
-			if controller == "cpuset" || v2 {
-				for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
-					if err := inheritIfEmpty(parent, cur, f); err != nil {
-						return nil, err
-					}
-				}
-			}
-		}
-		for _, w := range resourceWrites(controller, v2, res) {
-			p := filepath.Join(g, w.File)
-			if err := os.WriteFile(p, []byte(w.Value), 0o644); err != nil {
-				return nil, fmt.Errorf("write %q to %s: %w", w.Value, p, err)
-			}
-		}
-		procs = append(procs, filepath.Join(g, "cgroup.procs"))
-	}
-	return procs, nil
-}
-
-// inheritIfEmpty copies a cpuset file from parent when child's is empty.
-// A missing file (v2 without the cpuset controller) is not an error.
-func inheritIfEmpty(parent, child, file string) error {
-	cur, err := os.ReadFile(filepath.Join(child, file))
-	if err != nil {
-		return nil
-	}
-	if strings.TrimSpace(string(cur)) != "" {
-		return nil
-	}
-	val, err := os.ReadFile(filepath.Join(parent, file))
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			val, err = os.ReadFile(filepath.Join(parent, file+".effective"))
-		}
-		if err != nil {
-			return fmt.Errorf("read %s of %s: %w", file, parent, err)
-		}
-	}
-	if strings.TrimSpace(string(val)) == "" {
-		return nil
-	}
-	p := filepath.Join(child, file)
-	if err := os.WriteFile(p, bytes.TrimSpace(val), 0o644); err != nil {
-		return fmt.Errorf("write %q to %s: %w", strings.TrimSpace(string(val)), p, err)
-	}
-	return nil
-}
-
-// enableV2Controllers delegates the controllers ctrperf uses to children.
-func enableV2Controllers(dir string) error {
-	avail, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
-	if err != nil {
-		return nil
-	}
-	var want []string
-	for _, c := range strings.Fields(string(avail)) {
-		switch c {
-		case "cpu", "cpuset", "memory", "io":
-			want = append(want, "+"+c)
-		}
-	}
-	if len(want) == 0 {
-		return nil
-	}
-	p := filepath.Join(dir, "cgroup.subtree_control")
-	if err := os.WriteFile(p, []byte(strings.Join(want, " ")), 0o644); err != nil {
-		return fmt.Errorf("write %q to %s: %w", strings.Join(want, " "), p, err)
-	}
-	return nil
-}
-
 // Exec runs argv as a child inside the service's cgroups, in its data
 // directory and with its environment, and waits for it.
 func (h *Host) Exec(ctx context.Context, t *Target, service string, argv []string) (ExecResult, error) {
@@ -569,259 +348,6 @@ func (h *Host) Teardown(ctx context.Context, t *Target) error {
 	}
 	_, err := h.destroy(ctx, st, false, done)
 	return err
-}
-
-func (h *Host) loadState(path string) (hostState, error) {
-	var st hostState
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return st, err
-	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("host run state %s: %w", path, err)
-	}
-	if st.RunID == "" || !nameRe.MatchString(st.RunID) {
-		return st, fmt.Errorf("host run state %s: bad run id %q", path, st.RunID)
-	}
-	return st, nil
-}
-
-// cleanStates undoes host runs from their state files (runID "" = all).
-func (h *Host) cleanStates(ctx context.Context, runID string, dry bool) ([]string, error) {
-	var paths []string
-	if runID != "" {
-		paths = []string{h.statePath(runID)}
-	} else {
-		ps, err := filepath.Glob(filepath.Join(h.stateDir, "*.json"))
-		if err != nil {
-			return nil, err
-		}
-		paths = ps
-	}
-	var removed []string
-	var errs []error
-	for _, p := range paths {
-		st, err := h.loadState(p)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		r, err := h.destroy(ctx, st, dry, nil)
-		removed = append(removed, r...)
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return removed, errors.Join(errs...)
-}
-
-// destroy undoes one host run. done, when known, are the reapers of the
-// processes this process started.
-func (h *Host) destroy(ctx context.Context, st hostState, dry bool, done map[string]chan struct{}) ([]string, error) {
-	var removed []string
-	var errs []error
-	marker := "/" + filepath.Join(NamePrefix, st.RunID) + "/"
-	var pids []int
-	for _, s := range st.Services {
-		for _, g := range s.Cgroups {
-			pids = append(pids, readPids(filepath.Join(g, "cgroup.procs"))...)
-		}
-		if s.PID > 0 && h.ownedProcess(s.PID, marker) {
-			pids = append(pids, s.PID)
-		}
-	}
-	pids = dedupe(pids)
-	if len(pids) > 0 {
-		removed = append(removed, fmt.Sprintf("host processes %v of run %s", pids, st.RunID))
-	}
-	if !dry && len(pids) > 0 {
-		signalAll(st.Services, pids, syscall.SIGTERM)
-		if !h.waitGone(ctx, st, done, marker, stopGrace) {
-			signalAll(st.Services, h.livePids(st, marker), syscall.SIGKILL)
-			if !h.waitGone(ctx, st, done, marker, stopGrace) {
-				errs = append(errs, fmt.Errorf("host run %s: processes %v survive SIGKILL", st.RunID, h.livePids(st, marker)))
-			}
-		}
-	}
-	for _, s := range st.Services {
-		if s.Mount == "" || !isMountPoint(h.procRoot, s.Mount) {
-			continue
-		}
-		if !dry {
-			if err := unix.Unmount(s.Mount, unix.MNT_DETACH); err != nil {
-				errs = append(errs, fmt.Errorf("unmount tmpfs %s: %w", s.Mount, err))
-				continue
-			}
-		}
-		removed = append(removed, "tmpfs "+s.Mount)
-	}
-	// Deepest first: service groups before the run's groups.
-	cgs := append([]string(nil), st.Cgroups...)
-	sortByDepthDesc(cgs)
-	for _, g := range cgs {
-		if _, err := os.Stat(g); err != nil {
-			continue
-		}
-		if !dry {
-			if err := os.Remove(g); err != nil && !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", g, err))
-				continue
-			}
-		}
-		removed = append(removed, "cgroup "+g)
-	}
-	if st.DataDir != "" {
-		if _, err := os.Lstat(st.DataDir); err == nil {
-			if !dry {
-				if err := os.RemoveAll(st.DataDir); err != nil {
-					errs = append(errs, fmt.Errorf("remove host data %s: %w", st.DataDir, err))
-				}
-			}
-			removed = append(removed, "host data "+st.DataDir)
-		}
-	}
-	if !dry && len(errs) == 0 {
-		if err := os.Remove(h.statePath(st.RunID)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("remove host state: %w", err))
-		}
-	}
-	return removed, errors.Join(errs...)
-}
-
-// ownedProcess guards against PID reuse: a recorded PID is only signalled
-// while it is still in the run's cgroup or still the joining shell.
-func (h *Host) ownedProcess(pid int, marker string) bool {
-	b, err := os.ReadFile(filepath.Join(h.procRoot, strconv.Itoa(pid), "cgroup"))
-	if err != nil {
-		return false
-	}
-	if strings.Contains(string(b), marker) {
-		return true
-	}
-	cmd, err := os.ReadFile(filepath.Join(h.procRoot, strconv.Itoa(pid), "cmdline"))
-	return err == nil && bytes.Contains(cmd, []byte(joinArg0))
-}
-
-func (h *Host) livePids(st hostState, marker string) []int {
-	var pids []int
-	for _, s := range st.Services {
-		for _, g := range s.Cgroups {
-			pids = append(pids, readPids(filepath.Join(g, "cgroup.procs"))...)
-		}
-		if s.PID > 0 && h.ownedProcess(s.PID, marker) && !isZombie(h.procRoot, s.PID) {
-			pids = append(pids, s.PID)
-		}
-	}
-	return dedupe(pids)
-}
-
-func (h *Host) waitGone(ctx context.Context, st hostState, done map[string]chan struct{}, marker string, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for {
-		reaped := true
-		for _, ch := range done {
-			select {
-			case <-ch:
-			default:
-				reaped = false
-			}
-		}
-		if reaped && len(h.livePids(st, marker)) == 0 {
-			return true
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func signalAll(services []hostServiceS, pids []int, sig syscall.Signal) {
-	for _, s := range services {
-		if s.PID > 0 && slicesContains(pids, s.PID) {
-			_ = syscall.Kill(-s.PID, sig) // the whole process group
-		}
-	}
-	for _, p := range pids {
-		_ = syscall.Kill(p, sig)
-	}
-}
-
-func slicesContains(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-func readPids(path string) []int {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	return parsePids(f)
-}
-
-func parsePids(r io.Reader) []int {
-	var out []int
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		if p, err := strconv.Atoi(strings.TrimSpace(sc.Text())); err == nil && p > 0 {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func dedupe(p []int) []int {
-	seen := map[int]bool{}
-	var out []int
-	for _, x := range p {
-		if !seen[x] {
-			seen[x] = true
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
-func isZombie(procRoot string, pid int) bool {
-	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return true // gone counts as not alive
-	}
-	i := bytes.LastIndexByte(b, ')')
-	return i >= 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X')
-}
-
-func isMountPoint(procRoot, dir string) bool {
-	f, err := os.Open(filepath.Join(procRoot, "self", "mountinfo"))
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) > 4 && fs[4] == dir {
-			return true
-		}
-	}
-	return false
-}
-
-func sortByDepthDesc(p []string) {
-	for i := 1; i < len(p); i++ {
-		for j := i; j > 0 && strings.Count(p[j], "/") > strings.Count(p[j-1], "/"); j-- {
-			p[j], p[j-1] = p[j-1], p[j]
-		}
-	}
 }
 
 // fileTail returns the last lines of a log file to end an error message.

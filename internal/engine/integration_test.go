@@ -26,46 +26,20 @@ import (
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 	"github.com/vishvananda/netlink"
+
+	"ctrperf/internal/testenv"
 )
 
 // Integration tests: names ending in Docker need the Docker engine, names
 // ending in Root need root. Both skip when that is missing, unless
-// CTRPERF_REQUIRE_DOCKER=1 (CI), where they fail.
+// CTRPERF_REQUIRE_DOCKER=1 (CI), where they fail (see testenv).
 
-func requireEnv() bool { return os.Getenv("CTRPERF_REQUIRE_DOCKER") == "1" }
-
-func skipOrFail(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if requireEnv() {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
-}
-
+// dockerClient is the engine the Docker tests deploy on; they need root
+// too (bind directories, network namespaces).
 func dockerClient(t *testing.T) client.APIClient {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		skipOrFail(t, "needs root (bind directories, network namespaces)")
-	}
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		skipOrFail(t, "docker client: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(ctx); err != nil {
-		cli.Close()
-		skipOrFail(t, "docker engine not reachable: %v", err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
-}
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		skipOrFail(t, "needs root (cgroups, mounts)")
-	}
+	testenv.RequireRoot(t, "bind directories, network namespaces")
+	return testenv.Docker(t)
 }
 
 func newRunID(t *testing.T) string {
@@ -616,7 +590,7 @@ func TestCleanAfterAbandonedRunDocker(t *testing.T) {
 }
 
 func TestHostRuntimeRoot(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "cgroups, mounts")
 	bin := tinyBinary(t)
 	h := NewHost()
 	runID := newRunID(t)
@@ -674,7 +648,7 @@ func TestHostRuntimeRoot(t *testing.T) {
 }
 
 func TestHostRuntimeBadInputRoot(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "cgroups, mounts")
 	bin := tinyBinary(t)
 	h := NewHost()
 	busy, err := net.Listen("tcp", ":0")

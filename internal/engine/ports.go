@@ -1,16 +1,13 @@
 package engine
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
+
+	"ctrperf/internal/kernel"
 )
 
 // allocatePorts returns n distinct TCP ports that are free on every host
@@ -91,50 +88,5 @@ func hostBindings(services []Service, argvOf func(Service) []string, dataOf func
 // the path below the cpu controller on v1 (the same below every controller
 // for containers and for ctrperf's own groups), the unified path on v2.
 func CgroupPath(procRoot string, pid int) (string, error) {
-	p := filepath.Join(procRoot, strconv.Itoa(pid), "cgroup")
-	f, err := os.Open(p)
-	if err != nil {
-		return "", fmt.Errorf("cgroup of pid %d: %w", pid, err)
-	}
-	defer f.Close()
-	cg, err := parseCgroupPath(f)
-	if err != nil {
-		return "", fmt.Errorf("cgroup of pid %d from %s: %w", pid, p, err)
-	}
-	return cg, nil
-}
-
-func parseCgroupPath(r io.Reader) (string, error) {
-	var cpu, cpuset, unified string
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		parts := strings.SplitN(sc.Text(), ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		if parts[0] == "0" && parts[1] == "" {
-			unified = parts[2]
-			continue
-		}
-		for _, c := range strings.Split(parts[1], ",") {
-			switch c {
-			case "cpu":
-				cpu = parts[2]
-			case "cpuset":
-				cpuset = parts[2]
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return "", err
-	}
-	switch {
-	case cpu != "":
-		return cpu, nil
-	case cpuset != "":
-		return cpuset, nil
-	case unified != "":
-		return unified, nil
-	}
-	return "", errors.New("no cpu, cpuset or unified cgroup line")
+	return kernel.ProcCgroupPath(procRoot, pid)
 }

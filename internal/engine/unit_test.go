@@ -244,36 +244,6 @@ type hostCfg struct {
 	mem     int64
 }
 
-func TestParseCgroupPath(t *testing.T) {
-	tests := []struct {
-		desc, file, want, wantErr string
-	}{
-		{"v1 cgroupfs driver", "v1-docker", "/docker/abc", ""},
-		{"v1 systemd driver, cpu co-mounted with cpuacct", "v1-systemd-comounted", "/system.slice/docker-abc.scope", ""},
-		{"pure v2", "v2", "/system.slice/docker-abc.scope", ""},
-		{"no usable line", "no-cpu", "", "no cpu"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.desc, func(t *testing.T) {
-			f, err := os.Open(filepath.Join("testdata", "cgroup", tc.file))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			got, err := parseCgroupPath(f)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil || got != tc.want {
-				t.Errorf("parseCgroupPath = %q, %v; want %q", got, err, tc.want)
-			}
-		})
-	}
-}
-
 func TestResourceWrites(t *testing.T) {
 	all := Resources{CPUSet: "0-1", CPUShares: 1024, CPUs: 1.5, MemoryBytes: 1 << 30}
 	tests := []struct {
@@ -371,6 +341,17 @@ func TestMakeCgroupsFakeV1(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(p, f), nil, 0o644); err != nil {
 				t.Fatal(err)
 			}
+		}
+	}
+	// The same for the knobs the resources write: kernel.WriteFile, like
+	// the kernel, creates no control file.
+	for _, f := range []string{"cpu/ctrperf/r1/app/cpu.shares", "memory/ctrperf/r1/app/memory.limit_in_bytes"} {
+		p := filepath.Join(root, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
 	h := NewHost(WithCgroupRoot(root))

@@ -16,6 +16,8 @@ import (
 
 	"github.com/docker/docker/api/types/image"
 	"golang.org/x/sys/unix"
+
+	"ctrperf/internal/kernel"
 )
 
 // Base is a Debian root filesystem made by debootstrap and imported as an
@@ -391,7 +393,7 @@ func debootstrapError(mirror string, err error, tail []string) error {
 // killed debootstrap left mounted inside it (proc, sys), so that RemoveAll
 // never walks into a live /proc or /sys.
 func removeRootfs(rootfs string) error {
-	if f, err := os.Open("/proc/self/mountinfo"); err == nil {
+	if f, err := os.Open(kernel.SelfMountinfo(kernel.ProcMount)); err == nil {
 		points, perr := mountsUnder(f, rootfs)
 		f.Close()
 		if perr != nil {
@@ -412,21 +414,17 @@ func removeRootfs(rootfs string) error {
 // mountsUnder returns the mount points below dir listed in a mountinfo
 // stream, deepest first so that they can be unmounted in order.
 func mountsUnder(r io.Reader, dir string) ([]string, error) {
+	mounts, err := kernel.ParseMountinfo(r)
+	if err != nil {
+		return nil, err
+	}
 	var out []string
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 5 {
-			continue
-		}
-		// mountinfo escapes blanks in paths as octal (\040).
-		p := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`).Replace(f[4])
-		if strings.HasPrefix(p, dir+"/") {
+	for _, p := range kernel.MountsUnder(mounts, dir) {
+		if p != filepath.Clean(dir) { // the target itself is no leftover of debootstrap
 			out = append(out, p)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
-	return out, sc.Err()
+	return out, nil
 }
 
 // removeOtherTarballs drops tarballs of older recipes of the same image.

@@ -16,27 +16,9 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
-)
 
-// dockerClient connects to the engine the tests build on; without one the
-// test is skipped, or fails when CTRPERF_REQUIRE_DOCKER=1 (CI).
-func dockerClient(t *testing.T) *client.Client {
-	t.Helper()
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err = cli.Ping(ctx)
-		cancel()
-	}
-	if err != nil {
-		if os.Getenv("CTRPERF_REQUIRE_DOCKER") == "1" {
-			t.Fatalf("no Docker engine (CTRPERF_REQUIRE_DOCKER=1): %v", err)
-		}
-		t.Skipf("no Docker engine: %v", err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
-}
+	"ctrperf/internal/testenv"
+)
 
 // testRunID names and labels what one test creates, so that its cleanup
 // touches nothing of other tests running on the same engine.
@@ -106,7 +88,7 @@ func runContainer(t *testing.T, cli *client.Client, runID, ref string, argv []st
 // image, checks that an unchanged program is not rebuilt, runs it, then
 // derives an image adding a file and runs that.
 func TestBuildGoAndDerivedDocker(t *testing.T) {
-	cli := dockerClient(t)
+	cli := testenv.Docker(t)
 	runID := testRunID(t)
 	ctx := context.Background()
 	g := GoImage{Name: "hello", Ref: "ctrperf-test/hello-" + runID + ":latest", Package: "./internal/image/testdata/hello", Args: []string{"one", "two"}}
@@ -163,7 +145,7 @@ func TestBuildGoAndDerivedDocker(t *testing.T) {
 // is cached it also imports it under a test tag, the path a private engine
 // takes.
 func TestDebianBaseDocker(t *testing.T) {
-	cli := dockerClient(t)
+	cli := testenv.Docker(t)
 	runID := testRunID(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

@@ -1,11 +1,9 @@
 package isolate
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +12,8 @@ import (
 	"strings"
 
 	"k8s.io/utils/cpuset"
+
+	"ctrperf/internal/kernel"
 )
 
 // DefaultIRQPattern selects network interface queue interrupts by name:
@@ -51,50 +51,23 @@ func ListIRQs(procRoot string, re *regexp.Regexp) ([]IRQ, error) {
 
 // readInterruptNames returns the numbered IRQs of procRoot/interrupts.
 func readInterruptNames(procRoot string) ([]IRQ, error) {
-	p := filepath.Join(procRoot, "interrupts")
-	f, err := os.Open(p)
+	all, err := kernel.Interrupts(procRoot)
 	if err != nil {
 		return nil, fmt.Errorf("list IRQs: %w", err)
 	}
-	defer f.Close()
-	all, err := parseInterruptNames(f)
-	if err != nil {
-		return nil, fmt.Errorf("parse %s: %w", p, err)
-	}
-	return all, nil
+	return interruptNames(all), nil
 }
 
-// parseInterruptNames reads the numbered lines of /proc/interrupts.
-func parseInterruptNames(r io.Reader) ([]IRQ, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	if !sc.Scan() {
-		return nil, errors.New("empty file")
-	}
-	ncpu := len(strings.Fields(sc.Text()))
+// interruptNames keeps the numbered lines of /proc/interrupts: NMI, LOC,
+// ... are not steerable.
+func interruptNames(all []kernel.Interrupt) []IRQ {
 	var out []IRQ
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) == 0 {
-			continue
+	for _, irq := range all {
+		if n, ok := irq.Number(); ok {
+			out = append(out, IRQ{Num: n, Name: irq.Name()})
 		}
-		num, err := strconv.Atoi(strings.TrimSuffix(fields[0], ":"))
-		if err != nil {
-			continue // NMI, LOC, ... are not steerable
-		}
-		rest := fields[1:]
-		if len(rest) > ncpu {
-			rest = rest[ncpu:]
-		} else {
-			rest = nil
-		}
-		name := ""
-		if len(rest) > 0 {
-			name = rest[len(rest)-1]
-		}
-		out = append(out, IRQ{Num: num, Name: name})
 	}
-	return out, sc.Err()
+	return out
 }
 
 // ErrIRQNotMoved reports an IRQ whose effective affinity did not follow the
@@ -116,9 +89,8 @@ func (p ProcIRQ) SetAffinity(irq int, cpus cpuset.CPUSet) (cpuset.CPUSet, error)
 	if cpus.IsEmpty() {
 		return cpuset.New(), fmt.Errorf("IRQ %d: refusing an empty affinity", irq)
 	}
-	path := filepath.Join(p.Root, "irq", strconv.Itoa(irq), "smp_affinity_list")
-	if err := os.WriteFile(path, []byte(cpus.String()), 0o644); err != nil {
-		return cpuset.New(), fmt.Errorf("write %q to %s: %w", cpus.String(), path, err)
+	if err := kernel.WriteFile(filepath.Join(p.Root, "irq", strconv.Itoa(irq)), "smp_affinity_list", cpus.String()); err != nil {
+		return cpuset.New(), err
 	}
 	eff, err := readCPUList(filepath.Join(p.Root, "irq", strconv.Itoa(irq), "effective_affinity_list"))
 	if err != nil {
@@ -155,7 +127,7 @@ type SysRPS struct {
 
 // Masks returns the rps_cpus of every rx queue of dev, by queue name.
 func (s SysRPS) Masks(dev string) (map[string]string, error) {
-	qdir := filepath.Join(s.Root, "class", "net", dev, "queues")
+	qdir := filepath.Join(kernel.ClassNetDir(s.Root), dev, "queues")
 	ents, err := os.ReadDir(qdir)
 	if err != nil {
 		return nil, fmt.Errorf("list queues of %s: %w", dev, err)
@@ -180,11 +152,7 @@ func (s SysRPS) Masks(dev string) (map[string]string, error) {
 
 // SetMask writes one hex mask to an rx queue of dev.
 func (s SysRPS) SetMask(dev, queue, mask string) error {
-	p := filepath.Join(s.Root, "class", "net", dev, "queues", queue, "rps_cpus")
-	if err := os.WriteFile(p, []byte(mask), 0o644); err != nil {
-		return fmt.Errorf("write %q to %s: %w", mask, p, err)
-	}
-	return nil
+	return kernel.WriteFile(filepath.Join(kernel.ClassNetDir(s.Root), dev, "queues", queue), "rps_cpus", mask)
 }
 
 // Set points every rx queue of dev at cpus.
@@ -212,13 +180,14 @@ func (s SysRPS) Set(dev string, cpus cpuset.CPUSet) error {
 // mounts a sysfs of the container's network namespace) is the ifindex of
 // the peer on the host.
 func HostVeth(procRoot, sysRoot string, pid int) (string, error) {
-	p := filepath.Join(procRoot, strconv.Itoa(pid), "root", "sys", "class", "net", "eth0", "iflink")
+	// The container's sysfs, seen through its root.
+	p := filepath.Join(kernel.ClassNetDir(filepath.Join(procRoot, strconv.Itoa(pid), "root", "sys")), "eth0", "iflink")
 	b, err := os.ReadFile(p)
 	if err != nil {
 		return "", fmt.Errorf("container pid %d has no eth0 (host or none network?): %w", pid, err)
 	}
 	want := strings.TrimSpace(string(b))
-	netDir := filepath.Join(sysRoot, "class", "net")
+	netDir := kernel.ClassNetDir(sysRoot)
 	ents, err := os.ReadDir(netDir)
 	if err != nil {
 		return "", fmt.Errorf("list %s: %w", netDir, err)

@@ -15,6 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/cpuset"
+
+	"ctrperf/internal/kernel"
 )
 
 type fakeRuntime struct {
@@ -374,10 +376,11 @@ func TestParseInterruptNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	irqs, err := parseInterruptNames(f)
+	all, err := kernel.ParseInterrupts(f)
 	if err != nil {
 		t.Fatal(err)
 	}
+	irqs := interruptNames(all)
 	re := regexp.MustCompile(DefaultIRQPattern)
 	var nic []string
 	for _, irq := range irqs {

@@ -21,32 +21,18 @@ import (
 
 	"ctrperf/internal/image"
 	"ctrperf/internal/kernel"
+	"ctrperf/internal/testenv"
 )
 
 const spinRef = "ctrperf/isolate-spin:test"
 
 // dockerOrSkip returns a client of the engine on DOCKER_HOST or the default
-// socket; without one the test skips, or fails under CTRPERF_REQUIRE_DOCKER=1.
+// socket for a test that also needs root (cpusets, IRQ affinities, RPS
+// masks).
 func dockerOrSkip(t *testing.T) *client.Client {
 	t.Helper()
-	fail := t.Skipf
-	if os.Getenv("CTRPERF_REQUIRE_DOCKER") == "1" {
-		fail = t.Fatalf
-	}
-	if os.Geteuid() != 0 {
-		fail("needs root to write cpusets, IRQ affinities and RPS masks")
-	}
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		fail("docker client: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(ctx); err != nil {
-		fail("no Docker engine answers: %v", err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
+	testenv.RequireRoot(t, "to write cpusets, IRQ affinities and RPS masks")
+	return testenv.Docker(t)
 }
 
 // tenants starts n spin containers labelled for isolation and this run.
@@ -164,7 +150,7 @@ func realController(t *testing.T, cli *client.Client, runID, stateDir string, po
 	// A 2-CPU machine shares its CPUs with host processes (and here with
 	// parallel builds), so a spinning tenant may reach well under 90 % of
 	// its fair share: count 50 % as saturated.
-	rt := &DockerRuntime{Client: cli, Labels: []string{"ctrperf.run=" + runID}, Layout: kernel.DetectCgroups("/sys/fs/cgroup")}
+	rt := &DockerRuntime{Client: cli, Labels: []string{"ctrperf.run=" + runID}, Layout: kernel.DetectCgroups(kernel.CgroupMount)}
 	fs := CgroupFS{Layout: rt.Layout, Dirs: rt}
 	ctl, err := New(Config{Params: Params{Policy: policy, Demote: true, HotThreshold: 0.5, CoolThreshold: 0.2}, Interval: 200 * time.Millisecond, IRQRotate: time.Second,
 		CheckpointPath: filepath.Join(stateDir, "checkpoint.json"), NCPU: len(top.CPUs)},

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"ctrperf/internal/kernel"
 )
 
 // NetworkIRQs returns the interrupts of the machine's network devices, the
@@ -32,7 +34,7 @@ func NetworkIRQs(sysRoot, procRoot string) ([]IRQ, error) {
 	for _, irq := range listed {
 		names[irq.Num] = irq.Name
 	}
-	netDir := filepath.Join(sysRoot, "class", "net")
+	netDir := kernel.ClassNetDir(sysRoot)
 	ents, err := os.ReadDir(netDir)
 	if err != nil {
 		return nil, fmt.Errorf("list network interfaces: %w", err)

@@ -97,9 +97,15 @@ type Running struct {
 // engine (every call resolves the container afresh: for tools and tests;
 // the controller resolves from its cached membership).
 func DockerCgroups(cli client.APIClient, roots kernel.Roots) CgroupFS {
-	roots = roots.WithDefaults()
-	rt := &DockerRuntime{Client: cli, Roots: roots, Layout: kernel.DetectCgroups(roots.Cgroup)}
+	rt := newDockerRuntime(cli, roots)
 	return CgroupFS{Layout: rt.Layout, Dirs: rt}
+}
+
+// newDockerRuntime is the runtime over cli's engine with the cgroup layout
+// under roots detected once.
+func newDockerRuntime(cli client.APIClient, roots kernel.Roots) *DockerRuntime {
+	roots = roots.WithDefaults()
+	return &DockerRuntime{Client: cli, Roots: roots, Layout: kernel.DetectCgroups(roots.Cgroup)}
 }
 
 // actuators are the kernel writers of a controller over a Docker engine.
@@ -151,7 +157,8 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 		return nil, fmt.Errorf("no Docker engine answers (%v): isolate manages containers of a running engine; start one or set DOCKER_HOST", err)
 	}
 
-	rt := &DockerRuntime{Client: cli, All: o.All, Labels: o.Labels, Roots: o.Roots, Layout: kernel.DetectCgroups(o.Roots.Cgroup)}
+	rt := newDockerRuntime(cli, o.Roots)
+	rt.All, rt.Labels = o.All, o.Labels
 	fs, act := actuators(rt, o.Roots, len(top.CPUs))
 	if o.Params.Demotes() {
 		if _, err := os.Stat(filepath.Join(o.Roots.Cgroup, "cpu", "cpu.idle")); err != nil && rt.Layout.Mode != kernel.V2 {
@@ -260,7 +267,7 @@ func RestoreStateDir(ctx context.Context, cli client.APIClient, stateDir string,
 	if err != nil {
 		return false, err
 	}
-	rt := &DockerRuntime{Client: cli, Roots: roots, Layout: kernel.DetectCgroups(roots.Cgroup)}
+	rt := newDockerRuntime(cli, roots)
 	_, act := actuators(rt, roots, len(top.CPUs))
 	if err := RestoreCheckpoint(ctx, cp, act, emit); err != nil {
 		return false, fmt.Errorf("restore from %s: %w (the checkpoint is kept)", path, err)

@@ -80,6 +80,22 @@ func (l Layout) Dir(paths map[string]string, ctl string) (string, bool) {
 	return "", false
 }
 
+// HasV1 says whether controller ctl has a v1 hierarchy of its own
+// (<root>/<ctl>) in this layout.
+func (l Layout) HasV1(ctl string) bool {
+	return l.Mode != V2 && isDir(filepath.Join(l.Root, ctl))
+}
+
+// Path is the directory of the cgroup rel (a path relative to a hierarchy's
+// root, such as engine.Container.CgroupPath) for controller ctl: below the
+// controller's v1 hierarchy, or below the unified root on V2.
+func (l Layout) Path(ctl, rel string) string {
+	if l.Mode == V2 {
+		return filepath.Join(l.Unified, rel)
+	}
+	return filepath.Join(l.Root, ctl, rel)
+}
+
 // PressureDir is where a process's cgroup keeps cpu.pressure ("" when the
 // machine has no unified mount).
 func (l Layout) PressureDir(paths map[string]string) string {

@@ -25,10 +25,36 @@ type Roots struct {
 	Cgroup string // /sys/fs/cgroup
 }
 
+// Where the kernel's file systems are mounted on a real machine. Only
+// defaults are made of these: logic takes a root.
+const (
+	ProcMount   = "/proc"
+	SysMount    = "/sys"
+	CgroupMount = "/sys/fs/cgroup"
+)
+
 // DefaultRoots are the real ones.
 func DefaultRoots() Roots {
-	return Roots{Proc: "/proc", Sys: "/sys", Cgroup: "/sys/fs/cgroup"}
+	return Roots{Proc: ProcMount, Sys: SysMount, Cgroup: CgroupMount}
 }
+
+// ClassNetDir is where sysfs lists the network interfaces under sysRoot
+// (<sys>/class/net).
+func ClassNetDir(sysRoot string) string { return filepath.Join(sysRoot, "class", "net") }
+
+// LinkExists says whether the network interface name exists under sysRoot.
+func LinkExists(sysRoot, name string) bool {
+	_, err := os.Stat(filepath.Join(ClassNetDir(sysRoot), name))
+	return err == nil
+}
+
+// SelfMountinfo is the mount table of the reading process under procRoot
+// (<proc>/self/mountinfo).
+func SelfMountinfo(procRoot string) string { return filepath.Join(procRoot, "self", "mountinfo") }
+
+// SelfTaskDir lists the threads of the reading process under procRoot
+// (<proc>/self/task).
+func SelfTaskDir(procRoot string) string { return filepath.Join(procRoot, "self", "task") }
 
 // WithDefaults fills empty roots with the real ones.
 func (r Roots) WithDefaults() Roots {
@@ -52,7 +78,7 @@ func WriteFile(dir, file, value string) error {
 	p := filepath.Join(dir, file)
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
-		return fmt.Errorf("failed to write %q to %s in %s: %w", value, file, dir, err)
+		return fmt.Errorf("failed to write %q to %s in %s: %w", value, file, dir, unwrapPath(err))
 	}
 	_, werr := f.WriteString(value)
 	cerr := f.Close()
@@ -109,6 +135,34 @@ func ProcCgroups(procRoot string, pid int) (map[string]string, error) {
 	}
 	defer f.Close()
 	return ParseProcCgroup(f)
+}
+
+// ProcCgroupPath is the one cgroup path of a process (see CgroupPath),
+// from <procRoot>/<pid>/cgroup.
+func ProcCgroupPath(procRoot string, pid int) (string, error) {
+	paths, err := ProcCgroups(procRoot, pid)
+	if err != nil {
+		return "", err
+	}
+	p, ok := CgroupPath(paths)
+	if !ok {
+		return "", fmt.Errorf("cgroup of pid %d from %s: no cpu, cpuset or unified cgroup line",
+			pid, filepath.Join(procRoot, strconv.Itoa(pid), "cgroup"))
+	}
+	return p, nil
+}
+
+// CgroupPath picks the one path that names a process's cgroup from its
+// paths (as ParseProcCgroup returns them): the path below the cpu
+// controller on v1 (the same below every controller for containers and
+// ctrperf's own groups), else below cpuset, else the unified path.
+func CgroupPath(paths map[string]string) (string, bool) {
+	for _, k := range []string{"cpu", "cpuset", ""} {
+		if p := paths[k]; p != "" {
+			return p, true
+		}
+	}
+	return "", false
 }
 
 // ParseProcCgroup parses the lines "ID:controllers:path" of /proc/PID/cgroup.

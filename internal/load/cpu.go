@@ -10,10 +10,12 @@ import (
 
 	"golang.org/x/sys/unix"
 	"k8s.io/utils/cpuset"
+
+	"ctrperf/internal/kernel"
 )
 
 // DefaultTaskDir lists the threads of this process.
-const DefaultTaskDir = "/proc/self/task"
+var DefaultTaskDir = kernel.SelfTaskDir(kernel.ProcMount)
 
 // PinCPUs confines the generator to the CPUs of list (cpuset syntax, "1" or
 // "0-1"). Scope: the whole ctrperf process, because Go schedules goroutines

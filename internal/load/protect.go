@@ -5,20 +5,19 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/kernel"
 )
 
 // Where ProtectGenerator finds the kernel by default.
 const (
-	DefaultCgroupRoot = "/sys/fs/cgroup"
-	DefaultProcRoot   = "/proc"
+	DefaultCgroupRoot = kernel.CgroupMount
+	DefaultProcRoot   = kernel.ProcMount
 )
 
 // CPU weight of the generator's cgroup: ten times a container's default
@@ -106,12 +105,13 @@ func detectCPUHierarchy(root string) (cpuHierarchy, error) {
 	if _, err := os.Stat(filepath.Join(v1, "cpu.shares")); err == nil {
 		return cpuHierarchy{top: v1, file: "cpu.shares", value: GeneratorShares}, nil
 	}
-	b, err := os.ReadFile(filepath.Join(root, "cgroup.controllers"))
-	if err != nil {
+	l := kernel.DetectCgroups(root)
+	if l.Mode != kernel.V2 {
 		return cpuHierarchy{}, fmt.Errorf("no cpu controller under %s: neither a v1 hierarchy (cpu/cpu.shares) nor cgroup v2 (cgroup.controllers)", root)
 	}
-	if !slices.Contains(strings.Fields(string(b)), "cpu") {
-		return cpuHierarchy{}, fmt.Errorf("cgroup v2 at %s does not offer the cpu controller (cgroup.controllers: %q)", root, strings.TrimSpace(string(b)))
+	if !l.V2Controllers["cpu"] {
+		offered, _ := kernel.ReadFile(root, "cgroup.controllers")
+		return cpuHierarchy{}, fmt.Errorf("cgroup v2 at %s does not offer the cpu controller (cgroup.controllers: %q)", root, offered)
 	}
 	return cpuHierarchy{top: root, v2: true, file: "cpu.weight", value: GeneratorWeight}, nil
 }
@@ -126,7 +126,7 @@ func (p protector) protect() (Protection, func() error, error) {
 	if err := unix.Access(h.top, unix.W_OK); err != nil {
 		return Protection{}, nil, fmt.Errorf("cgroup hierarchy %s is not writable: %w", h.top, err)
 	}
-	cur, err := engine.CgroupPath(p.procRoot, p.pid)
+	cur, err := kernel.ProcCgroupPath(p.procRoot, p.pid)
 	if err != nil {
 		return Protection{}, nil, fmt.Errorf("find the generator's cgroup: %w", err)
 	}
@@ -142,7 +142,7 @@ func (p protector) protect() (Protection, func() error, error) {
 	if h.v2 {
 		// Children get cpu.weight only when their parent delegates the
 		// controller, level by level (as the host runtime does).
-		if err := writeCgroup(h.top, "cgroup.subtree_control", "+cpu"); err != nil {
+		if err := kernel.WriteFile(h.top, "cgroup.subtree_control", "+cpu"); err != nil {
 			return Protection{}, nil, err
 		}
 	}
@@ -150,7 +150,7 @@ func (p protector) protect() (Protection, func() error, error) {
 		return Protection{}, nil, fmt.Errorf("create cgroup %s: %w", parent, err)
 	}
 	if h.v2 {
-		if err := writeCgroup(parent, "cgroup.subtree_control", "+cpu"); err != nil {
+		if err := kernel.WriteFile(parent, "cgroup.subtree_control", "+cpu"); err != nil {
 			return Protection{}, nil, err
 		}
 	}
@@ -160,7 +160,7 @@ func (p protector) protect() (Protection, func() error, error) {
 	}
 	pid := strconv.Itoa(p.pid)
 	for _, w := range []struct{ file, value string }{{h.file, strconv.Itoa(h.value)}, {"cgroup.procs", pid}} {
-		if err := writeCgroup(dir, w.file, w.value); err != nil {
+		if err := kernel.WriteFile(dir, w.file, w.value); err != nil {
 			if rmErr := p.dirs.Rmdir(dir); rmErr != nil {
 				err = errors.Join(err, fmt.Errorf("remove cgroup %s: %w", dir, rmErr))
 			}
@@ -169,7 +169,7 @@ func (p protector) protect() (Protection, func() error, error) {
 	}
 	restore := func() error {
 		// cgroup.procs moves every thread of the process, as on the way in.
-		if err := writeCgroup(from, "cgroup.procs", pid); err != nil {
+		if err := kernel.WriteFile(from, "cgroup.procs", pid); err != nil {
 			return fmt.Errorf("move the generator back: %w", err)
 		}
 		if err := p.dirs.Rmdir(dir); err != nil {
@@ -178,22 +178,4 @@ func (p protector) protect() (Protection, func() error, error) {
 		return nil
 	}
 	return Protection{Dir: dir, File: h.file, Value: h.value}, restore, nil
-}
-
-// writeCgroup writes value to file in the cgroup dir. The error names all
-// three and wraps the system's, so errors.Is still sees the errno.
-func writeCgroup(dir, file, value string) error {
-	f, err := os.OpenFile(filepath.Join(dir, file), os.O_WRONLY|os.O_TRUNC, 0)
-	if err == nil {
-		_, err = f.WriteString(value)
-		err = errors.Join(err, f.Close())
-	}
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // the path is in the message already
-		}
-		return fmt.Errorf("write %q to %s in %s: %w", value, file, dir, err)
-	}
-	return nil
 }

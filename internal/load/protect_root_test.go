@@ -7,29 +7,19 @@ import (
 	"testing"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/kernel"
+	"ctrperf/internal/testenv"
 )
-
-// requireRoot skips a test that needs root, or fails it under
-// CTRPERF_REQUIRE_DOCKER=1 or CTRPERF_REQUIRE_ROOT=1 (CI).
-func requireRoot(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("CTRPERF_REQUIRE_DOCKER") == "1" || os.Getenv("CTRPERF_REQUIRE_ROOT") == "1" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
-}
 
 // TestProtectGeneratorRoot moves this test process into its own cgroup on
 // the real cgroup mount and back.
 func TestProtectGeneratorRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		requireRoot(t, "needs root to move a process between cgroups")
-	}
+	testenv.RequireRoot(t, "to move a process between cgroups")
 	if _, err := detectCPUHierarchy(DefaultCgroupRoot); err != nil {
-		requireRoot(t, err.Error())
+		testenv.SkipOrFailRoot(t, "%v", err)
 	}
 	pid := os.Getpid()
-	tasks := filepath.Join(DefaultProcRoot, "self", "task")
+	tasks := kernel.SelfTaskDir(DefaultProcRoot)
 	// every thread's cgroup in the cpu hierarchy must be want
 	allThreadsIn := func(want string) {
 		t.Helper()
@@ -42,7 +32,7 @@ func TestProtectGeneratorRoot(t *testing.T) {
 			if err != nil {
 				continue
 			}
-			got, err := engine.CgroupPath(tasks, tid)
+			got, err := kernel.ProcCgroupPath(tasks, tid)
 			if err != nil {
 				continue // the thread exited meanwhile
 			}
@@ -51,7 +41,7 @@ func TestProtectGeneratorRoot(t *testing.T) {
 			}
 		}
 	}
-	before, err := engine.CgroupPath(DefaultProcRoot, pid)
+	before, err := kernel.ProcCgroupPath(DefaultProcRoot, pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +58,7 @@ func TestProtectGeneratorRoot(t *testing.T) {
 	})
 	t.Logf("protected: %s (came from %s)", p, before)
 	want := "/" + filepath.Join(engine.NamePrefix, engine.GeneratorCgroupPrefix+strconv.Itoa(pid))
-	if got, err := engine.CgroupPath(DefaultProcRoot, pid); err != nil || got != want {
+	if got, err := kernel.ProcCgroupPath(DefaultProcRoot, pid); err != nil || got != want {
 		t.Errorf("/proc/self/cgroup says %q (%v), want %q", got, err, want)
 	}
 	allThreadsIn(want)
@@ -84,7 +74,7 @@ func TestProtectGeneratorRoot(t *testing.T) {
 	if err := restore(); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := engine.CgroupPath(DefaultProcRoot, pid); err != nil || got != before {
+	if got, err := kernel.ProcCgroupPath(DefaultProcRoot, pid); err != nil || got != before {
 		t.Errorf("after restore /proc/self/cgroup says %q (%v), want %q", got, err, before)
 	}
 	allThreadsIn(before)

@@ -168,7 +168,7 @@ func TestProtectGeneratorWriteErrorNamesPathAndValue(t *testing.T) {
 	}
 	writeFixture(t, filepath.Join(proc, "4242", "cgroup"), "1:cpu:/\n")
 	_, _, err := protector{cgroupRoot: root, procRoot: proc, pid: fakePid, dirs: fakeCgroupFS{files: []string{"cgroup.procs"}}}.protect()
-	want := `write "10240" to cpu.shares in ` + filepath.Join(root, "cpu", "ctrperf", "generator-4242") + ": "
+	want := `failed to write "10240" to cpu.shares in ` + filepath.Join(root, "cpu", "ctrperf", "generator-4242") + ": "
 	if err == nil || !strings.HasPrefix(err.Error(), want) || !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("err = %v; want it to start with %q and wrap ENOENT", err, want)
 	}

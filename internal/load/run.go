@@ -404,7 +404,7 @@ func (r *runner) measurement() (*results.Measurement, error) {
 	m := &results.Measurement{
 		DurationS:  window,
 		Operations: ops,
-		Metrics:    map[string]float64{"elapsed_s": elapsed},
+		Metrics:    map[string]float64{results.MetricElapsed: elapsed},
 		Load: &results.LoadStats{
 			Mode:       "closed",
 			CPUSeconds: (r.cpu1 - r.cpu0).Seconds(),
@@ -413,7 +413,7 @@ func (r *runner) measurement() (*results.Measurement, error) {
 	}
 	sessions := r.sessOK.Load() + r.sessFail.Load()
 	if window > 0 {
-		m.Metrics["throughput_per_s"] = float64(okTotal) / window
+		m.Metrics[results.MetricThroughput] = float64(okTotal) / window
 		m.Metrics["requests_per_s"] = float64(total) / window
 		m.Metrics["sessions_per_s"] = float64(sessions) / window
 	}

@@ -221,9 +221,9 @@ func ParseFio(r io.Reader) (*results.Measurement, error) {
 		}
 	}
 	m.DurationS = float64(maxRuntime) / 1000
-	m.Metrics["elapsed_s"] = m.DurationS
+	m.Metrics[results.MetricElapsed] = m.DurationS
 	m.Metrics["iops"] = iops
-	m.Metrics["throughput_per_s"] = iops
+	m.Metrics[results.MetricThroughput] = iops
 	m.Metrics["read_iops"] = readIOPS
 	m.Metrics["write_iops"] = writeIOPS
 	m.Metrics["read_bw_bytes_per_s"] = readBW
@@ -334,10 +334,10 @@ func ParseSysbench(r io.Reader, label string) (*results.Measurement, error) {
 			rate, _ := strconv.ParseFloat(c[3], 64)
 			switch c[1] {
 			case "transactions":
-				m.Metrics["transactions_per_s"] = rate
+				m.Metrics[results.MetricTransactions] = rate
 				haveTPS = true
 			case "queries":
-				m.Metrics["queries_per_s"] = rate
+				m.Metrics[results.MetricQueries] = rate
 			case "ignored errors":
 				m.Metrics["ignored_errors"] = float64(n)
 				if n > 0 {
@@ -363,7 +363,7 @@ func ParseSysbench(r io.Reader, label string) (*results.Measurement, error) {
 			haveEvents = true
 		case key == "total time":
 			m.DurationS = val
-			m.Metrics["elapsed_s"] = val
+			m.Metrics[results.MetricElapsed] = val
 		case key == "total number of events":
 			op.Count = int64(val)
 		case strings.HasPrefix(section, "Latency"):
@@ -390,11 +390,11 @@ func ParseSysbench(r io.Reader, label string) (*results.Measurement, error) {
 	}
 	switch {
 	case haveTPS:
-		m.Metrics["throughput_per_s"] = m.Metrics["transactions_per_s"]
+		m.Metrics[results.MetricThroughput] = m.Metrics[results.MetricTransactions]
 	case haveEvents:
-		m.Metrics["throughput_per_s"] = m.Metrics["events_per_s"]
+		m.Metrics[results.MetricThroughput] = m.Metrics["events_per_s"]
 	case m.DurationS > 0:
-		m.Metrics["throughput_per_s"] = float64(op.Count) / m.DurationS
+		m.Metrics[results.MetricThroughput] = float64(op.Count) / m.DurationS
 	}
 	m.Operations[label] = op
 	return m, nil
@@ -516,7 +516,7 @@ func stressMeasurement(rows []stressRow) *results.Measurement {
 			m.DurationS = r.real
 		}
 	}
-	m.Metrics["throughput_per_s"] = total
-	m.Metrics["elapsed_s"] = m.DurationS
+	m.Metrics[results.MetricThroughput] = total
+	m.Metrics[results.MetricElapsed] = m.DurationS
 	return m
 }

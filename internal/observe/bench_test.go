@@ -1,6 +1,10 @@
 package observe
 
-import "testing"
+import (
+	"testing"
+
+	"ctrperf/internal/results"
+)
 
 // BenchmarkSamplers measures one reading of each sampler on this machine's
 // real /proc and /sys: the observer's overhead is their sum per interval.
@@ -16,7 +20,7 @@ func BenchmarkSamplers(b *testing.B) {
 		b.Run(sm.name(), func(b *testing.B) {
 			fail := func(string, error) {}
 			for b.Loop() {
-				var s Sample
+				var s results.Sample
 				if err := sm.sample(1, &s, fail); err != nil {
 					b.Fatal(err)
 				}

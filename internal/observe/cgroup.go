@@ -14,39 +14,9 @@ import (
 	"sync"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/kernel"
+	"ctrperf/internal/results"
 )
-
-// CgroupVersion is the cgroup hierarchy a root holds.
-type CgroupVersion int
-
-const (
-	CgroupUnknown CgroupVersion = iota
-	CgroupV1                    // one hierarchy per controller: <root>/cpuacct, <root>/memory, ...
-	CgroupV2                    // the unified hierarchy: <root>/cgroup.controllers
-)
-
-func (v CgroupVersion) String() string {
-	switch v {
-	case CgroupV1:
-		return "v1"
-	case CgroupV2:
-		return "v2"
-	}
-	return "unknown"
-}
-
-// DetectCgroup says which cgroup version is mounted at root. A hybrid
-// machine (v1 controllers plus an empty v2 at <root>/unified) is v1: that is
-// where the CPU and memory accounting lives.
-func DetectCgroup(root string) CgroupVersion {
-	if _, err := os.Stat(filepath.Join(root, "cpuacct")); err == nil {
-		return CgroupV1
-	}
-	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err == nil {
-		return CgroupV2
-	}
-	return CgroupUnknown
-}
 
 // ContainersOf lists the containers of a deployed target for the observer,
 // keyed by service name ("app", "db") so that series of different runs line
@@ -82,15 +52,28 @@ type cgroupCounters struct {
 
 // containerSampler reads the cgroups of a list of containers.
 type containerSampler struct {
-	root  string
-	mayGo bool // a cgroup that disappears after a reading is no failure
-	mu    sync.Mutex
-	list  []Container
-	prev  map[string]cgroupCounters // by container name
+	cgroups kernel.Layout // detected once, when the observer starts
+	mayGo   bool          // a cgroup that disappears after a reading is no failure
+	mu      sync.Mutex
+	list    []Container
+	prev    map[string]cgroupCounters // by container name
 }
 
 func newContainerSampler(root string, list []Container) *containerSampler {
-	return &containerSampler{root: root, list: list, prev: map[string]cgroupCounters{}}
+	return &containerSampler{cgroups: kernel.DetectCgroups(root), list: list, prev: map[string]cgroupCounters{}}
+}
+
+// accountingV2 says where a layout keeps the containers' accounting: in v1
+// hierarchies (cpuacct, cpu, memory, blkio; a hybrid machine's empty
+// unified mount has none) or in the unified one.
+func accountingV2(l kernel.Layout) (bool, error) {
+	switch {
+	case l.Mode == kernel.V2:
+		return true, nil
+	case l.HasV1("cpuacct"):
+		return false, nil
+	}
+	return false, fmt.Errorf("no cgroup v1 (cpuacct) or v2 (cgroup.controllers) hierarchy at %s", l.Root)
 }
 
 func (c *containerSampler) set(list []Container) {
@@ -101,16 +84,16 @@ func (c *containerSampler) set(list []Container) {
 
 func (c *containerSampler) name() string { return "containers" }
 
-func (c *containerSampler) sample(dt float64, s *Sample, fail func(string, error)) error {
+func (c *containerSampler) sample(dt float64, s *results.Sample, fail func(string, error)) error {
 	c.mu.Lock()
 	list := c.list
 	c.mu.Unlock()
 	if len(list) == 0 {
 		return nil
 	}
-	ver := DetectCgroup(c.root)
-	if ver == CgroupUnknown {
-		return fmt.Errorf("no cgroup v1 (cpuacct) or v2 (cgroup.controllers) hierarchy at %s", c.root)
+	v2, err := accountingV2(c.cgroups)
+	if err != nil {
+		return err
 	}
 	cur := make(map[string]cgroupCounters, len(list))
 	for _, ct := range list {
@@ -118,10 +101,10 @@ func (c *containerSampler) sample(dt float64, s *Sample, fail func(string, error
 			cnt cgroupCounters
 			err error
 		)
-		if ver == CgroupV1 {
-			cnt, err = readCgroupV1(c.root, ct.CgroupPath)
+		if v2 {
+			cnt, err = readCgroupV2(c.cgroups, ct.CgroupPath)
 		} else {
-			cnt, err = readCgroupV2(c.root, ct.CgroupPath)
+			cnt, err = readCgroupV1(c.cgroups, ct.CgroupPath)
 		}
 		p, seen := c.prev[ct.Name]
 		if err != nil {
@@ -139,7 +122,7 @@ func (c *containerSampler) sample(dt float64, s *Sample, fail func(string, error
 			continue // first reading, or a new cgroup under the same name
 		}
 		if s.Containers == nil {
-			s.Containers = map[string]ContainerStats{}
+			s.Containers = map[string]results.ContainerStats{}
 		}
 		s.Containers[ct.Name] = containerRates(p, cnt, dt)
 	}
@@ -150,14 +133,14 @@ func (c *containerSampler) sample(dt float64, s *Sample, fail func(string, error
 // containerRates turns two readings dt seconds apart into the figures of
 // one interval: CPU in percent of one CPU, throttled periods and seconds
 // during the interval, memory as a level, block I/O in bytes per second.
-func containerRates(p, c cgroupCounters, dt float64) ContainerStats {
+func containerRates(p, c cgroupCounters, dt float64) results.ContainerStats {
 	d := func(a, b uint64) float64 {
 		if b < a {
 			return 0
 		}
 		return float64(b - a)
 	}
-	return ContainerStats{
+	return results.ContainerStats{
 		CPUPercent:       d(p.cpuNs, c.cpuNs) / 1e9 / dt * 100,
 		ThrottledPeriods: d(p.throttledPeriods, c.throttledPeriods),
 		ThrottledS:       d(p.throttledNs, c.throttledNs) / 1e9,
@@ -175,24 +158,23 @@ var errNoCPUAccounting = errors.New("no CPU accounting")
 // blkio.throttle.io_service_bytes below each controller's root. Note that
 // since Linux 6.x the v1 blkio throttle counters only move on devices that
 // have a throttle limit configured in that cgroup; without one they stay 0.
-func readCgroupV1(root, path string) (cgroupCounters, error) {
+func readCgroupV1(l kernel.Layout, path string) (cgroupCounters, error) {
 	var cnt cgroupCounters
-	usage := filepath.Join(root, "cpuacct", path, "cpuacct.usage")
-	v, err := readUintFile(usage)
+	usage, err := kernel.CPUUsage(l.Path("cpuacct", path))
 	if err != nil {
 		return cnt, fmt.Errorf("%w: %w", errNoCPUAccounting, err)
 	}
-	cnt.cpuNs = v
+	cnt.cpuNs = uint64(usage)
 	var errs []error
-	if kv, err := readKeyedFile(filepath.Join(root, "cpu", path, "cpu.stat")); err != nil {
+	if kv, err := readKeyedFile(filepath.Join(l.Path("cpu", path), "cpu.stat")); err != nil {
 		errs = append(errs, err)
 	} else {
 		cnt.throttledPeriods, cnt.throttledNs = kv["nr_throttled"], kv["throttled_time"]
 	}
-	if cnt.memBytes, err = readUintFile(filepath.Join(root, "memory", path, "memory.usage_in_bytes")); err != nil {
+	if cnt.memBytes, err = readUintFile(filepath.Join(l.Path("memory", path), "memory.usage_in_bytes")); err != nil {
 		errs = append(errs, err)
 	}
-	blk := filepath.Join(root, "blkio", path, "blkio.throttle.io_service_bytes")
+	blk := filepath.Join(l.Path("blkio", path), "blkio.throttle.io_service_bytes")
 	if b, err := os.ReadFile(blk); err != nil {
 		errs = append(errs, err)
 	} else if cnt.readBytes, cnt.writeBytes, err = parseBlkioServiceBytes(bytes.NewReader(b)); err != nil {
@@ -202,20 +184,20 @@ func readCgroupV1(root, path string) (cgroupCounters, error) {
 }
 
 // readCgroupV2 reads cpu.stat, memory.current and io.stat of one cgroup.
-func readCgroupV2(root, path string) (cgroupCounters, error) {
+func readCgroupV2(l kernel.Layout, path string) (cgroupCounters, error) {
 	var cnt cgroupCounters
-	dir := filepath.Join(root, path)
-	kv, err := readKeyedFile(filepath.Join(dir, "cpu.stat"))
+	dir := l.Path("", path)
+	usage, err := kernel.CPUUsage(dir)
 	if err != nil {
 		return cnt, fmt.Errorf("%w: %w", errNoCPUAccounting, err)
 	}
-	usec, ok := kv["usage_usec"]
-	if !ok {
-		return cnt, fmt.Errorf("%w: %s has no usage_usec", errNoCPUAccounting, filepath.Join(dir, "cpu.stat"))
-	}
-	cnt.cpuNs = usec * 1000
-	cnt.throttledPeriods, cnt.throttledNs = kv["nr_throttled"], kv["throttled_usec"]*1000
+	cnt.cpuNs = uint64(usage)
 	var errs []error
+	if kv, err := readKeyedFile(filepath.Join(dir, "cpu.stat")); err != nil {
+		errs = append(errs, err)
+	} else {
+		cnt.throttledPeriods, cnt.throttledNs = kv["nr_throttled"], kv["throttled_usec"]*1000
+	}
 	if cnt.memBytes, err = readUintFile(filepath.Join(dir, "memory.current")); err != nil {
 		errs = append(errs, err)
 	}

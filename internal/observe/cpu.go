@@ -6,6 +6,8 @@ import (
 	"strconv"
 
 	"github.com/prometheus/procfs"
+
+	"ctrperf/internal/results"
 )
 
 // cpuSampler computes mpstat figures per CPU and for all CPUs, the context
@@ -19,7 +21,7 @@ func newCPUSampler(procRoot string) *cpuSampler { return &cpuSampler{procRoot: p
 
 func (c *cpuSampler) name() string { return "cpu" }
 
-func (c *cpuSampler) sample(dt float64, s *Sample, _ func(string, error)) error {
+func (c *cpuSampler) sample(dt float64, s *results.Sample, _ func(string, error)) error {
 	fs, err := procfs.NewFS(c.procRoot)
 	if err != nil {
 		return fmt.Errorf("open proc root %s: %w", c.procRoot, err)
@@ -32,7 +34,7 @@ func (c *cpuSampler) sample(dt float64, s *Sample, _ func(string, error)) error 
 	s.RunQueue = float64(st.ProcessesRunning)
 	s.BlockedProcs = float64(st.ProcessesBlocked)
 	if dt > 0 && c.prev != nil {
-		s.CPU = make(map[string]CPUPercent, len(st.CPU)+1)
+		s.CPU = make(map[string]results.CPUPercent, len(st.CPU)+1)
 		s.CPU["all"] = cpuPercent(c.prev.CPUTotal, st.CPUTotal)
 		for id, cur := range st.CPU {
 			if p, ok := c.prev.CPU[id]; ok {
@@ -51,17 +53,17 @@ func (c *cpuSampler) sample(dt float64, s *Sample, _ func(string, error)) error 
 // in percent of the time that passed on that CPU. Guest time is already
 // part of user (and guest_nice of nice) in /proc/stat, so it is not added
 // again. A field that went backwards (iowait can on idle CPUs) counts as 0.
-func cpuPercent(prev, cur procfs.CPUStat) CPUPercent {
+func cpuPercent(prev, cur procfs.CPUStat) results.CPUPercent {
 	d := func(a, b float64) float64 { return max(0, b-a) }
 	user, nice, sys := d(prev.User, cur.User), d(prev.Nice, cur.Nice), d(prev.System, cur.System)
 	idle, iowait := d(prev.Idle, cur.Idle), d(prev.Iowait, cur.Iowait)
 	irq, soft, steal := d(prev.IRQ, cur.IRQ), d(prev.SoftIRQ, cur.SoftIRQ), d(prev.Steal, cur.Steal)
 	total := user + nice + sys + idle + iowait + irq + soft + steal
 	if total == 0 {
-		return CPUPercent{}
+		return results.CPUPercent{}
 	}
 	pct := func(v float64) float64 { return 100 * v / total }
-	return CPUPercent{
+	return results.CPUPercent{
 		User: pct(user), Nice: pct(nice), System: pct(sys), IOWait: pct(iowait),
 		IRQ: pct(irq), SoftIRQ: pct(soft), Steal: pct(steal), Idle: pct(idle),
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 
 	"github.com/prometheus/procfs/blockdevice"
+
+	"ctrperf/internal/results"
 )
 
 // diskSampler computes iostat -x figures from /proc/diskstats deltas.
@@ -29,7 +31,7 @@ func newDiskSampler(procRoot, sysRoot string, devices []string, partitions bool)
 
 func (d *diskSampler) name() string { return "disk" }
 
-func (d *diskSampler) sample(dt float64, s *Sample, _ func(string, error)) error {
+func (d *diskSampler) sample(dt float64, s *results.Sample, _ func(string, error)) error {
 	fs, err := blockdevice.NewFS(d.procRoot, d.sysRoot)
 	if err != nil {
 		return fmt.Errorf("open block device statistics under %s and %s: %w", d.procRoot, d.sysRoot, err)
@@ -59,7 +61,7 @@ func (d *diskSampler) sample(dt float64, s *Sample, _ func(string, error)) error
 				continue // counters went backwards (device re-created)
 			}
 			if s.Disks == nil {
-				s.Disks = map[string]DiskStats{}
+				s.Disks = map[string]results.DiskStats{}
 			}
 			s.Disks[name] = ds
 		}
@@ -93,16 +95,16 @@ func (d *diskSampler) keep(st blockdevice.Diskstats) bool {
 // device had requests in flight over the interval (clamped at 100, because the
 // kernel's and our clock's notions of the interval differ slightly). ok is
 // false when a counter went backwards.
-func iostatX(prev, cur blockdevice.IOStats, dt float64) (DiskStats, bool) {
+func iostatX(prev, cur blockdevice.IOStats, dt float64) (results.DiskStats, bool) {
 	if cur.ReadIOs < prev.ReadIOs || cur.WriteIOs < prev.WriteIOs ||
 		cur.ReadSectors < prev.ReadSectors || cur.WriteSectors < prev.WriteSectors ||
 		cur.ReadTicks < prev.ReadTicks || cur.WriteTicks < prev.WriteTicks ||
 		cur.IOsTotalTicks < prev.IOsTotalTicks || cur.WeightedIOTicks < prev.WeightedIOTicks {
-		return DiskStats{}, false
+		return results.DiskStats{}, false
 	}
 	rIOs := float64(cur.ReadIOs - prev.ReadIOs)
 	wIOs := float64(cur.WriteIOs - prev.WriteIOs)
-	ds := DiskStats{
+	ds := results.DiskStats{
 		ReadsPerS:    rIOs / dt,
 		WritesPerS:   wIOs / dt,
 		ReadKBPerS:   float64(cur.ReadSectors-prev.ReadSectors) / 2 / dt, // 512-byte sectors

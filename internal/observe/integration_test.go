@@ -28,17 +28,9 @@ import (
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/engine/daemon"
+	"ctrperf/internal/results"
+	"ctrperf/internal/testenv"
 )
-
-// requireOrSkip skips an integration test whose precondition is missing,
-// unless CI asks for it to fail instead.
-func requireOrSkip(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("CTRPERF_REQUIRE_DOCKER") == "1" || os.Getenv("CTRPERF_REQUIRE_ROOT") == "1" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
-}
 
 func testRunID(t *testing.T) string {
 	t.Helper()
@@ -78,7 +70,7 @@ func backingDisk(t *testing.T, path string) string {
 }
 
 // writtenKB sums wkB over the samples of one device, and the writes.
-func writtenKB(s *Series, dev string) (kb, ios float64) {
+func writtenKB(s *results.Series, dev string) (kb, ios float64) {
 	prev := 0.0
 	for _, smp := range s.Samples {
 		dt := smp.T - prev
@@ -95,12 +87,10 @@ func writtenKB(s *Series, dev string) (kb, ios float64) {
 // device agree with fio's own figures, and the writes show on the disk
 // holding the image.
 func TestLoopDeviceFioRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		requireOrSkip(t, "needs root for losetup and mount")
-	}
+	testenv.RequireRoot(t, "losetup and mount")
 	for _, tool := range []string{"fio", "losetup", "mkfs.ext4", "mount", "umount"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			requireOrSkip(t, tool+" not installed")
+			testenv.SkipOrFailRoot(t, "%s not installed", tool)
 		}
 	}
 	dir, err := os.MkdirTemp("/var/tmp", "ctrperf-observe-loop-")
@@ -187,24 +177,6 @@ func TestLoopDeviceFioRoot(t *testing.T) {
 	if len(s.Unavailable) > 0 {
 		t.Logf("unavailable: %v", s.Unavailable)
 	}
-}
-
-// dockerOrSkip returns a client of the engine DOCKER_HOST (or the default
-// socket) names, or skips.
-func dockerOrSkip(t *testing.T) *client.Client {
-	t.Helper()
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		requireOrSkip(t, "no Docker client: "+err.Error())
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(ctx); err != nil {
-		cli.Close()
-		requireOrSkip(t, "no Docker engine: "+err.Error())
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
 }
 
 // buildHTTPImage builds testdata/httpd into a FROM-scratch image labelled
@@ -352,7 +324,7 @@ func waitHTTP(t *testing.T, url string) {
 
 // observeTraffic drives url for d under an observer whose groups include
 // "this-proxy", the docker-proxy of the published port, and summarises.
-func observeTraffic(t *testing.T, port string, d time.Duration) (Summary, int) {
+func observeTraffic(t *testing.T, port string, d time.Duration) (results.Summary, int) {
 	t.Helper()
 	url := "http://127.0.0.1:" + port + "/"
 	waitHTTP(t, url)
@@ -367,14 +339,14 @@ func observeTraffic(t *testing.T, port string, d time.Duration) (Summary, int) {
 		t.Fatal(err)
 	}
 	n := drive(t, url, d)
-	return Summarize(o.Stop()), n
+	return results.Summarize(o.Stop()), n
 }
 
 // TestPublishedPortProxyDocker: traffic to a port published on 127.0.0.1
 // goes through docker-proxy (the userland proxy is on by default), and the
 // per-process series shows its CPU.
 func TestPublishedPortProxyDocker(t *testing.T) {
-	cli := dockerOrSkip(t)
+	cli := testenv.Docker(t)
 	runID := testRunID(t)
 	ref := buildHTTPImage(t, cli, runID)
 	port := startPublished(t, cli, ref, runID)
@@ -394,12 +366,10 @@ func TestPublishedPortProxyDocker(t *testing.T) {
 // userland_proxy: false, the same traffic takes iptables (hairpin NAT) and
 // no docker-proxy serves the port.
 func TestNoUserlandProxyDocker(t *testing.T) {
-	cli := dockerOrSkip(t)
-	if os.Geteuid() != 0 {
-		requireOrSkip(t, "a private engine needs root")
-	}
+	cli := testenv.Docker(t)
+	testenv.RequireRoot(t, "a private engine")
 	if _, err := exec.LookPath("dockerd"); err != nil {
-		requireOrSkip(t, "a private engine needs dockerd")
+		testenv.SkipOrFail(t, "a private engine needs dockerd")
 	}
 	runID := testRunID(t)
 	ctx := context.Background()

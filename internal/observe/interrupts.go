@@ -1,12 +1,10 @@
 package observe
 
 import (
-	"fmt"
-	"path/filepath"
-	"strconv"
 	"strings"
 
-	"github.com/prometheus/procfs"
+	"ctrperf/internal/kernel"
+	"ctrperf/internal/results"
 )
 
 // interruptSampler computes per-IRQ, per-CPU interrupt rates from
@@ -23,32 +21,14 @@ func newInterruptSampler(procRoot string) *interruptSampler {
 
 func (i *interruptSampler) name() string { return "interrupts" }
 
-func (i *interruptSampler) sample(dt float64, s *Sample, _ func(string, error)) error {
-	fs, err := procfs.NewFS(i.procRoot)
+func (i *interruptSampler) sample(dt float64, s *results.Sample, _ func(string, error)) error {
+	irqs, err := kernel.Interrupts(i.procRoot)
 	if err != nil {
-		return fmt.Errorf("open proc root %s: %w", i.procRoot, err)
-	}
-	// procfs reads /proc/interrupts through a process handle; any process
-	// will do, and self exists on every real proc root.
-	self, err := fs.Self()
-	if err != nil {
-		return fmt.Errorf("find a process under %s to read interrupts through: %w", i.procRoot, err)
-	}
-	irqs, err := self.Interrupts()
-	if err != nil {
-		return fmt.Errorf("read %s: %w", filepath.Join(i.procRoot, "interrupts"), err)
+		return err
 	}
 	cur := make(map[string][]uint64, len(irqs))
-	for num, irq := range irqs {
-		counts := make([]uint64, len(irq.Values))
-		for c, v := range irq.Values {
-			n, err := strconv.ParseUint(v, 10, 64)
-			if err != nil {
-				return fmt.Errorf("interrupts: IRQ %s CPU %d: count %q: %w", num, c, v, err)
-			}
-			counts[c] = n
-		}
-		cur[interruptKey(num, irq)] = counts
+	for _, irq := range irqs {
+		cur[interruptKey(irq)] = irq.Counts
 	}
 	if dt > 0 && i.prev != nil {
 		s.Interrupts = perCPURates(i.prev, cur, dt, true)
@@ -60,15 +40,15 @@ func (i *interruptSampler) sample(dt float64, s *Sample, _ func(string, error)) 
 // interruptKey names a numbered IRQ "N:device" (the last word of its line,
 // e.g. "38:virtio2-input.0") so that a NIC queue or a disk is recognisable
 // without /proc/irq; named ones (LOC, RES, ...) keep their name.
-func interruptKey(num string, irq procfs.Interrupt) string {
-	if _, err := strconv.Atoi(num); err != nil {
-		return num
+func interruptKey(irq kernel.Interrupt) string {
+	if _, ok := irq.Number(); !ok {
+		return irq.IRQ
 	}
 	f := strings.Fields(irq.Devices)
 	if len(f) == 0 {
-		return num
+		return irq.IRQ
 	}
-	return num + ":" + f[len(f)-1]
+	return irq.IRQ + ":" + f[len(f)-1]
 }
 
 // perCPURates turns two readings of per-CPU counters into rates per second.

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 
 	"github.com/prometheus/procfs"
+
+	"ctrperf/internal/results"
 )
 
 // memorySampler reads memory levels from /proc/meminfo.
@@ -15,7 +17,7 @@ func newMemorySampler(procRoot string) *memorySampler { return &memorySampler{pr
 
 func (m *memorySampler) name() string { return "memory" }
 
-func (m *memorySampler) sample(dt float64, s *Sample, _ func(string, error)) error {
+func (m *memorySampler) sample(dt float64, s *results.Sample, _ func(string, error)) error {
 	fs, err := procfs.NewFS(m.procRoot)
 	if err != nil {
 		return fmt.Errorf("open proc root %s: %w", m.procRoot, err)

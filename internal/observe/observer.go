@@ -1,3 +1,14 @@
+// Package observe samples what the machine did during a run: per-device disk
+// statistics computed as iostat -x does, per-CPU time as mpstat does,
+// interrupts and softirqs per CPU, context switches, run queue and memory,
+// per-container cgroup CPU / throttling / memory / block I/O, and the CPU of
+// the processes that make up the container infrastructure (dockerd,
+// containerd, shims, docker-proxy) and of the load generator.
+//
+// Every kernel file is read through injectable roots (proc, sys, cgroup) so
+// that parsers are tested on fixture trees. A sampler that fails is recorded
+// as unavailable with its reason; the others carry on. What is recorded is
+// results.Series, the schema the reports read.
 package observe
 
 import (
@@ -7,6 +18,9 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"ctrperf/internal/kernel"
+	"ctrperf/internal/results"
 )
 
 // Container is a container whose cgroup the observer samples.
@@ -14,7 +28,7 @@ type Container struct {
 	Name string `json:"name"`
 	// CgroupPath is relative to each controller's root on cgroup v1 (e.g.
 	// "/docker/<id>" with the cgroupfs driver) and to the unified root on
-	// v2 (e.g. "/system.slice/docker-<id>.scope"), as engine.Container gives it.
+	// v2 (e.g. /system.slice/docker-<id>.scope), as engine.Container gives it.
 	CgroupPath string `json:"cgroup_path"`
 }
 
@@ -96,7 +110,7 @@ func WithClock(c Clock) Option { return func(o *Observer) { o.clock = c } }
 
 // WithOnSample registers a function called with every sample as soon as it
 // is taken, from the sampling goroutine (live output of `ctrperf observe`).
-func WithOnSample(f func(Sample)) Option { return func(o *Observer) { o.onSample = f } }
+func WithOnSample(f func(results.Sample)) Option { return func(o *Observer) { o.onSample = f } }
 
 // Observer runs the samplers every interval between Start and Stop and keeps
 // every sample: summaries are computed later from the raw series.
@@ -109,7 +123,7 @@ type Observer struct {
 	groups                        map[string]ProcessMatcher
 	devices                       []string
 	partitions                    bool
-	onSample                      func(Sample)
+	onSample                      func(results.Sample)
 
 	mu       sync.Mutex
 	samplers []sampler
@@ -118,7 +132,7 @@ type Observer struct {
 	stopped  bool
 	start    time.Time
 	last     time.Time
-	series   Series
+	series   results.Series
 	fails    map[string]*failure
 	attempts int
 	cancel   context.CancelFunc
@@ -137,15 +151,15 @@ type failure struct {
 // a key of their own, a failure of the whole sampler is returned.
 type sampler interface {
 	name() string
-	sample(dt float64, s *Sample, fail func(key string, err error)) error
+	sample(dt float64, s *results.Sample, fail func(key string, err error)) error
 }
 
 // New returns an observer; nothing is read until Start.
 func New(opts ...Option) *Observer {
 	o := &Observer{
-		procRoot:   "/proc",
-		sysRoot:    "/sys",
-		cgroupRoot: "/sys/fs/cgroup",
+		procRoot:   kernel.ProcMount,
+		sysRoot:    kernel.SysMount,
+		cgroupRoot: kernel.CgroupMount,
 		interval:   time.Second,
 		clock:      realClock{},
 		groups:     DefaultProcessGroups(),
@@ -180,7 +194,7 @@ func (o *Observer) Start(ctx context.Context) error {
 	}
 	o.start = o.clock.Now()
 	o.last = o.start
-	o.runSamplers(0, &Sample{}) // the first reading only primes the counters
+	o.runSamplers(0, &results.Sample{}) // the first reading only primes the counters
 	ctx, o.cancel = context.WithCancel(ctx)
 	o.done = make(chan struct{})
 	ticks, stop := o.clock.NewTicker(o.interval)
@@ -220,7 +234,7 @@ func (o *Observer) SetContainers(cs []Container) {
 // really passed) unless less than a tenth of an interval has passed, so
 // that the tail of a run is not lost. Stop is safe without Start and more
 // than once.
-func (o *Observer) Stop() *Series {
+func (o *Observer) Stop() *results.Series {
 	o.mu.Lock()
 	if o.started && !o.stopped {
 		o.stopped = true
@@ -238,27 +252,27 @@ func (o *Observer) Stop() *Series {
 	}
 	defer o.mu.Unlock()
 	out := o.series
-	out.Samples = append([]Sample(nil), o.series.Samples...)
+	out.Samples = append([]results.Sample(nil), o.series.Samples...)
 	out.Unavailable = o.unavailable()
 	return &out
 }
 
 // tick takes one sample; the caller holds mu.
-func (o *Observer) tick() (Sample, bool) {
+func (o *Observer) tick() (results.Sample, bool) {
 	now := o.clock.Now()
 	dt := now.Sub(o.last).Seconds()
 	if dt <= 0 {
-		return Sample{}, false
+		return results.Sample{}, false
 	}
 	o.last = now
-	s := Sample{T: now.Sub(o.start).Seconds()}
+	s := results.Sample{T: now.Sub(o.start).Seconds()}
 	o.attempts++
 	o.runSamplers(dt, &s)
 	o.series.Samples = append(o.series.Samples, s)
 	return s, true
 }
 
-func (o *Observer) runSamplers(dt float64, s *Sample) {
+func (o *Observer) runSamplers(dt float64, s *results.Sample) {
 	fail := func(key string, err error) {
 		f := o.fails[key]
 		if f == nil {

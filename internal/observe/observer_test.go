@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"ctrperf/internal/results"
 )
 
 // fakeClock ticks only when the test says so.
@@ -74,7 +76,7 @@ func copyTree(t *testing.T, src, dst string) {
 
 // runFixture observes testdata/<name>/t0 then t1, dt apart, and returns
 // the series (one sample).
-func runFixture(t *testing.T, name string, dt time.Duration, opts ...Option) *Series {
+func runFixture(t *testing.T, name string, dt time.Duration, opts ...Option) *results.Series {
 	t.Helper()
 	root := t.TempDir()
 	roots := []string{"proc", "sys", "cgroup"}
@@ -88,11 +90,11 @@ func runFixture(t *testing.T, name string, dt time.Duration, opts ...Option) *Se
 	}
 	load("t0")
 	clk := newFakeClock()
-	got := make(chan Sample, 1)
+	got := make(chan results.Sample, 1)
 	o := New(append([]Option{
 		WithRoots(filepath.Join(root, "proc"), filepath.Join(root, "sys"), filepath.Join(root, "cgroup")),
 		WithClock(clk), WithInterval(dt),
-		WithOnSample(func(s Sample) { got <- s }),
+		WithOnSample(func(s results.Sample) { got <- s }),
 	}, opts...)...)
 	if err := o.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -362,9 +364,9 @@ func TestObserverSetContainers(t *testing.T) {
 	root := t.TempDir()
 	copyTree(t, "testdata/host-v1/t0", root)
 	clk := newFakeClock()
-	got := make(chan Sample, 4)
+	got := make(chan results.Sample, 4)
 	o := New(WithClock(clk), WithRoots(filepath.Join(root, "proc"), filepath.Join(root, "sys"), filepath.Join(root, "cgroup")),
-		WithOnSample(func(s Sample) { got <- s }))
+		WithOnSample(func(s results.Sample) { got <- s }))
 	if err := o.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -427,10 +429,10 @@ func TestContainerGoneAfterReading(t *testing.T) {
 			root := t.TempDir()
 			copyTree(t, "testdata/host-v1/t0", root)
 			clk := newFakeClock()
-			got := make(chan Sample, 4)
+			got := make(chan results.Sample, 4)
 			o := New(WithClock(clk), WithRoots(filepath.Join(root, "proc"), filepath.Join(root, "sys"), filepath.Join(root, "cgroup")),
 				WithContainers([]Container{{Name: "web", CgroupPath: "/docker/" + v1Container}}),
-				WithContainersMayGo(tc.mayGo), WithOnSample(func(s Sample) { got <- s }))
+				WithContainersMayGo(tc.mayGo), WithOnSample(func(s results.Sample) { got <- s }))
 			if err := o.Start(context.Background()); err != nil {
 				t.Fatal(err)
 			}

@@ -6,10 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	"ctrperf/internal/engine"
-
 	"github.com/prometheus/procfs"
 	"github.com/prometheus/procfs/blockdevice"
+
+	"ctrperf/internal/engine"
+	"ctrperf/internal/kernel"
+	"ctrperf/internal/results"
 )
 
 func TestParseBlkioServiceBytes(t *testing.T) {
@@ -69,16 +71,16 @@ func TestIostatX(t *testing.T) {
 		desc   string
 		cur    blockdevice.IOStats
 		dt     float64
-		want   DiskStats
+		want   results.DiskStats
 		wantOK bool
 	}{
-		{"idle device: zero rates, no await", base, 1, DiskStats{}, true},
+		{"idle device: zero rates, no await", base, 1, results.DiskStats{}, true},
 		{"writes only over 2 s", func() blockdevice.IOStats {
 			c := base
 			c.WriteIOs, c.WriteSectors, c.WriteTicks, c.IOsTotalTicks, c.WeightedIOTicks = 110, 2148, 405, 1050, 460
 			return c
-		}(), 2, DiskStats{WritesPerS: 50, WriteKBPerS: 512, WriteAwaitMs: 4, AvgQueueSize: 0.2, UtilPercent: 50}, true},
-		{"counter went backwards (device re-created)", blockdevice.IOStats{}, 1, DiskStats{}, false},
+		}(), 2, results.DiskStats{WritesPerS: 50, WriteKBPerS: 512, WriteAwaitMs: 4, AvgQueueSize: 0.2, UtilPercent: 50}, true},
+		{"counter went backwards (device re-created)", blockdevice.IOStats{}, 1, results.DiskStats{}, false},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			got, ok := iostatX(base, tc.cur, tc.dt)
@@ -93,13 +95,13 @@ func TestCPUPercent(t *testing.T) {
 	for _, tc := range []struct {
 		desc      string
 		prev, cur procfs.CPUStat
-		want      CPUPercent
+		want      results.CPUPercent
 	}{
-		{"no time passed", procfs.CPUStat{User: 1}, procfs.CPUStat{User: 1}, CPUPercent{}},
+		{"no time passed", procfs.CPUStat{User: 1}, procfs.CPUStat{User: 1}, results.CPUPercent{}},
 		{"split of 4 s", procfs.CPUStat{}, procfs.CPUStat{User: 1, System: 1, Idle: 1, Iowait: 0.5, SoftIRQ: 0.5},
-			CPUPercent{User: 25, System: 25, Idle: 25, IOWait: 12.5, SoftIRQ: 12.5}},
+			results.CPUPercent{User: 25, System: 25, Idle: 25, IOWait: 12.5, SoftIRQ: 12.5}},
 		{"iowait going backwards counts as 0", procfs.CPUStat{Iowait: 3}, procfs.CPUStat{Iowait: 2, Idle: 1},
-			CPUPercent{Idle: 100}},
+			results.CPUPercent{Idle: 100}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			if got := cpuPercent(tc.prev, tc.cur); got != tc.want {
@@ -132,59 +134,67 @@ func TestContainersOf(t *testing.T) {
 	}
 }
 
-func TestDetectCgroup(t *testing.T) {
+func TestAccountingV2(t *testing.T) {
 	for _, tc := range []struct {
-		desc string
-		root string
-		want CgroupVersion
+		desc    string
+		root    string
+		v2      bool
+		wantErr string
 	}{
-		{"v1 fixture", "testdata/host-v1/t0/cgroup", CgroupV1},
-		{"v2 fixture", "testdata/cgroup-v2/t0/cgroup", CgroupV2},
-		{"nothing mounted", "testdata/disks-multi/t0", CgroupUnknown},
+		{"v1 fixture", "testdata/host-v1/t0/cgroup", false, ""},
+		{"v2 fixture", "testdata/cgroup-v2/t0/cgroup", true, ""},
+		{"nothing mounted", "testdata/disks-multi/t0", false, "no cgroup v1 (cpuacct) or v2 (cgroup.controllers) hierarchy at testdata/disks-multi/t0"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			if got := DetectCgroup(tc.root); got != tc.want {
-				t.Errorf("got %v, want %v", got, tc.want)
+			v2, err := accountingV2(kernel.DetectCgroups(tc.root))
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || v2 != tc.v2 {
+				t.Errorf("got %v, %v; want %v", v2, err, tc.v2)
 			}
 		})
 	}
 }
 
 func TestSummarize(t *testing.T) {
-	s := &Series{
+	s := &results.Series{
 		IntervalS:   1,
 		Unavailable: map[string]string{"interrupts": "permission denied"},
-		Samples: []Sample{
+		Samples: []results.Sample{
 			{
-				CPU:       map[string]CPUPercent{"all": {User: 10, System: 4, IOWait: 2}},
-				Disks:     map[string]DiskStats{"vda": {WritesPerS: 100, WriteKBPerS: 800, WriteAwaitMs: 4, UtilPercent: 50}},
-				Processes: map[string]ProcessStats{"docker-proxy": {CPUPercent: 40, Count: 1}},
+				CPU:       map[string]results.CPUPercent{"all": {User: 10, System: 4, IOWait: 2}},
+				Disks:     map[string]results.DiskStats{"vda": {WritesPerS: 100, WriteKBPerS: 800, WriteAwaitMs: 4, UtilPercent: 50}},
+				Processes: map[string]results.ProcessStats{"docker-proxy": {CPUPercent: 40, Count: 1}},
 				RunQueue:  2,
 			},
 			{
-				CPU:        map[string]CPUPercent{"all": {User: 30, System: 8, IOWait: 0}},
-				Disks:      map[string]DiskStats{"vda": {ReadsPerS: 3, ReadAwaitMs: 1, UtilPercent: 10}},
-				Processes:  map[string]ProcessStats{"docker-proxy": {CPUPercent: 60, Count: 1}},
-				Containers: map[string]ContainerStats{"web": {CPUPercent: 90}},
+				CPU:        map[string]results.CPUPercent{"all": {User: 30, System: 8, IOWait: 0}},
+				Disks:      map[string]results.DiskStats{"vda": {ReadsPerS: 3, ReadAwaitMs: 1, UtilPercent: 10}},
+				Processes:  map[string]results.ProcessStats{"docker-proxy": {CPUPercent: 60, Count: 1}},
+				Containers: map[string]results.ContainerStats{"web": {CPUPercent: 90}},
 				RunQueue:   4,
 			},
 		},
 	}
-	sum := Summarize(s)
+	sum := results.Summarize(s)
 	for _, c := range []struct {
 		what string
-		got  Figure
-		want Figure
+		got  results.Figure
+		want results.Figure
 	}{
-		{"cpu user", sum.CPU.User, Figure{Mean: 20, Max: 30, N: 2}},
-		{"cpu iowait", sum.CPU.IOWait, Figure{Mean: 1, Max: 2, N: 2}},
-		{"vda w/s", sum.Disks["vda"].WritesPerS, Figure{Mean: 50, Max: 100, N: 2}},
-		{"vda w_await only over intervals with writes", sum.Disks["vda"].WriteAwaitMs, Figure{Mean: 4, Max: 4, N: 1}},
-		{"vda r_await only over intervals with reads", sum.Disks["vda"].ReadAwaitMs, Figure{Mean: 1, Max: 1, N: 1}},
-		{"vda util", sum.Disks["vda"].UtilPercent, Figure{Mean: 30, Max: 50, N: 2}},
-		{"docker-proxy", sum.Processes["docker-proxy"].CPUPercent, Figure{Mean: 50, Max: 60, N: 2}},
-		{"container seen once", sum.Containers["web"].CPUPercent, Figure{Mean: 90, Max: 90, N: 1}},
-		{"run queue", sum.RunQueue, Figure{Mean: 3, Max: 4, N: 2}},
+		{"cpu user", sum.CPU.User, results.Figure{Mean: 20, Max: 30, N: 2}},
+		{"cpu iowait", sum.CPU.IOWait, results.Figure{Mean: 1, Max: 2, N: 2}},
+		{"vda w/s", sum.Disks["vda"].WritesPerS, results.Figure{Mean: 50, Max: 100, N: 2}},
+		{"vda w_await only over intervals with writes", sum.Disks["vda"].WriteAwaitMs, results.Figure{Mean: 4, Max: 4, N: 1}},
+		{"vda r_await only over intervals with reads", sum.Disks["vda"].ReadAwaitMs, results.Figure{Mean: 1, Max: 1, N: 1}},
+		{"vda util", sum.Disks["vda"].UtilPercent, results.Figure{Mean: 30, Max: 50, N: 2}},
+		{"docker-proxy", sum.Processes["docker-proxy"].CPUPercent, results.Figure{Mean: 50, Max: 60, N: 2}},
+		{"container seen once", sum.Containers["web"].CPUPercent, results.Figure{Mean: 90, Max: 90, N: 1}},
+		{"run queue", sum.RunQueue, results.Figure{Mean: 3, Max: 4, N: 2}},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %+v, want %+v", c.what, c.got, c.want)
@@ -193,7 +203,7 @@ func TestSummarize(t *testing.T) {
 	if sum.Samples != 2 || sum.Unavailable["interrupts"] == "" {
 		t.Errorf("samples %d, unavailable %v", sum.Samples, sum.Unavailable)
 	}
-	if got := Summarize(nil); got.Samples != 0 || got.Disks != nil {
+	if got := results.Summarize(nil); got.Samples != 0 || got.Disks != nil {
 		t.Errorf("nil series: %+v", got)
 	}
 	// The summary is what reports print: its JSON names must stay stable.

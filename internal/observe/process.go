@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/prometheus/procfs"
+
+	"ctrperf/internal/results"
 )
 
 // userHZ is the unit of the times in /proc/<pid>/stat (USER_HZ, 100 on every
@@ -151,7 +153,7 @@ func newProcessSampler(procRoot string, groups map[string]ProcessMatcher) *proce
 
 func (ps *processSampler) name() string { return "processes" }
 
-func (ps *processSampler) sample(dt float64, s *Sample, _ func(string, error)) error {
+func (ps *processSampler) sample(dt float64, s *results.Sample, _ func(string, error)) error {
 	if len(ps.groups) == 0 {
 		return nil
 	}
@@ -168,9 +170,9 @@ func (ps *processSampler) sample(dt float64, s *Sample, _ func(string, error)) e
 		selfPID = self.PID
 	}
 	uptime, _ := readUptime(ps.procRoot) // without it new processes just wait a reading
-	stats := map[string]ProcessStats{}
+	stats := map[string]results.ProcessStats{}
 	for name := range ps.groups {
-		stats[name] = ProcessStats{}
+		stats[name] = results.ProcessStats{}
 	}
 	cur := map[int]procReading{}
 	for _, p := range procs {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 
 	"github.com/prometheus/procfs"
+
+	"ctrperf/internal/results"
 )
 
 // softirqSampler computes per-kind, per-CPU softirq rates from
@@ -19,7 +21,7 @@ func newSoftirqSampler(procRoot string) *softirqSampler { return &softirqSampler
 
 func (si *softirqSampler) name() string { return "softirqs" }
 
-func (si *softirqSampler) sample(dt float64, s *Sample, _ func(string, error)) error {
+func (si *softirqSampler) sample(dt float64, s *results.Sample, _ func(string, error)) error {
 	fs, err := procfs.NewFS(si.procRoot)
 	if err != nil {
 		return fmt.Errorf("open proc root %s: %w", si.procRoot, err)

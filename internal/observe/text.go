@@ -5,12 +5,14 @@ import (
 	"io"
 	"sort"
 	"text/tabwriter"
+
+	"ctrperf/internal/results"
 )
 
 // WriteText prints one sample the way a user reads iostat -x and mpstat in
 // a second terminal: the all-CPU line, one line per device, the process
 // groups that used CPU or exist (busiest first) and one line per container.
-func WriteText(w io.Writer, s Sample) error {
+func WriteText(w io.Writer, s results.Sample) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if c, ok := s.CPU["all"]; ok {
 		fmt.Fprintf(tw, "t=%.0fs\t%%usr\t%%nice\t%%sys\t%%iowait\t%%irq\t%%soft\t%%steal\t%%idle\tctxt/s\trunq\tblocked\t\n", s.T)
@@ -48,9 +50,9 @@ func WriteText(w io.Writer, s Sample) error {
 
 // WriteSummaryText prints a summary as the seed's "iostat maxima" tables:
 // per figure the mean and, after the slash, the maximum.
-func WriteSummaryText(w io.Writer, sum Summary) error {
+func WriteSummaryText(w io.Writer, sum results.Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	f := func(x Figure) string { return fmt.Sprintf("%.2f / %.2f", x.Mean, x.Max) }
+	f := func(x results.Figure) string { return fmt.Sprintf("%.2f / %.2f", x.Mean, x.Max) }
 	fmt.Fprintf(tw, "summary over %d samples (mean / max)\t%%usr\t%%sys\t%%iowait\t%%soft\t\n", sum.Samples)
 	fmt.Fprintf(tw, "all CPUs\t%s\t%s\t%s\t%s\t\n", f(sum.CPU.User), f(sum.CPU.System), f(sum.CPU.IOWait), f(sum.CPU.SoftIRQ))
 	if len(sum.Disks) > 0 {
@@ -84,7 +86,7 @@ func WriteSummaryText(w io.Writer, sum Summary) error {
 }
 
 // busiestGroups lists the groups that have processes or used CPU, busiest first.
-func busiestGroups(ps map[string]ProcessStats) []string {
+func busiestGroups(ps map[string]results.ProcessStats) []string {
 	var out []string
 	for name, p := range ps {
 		if p.Count > 0 || p.CPUPercent > 0 {

@@ -6,8 +6,6 @@ import (
 	"strconv"
 
 	"gopkg.in/yaml.v3"
-
-	"ctrperf/internal/engine"
 )
 
 // The canonical form is the plan as run: every configuration spelled out
@@ -30,16 +28,16 @@ type canonPlan struct {
 }
 
 type canonConfig struct {
-	Name      string             `yaml:"name"`
-	Runtime   string             `yaml:"runtime"`
-	Engine    *engine.EngineSpec `yaml:"engine,omitempty"`
-	Network   string             `yaml:"network,omitempty"`
-	Data      string             `yaml:"data,omitempty"`
-	Topology  string             `yaml:"topology,omitempty"`
-	Resources *canonResources    `yaml:"resources,omitempty"`
-	Isolate   *canonIsolate      `yaml:"isolate,omitempty"`
-	App       map[string]any     `yaml:"app,omitempty"`
-	Load      map[string]any     `yaml:"load,omitempty"`
+	Name      string          `yaml:"name"`
+	Runtime   string          `yaml:"runtime"`
+	Engine    *EngineSpec     `yaml:"engine,omitempty"`
+	Network   string          `yaml:"network,omitempty"`
+	Data      string          `yaml:"data,omitempty"`
+	Topology  string          `yaml:"topology,omitempty"`
+	Resources *canonResources `yaml:"resources,omitempty"`
+	Isolate   *canonIsolate   `yaml:"isolate,omitempty"`
+	App       map[string]any  `yaml:"app,omitempty"`
+	Load      map[string]any  `yaml:"load,omitempty"`
 }
 
 type canonResources struct {
@@ -56,23 +54,8 @@ func (p *Plan) Canonical() ([]byte, error) {
 		Repetitions: p.Repetitions, Warmup: p.Warmup.String(), Duration: p.Duration.String(),
 		Seed: p.Seed, Baseline: p.Baseline, LoadCPUSet: p.LoadCPUSet,
 	}
-	for _, c := range p.Configurations {
-		cc := canonConfig{
-			Name: c.Name, Runtime: string(c.Runtime), Network: string(c.Network),
-			Data: string(c.Data), Topology: c.Topology, App: c.App, Load: c.Load,
-		}
-		if !c.Engine.IsDefault() {
-			e := c.Engine
-			cc.Engine = &e
-		}
-		if c.Resources != (engine.Resources{}) {
-			cc.Resources = &canonResources{CPUSet: c.Resources.CPUSet, CPUShares: c.Resources.CPUShares, CPUs: c.Resources.CPUs}
-			if c.Resources.MemoryBytes != 0 {
-				cc.Resources.Memory = strconv.FormatInt(c.Resources.MemoryBytes, 10)
-			}
-		}
-		cc.Isolate = canonicalIsolate(c.Isolate)
-		cp.Configurations = append(cp.Configurations, cc)
+	for i := range p.Configurations {
+		cp.Configurations = append(cp.Configurations, p.Configurations[i].canonical())
 	}
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
@@ -84,4 +67,44 @@ func (p *Plan) Canonical() ([]byte, error) {
 		return nil, fmt.Errorf("render plan %s: %w", p.Name, err)
 	}
 	return buf.Bytes(), nil
+}
+
+// canonical is the configuration as the canonical plan spells it.
+func (c *Configuration) canonical() canonConfig {
+	cc := canonConfig{
+		Name: c.Name, Runtime: string(c.Runtime), Network: string(c.Network),
+		Data: string(c.Data), Topology: c.Topology, App: c.App, Load: c.Load,
+	}
+	if !c.Engine.IsDefault() {
+		e := c.Engine
+		cc.Engine = &e
+	}
+	if c.Resources != (Resources{}) {
+		cc.Resources = &canonResources{CPUSet: c.Resources.CPUSet, CPUShares: c.Resources.CPUShares, CPUs: c.Resources.CPUs}
+		if c.Resources.MemoryBytes != 0 {
+			cc.Resources.Memory = strconv.FormatInt(c.Resources.MemoryBytes, 10)
+		}
+	}
+	cc.Isolate = canonicalIsolate(c.Isolate)
+	return cc
+}
+
+// KnobMap is the configuration's knobs as stored in each RunRecord: its
+// canonical form (what OUT/plan.yaml holds for it) without the name, so a
+// record and the plan it came from spell every knob the same way.
+func (c *Configuration) KnobMap() map[string]any {
+	cc := c.canonical()
+	cc.Name = ""
+	b, err := yaml.Marshal(cc)
+	var m map[string]any
+	if err == nil {
+		err = yaml.Unmarshal(b, &m)
+	}
+	if err != nil {
+		// Plain strings, numbers and maps decoded from YAML always render;
+		// say so in the record rather than drop the knobs silently.
+		return map[string]any{"error": fmt.Sprintf("render knobs of %s: %v", c.Name, err)}
+	}
+	delete(m, "name")
+	return m
 }

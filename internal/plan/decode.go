@@ -14,8 +14,17 @@ import (
 // caught (yaml.v3's KnownFields reports only the first one, without the
 // suggestion a user needs).
 type decoder struct {
-	file string
-	errs Errors
+	file   string
+	errs   Errors
+	schema Schema
+}
+
+// workloads are the names the schema knows (none without one).
+func (d *decoder) workloads() []string {
+	if d.schema == nil {
+		return nil
+	}
+	return d.schema.Workloads()
 }
 
 func (d *decoder) errorf(n *yaml.Node, field, format string, args ...any) {
@@ -156,7 +165,10 @@ func (d *decoder) duration(n *yaml.Node, field string) (time.Duration, bool) {
 }
 
 // anyMap decodes a free-form mapping (workload-specific app and load knobs).
-func (d *decoder) anyMap(n *yaml.Node, field string) (map[string]any, bool) {
+// When nodes is not nil, each key's value node is kept there under
+// "knob.key" ("app.pool"), so that the workload's errors can point at
+// their lines.
+func (d *decoder) anyMap(n *yaml.Node, field, knob string, nodes map[string]*yaml.Node) (map[string]any, bool) {
 	pairs, ok := d.mapping(n, field, nil)
 	if !ok {
 		return nil, false
@@ -169,6 +181,9 @@ func (d *decoder) anyMap(n *yaml.Node, field string) (map[string]any, bool) {
 			continue
 		}
 		out[p.key] = v
+		if nodes != nil {
+			nodes[knob+"."+p.key] = p.value
+		}
 	}
 	return out, true
 }

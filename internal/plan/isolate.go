@@ -5,9 +5,6 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
-
-	"ctrperf/internal/engine"
-	"ctrperf/internal/isolate"
 )
 
 // IsolateSpec is a configuration's `isolate:` knob: whether the isolate
@@ -32,11 +29,17 @@ type IsolateSpec struct {
 	RPS              bool    // steer the managed containers' veth RPS onto the shared pool
 }
 
-// Isolate policies a plan may name; "off" runs no controller.
-const IsolateOff = "off"
+// Isolate policies a plan may name (the controller's, internal/isolate);
+// "off" runs no controller.
+const (
+	IsolateOff    = "off"
+	IsolateShield = "shield"
+	IsolatePaper  = "paper"
+	IsolateStrict = "strict"
+)
 
 var (
-	isolatePolicies = []string{IsolateOff, string(isolate.PolicyShield), string(isolate.PolicyPaper), string(isolate.PolicyStrict)}
+	isolatePolicies = []string{IsolateOff, IsolateShield, IsolatePaper, IsolateStrict}
 	isolateKeys     = []string{"policy", "interval", "hot_after", "cool_after", "hot_threshold", "cool_threshold", "cpus_per_container", "min_shared",
 		"demote", "stall_gate", "stall_threshold", "irq", "rps"}
 )
@@ -44,42 +47,8 @@ var (
 // On says whether the controller runs.
 func (s IsolateSpec) On() bool { return s.Policy != "" && s.Policy != IsolateOff }
 
-// Params are the controller's policy parameters.
-func (s IsolateSpec) Params() isolate.Params {
-	return isolate.Params{Policy: isolate.Policy(s.Policy), CPUsPerContainer: s.CPUsPerContainer, MinShared: s.MinShared,
-		HotThreshold: s.HotThreshold, CoolThreshold: s.CoolThreshold, HotAfter: s.HotAfter, CoolAfter: s.CoolAfter,
-		Demote: s.Demote, StallGate: s.StallGate, StallThreshold: s.StallThreshold}
-}
-
 // isZero says nothing was set.
 func (s IsolateSpec) isZero() bool { return s == IsolateSpec{} }
-
-// knobMap is the spec as stored in RunRecord knobs: what was set, no more.
-func (s IsolateSpec) knobMap() map[string]any {
-	m := map[string]any{}
-	if s.Policy != "" {
-		m["policy"] = s.Policy
-	}
-	if s.Interval != 0 {
-		m["interval"] = s.Interval.String()
-	}
-	for k, v := range map[string]int{"hot_after": s.HotAfter, "cool_after": s.CoolAfter, "cpus_per_container": s.CPUsPerContainer, "min_shared": s.MinShared} {
-		if v != 0 {
-			m[k] = v
-		}
-	}
-	for k, v := range map[string]float64{"hot_threshold": s.HotThreshold, "cool_threshold": s.CoolThreshold, "stall_threshold": s.StallThreshold} {
-		if v != 0 {
-			m[k] = v
-		}
-	}
-	for k, v := range map[string]bool{"demote": s.Demote, "stall_gate": s.StallGate, "irq": s.IRQ, "rps": s.RPS} {
-		if v {
-			m[k] = v
-		}
-	}
-	return m
-}
 
 func (d *decoder) setIsolate(k *Knobs, key string, n *yaml.Node, field string) {
 	k.nodes["isolate."+key] = n
@@ -176,11 +145,14 @@ func (d *decoder) checkIsolate(c *Configuration) {
 		}
 		return
 	}
-	if c.Runtime == engine.RuntimeHost {
+	if c.Runtime == RuntimeHost {
 		d.errorf(where("isolate.policy"), field("isolate.policy"), "%q needs runtime docker: the isolate controller manages containers, and runtime host has none (use isolate.policy off, or remove it)", s.Policy)
 		return
 	}
-	if err := s.Params().Validate(); err != nil {
+	if d.schema == nil {
+		return
+	}
+	if err := d.schema.CheckIsolate(s); err != nil {
 		d.errorf(where("isolate.cool_threshold"), field("isolate"), "%v", err)
 	}
 }

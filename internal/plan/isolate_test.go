@@ -28,7 +28,7 @@ matrix:
 `
 
 func TestIsolateKnob(t *testing.T) {
-	p, err := Parse("iso.yaml", []byte(isolatePlan), Options{})
+	p, err := Parse("iso.yaml", []byte(isolatePlan), Options{Schema: testSchema{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestIsolateKnob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := Parse("plan.yaml", b, Options{})
+	q, err := Parse("plan.yaml", b, Options{Schema: testSchema{}})
 	if err != nil {
 		t.Fatalf("canonical form does not parse: %v\n%s", err, b)
 	}
@@ -99,7 +99,7 @@ func TestIsolateKnobErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			_, err := Parse("iso.yaml", []byte(head+tt.body), Options{})
+			_, err := Parse("iso.yaml", []byte(head+tt.body), Options{Schema: testSchema{}})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error\n%v\ndoes not contain\n%s", err, tt.want)
 			}

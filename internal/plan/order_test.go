@@ -80,7 +80,7 @@ func TestOrderDeterministicAndShuffled(t *testing.T) {
 }
 
 func TestDescribe(t *testing.T) {
-	p := load(t, "matrix.yaml", Options{})
+	p := load(t, "matrix.yaml", Options{Schema: testSchema{}})
 	var buf bytes.Buffer
 	if err := p.Describe(&buf); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,13 @@
 // configuration, ...) are caught before anything runs. The package also
 // decides the run order: repetitions interleaved across configurations,
 // shuffled per round with the plan's seed.
+//
+// plan is a leaf of the pipeline (it imports the standard library, YAML and
+// cpuset only): it owns the vocabulary of a configuration (runtime,
+// network, data, resources, engine and isolate knobs) that the engine
+// deploys, and leaves what its schema cannot know to an injected Schema
+// (bench.Schema): the workloads decode their own app and load knobs once,
+// into typed values, when the plan is read.
 package plan
 
 import (
@@ -22,9 +29,6 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
-
-	"ctrperf/internal/engine"
-	"ctrperf/internal/workload"
 )
 
 // Defaults for what a plan may leave out.
@@ -62,16 +66,20 @@ type Plan struct {
 
 // Knobs are what distinguishes one configuration from another.
 type Knobs struct {
-	Runtime   engine.Runtime
-	Engine    engine.EngineSpec
-	Network   engine.NetworkMode
-	Data      engine.DataPlacement
+	Runtime   Runtime
+	Engine    EngineSpec
+	Network   NetworkMode
+	Data      DataPlacement
 	Topology  string
-	Resources engine.Resources
+	Resources Resources
 	// Isolate runs the isolate controller during the run (docker only).
 	Isolate IsolateSpec
+	// App and Load are the workload's knobs as written (plan-level ones
+	// merged in): what run records and the canonical plan keep. Decoded
+	// holds them as the workload's typed values.
 	App     map[string]any
 	Load    map[string]any
+	Decoded WorkloadKnobs
 
 	// nodes remembers where each knob was set so that checks made after
 	// expansion can still point at a line.
@@ -102,6 +110,9 @@ type Quick struct {
 type Options struct {
 	Quick bool     // apply the quick: section
 	Only  []string // keep only these configurations (and the baseline)
+	// Schema decodes the workload's knobs and checks isolate parameters;
+	// nil checks the plan's own schema only (see Schema).
+	Schema Schema
 }
 
 // Load reads and validates a plan file.
@@ -170,22 +181,23 @@ func (d *decoder) parse(data []byte, opt Options) *Plan {
 	if pr, ok := top["description"]; ok {
 		p.Description, _ = d.str(pr.value, "description")
 	}
-	var wl workload.Workload
+	d.schema = opt.Schema
+	knownWorkload := false
 	if pr, ok := required("workload", "a registered workload name"); ok {
 		if s, ok := d.str(pr.value, "workload"); ok {
 			p.Workload = s
-			w, err := workload.Get(s)
-			if err != nil {
-				msg := fmt.Sprintf("unknown workload %q; expected %s", s, oneOf(workload.Names()))
-				if len(workload.Names()) == 0 {
+			if known := d.workloads(); !contains(known, s) && d.schema != nil {
+				msg := fmt.Sprintf("unknown workload %q; expected %s", s, oneOf(known))
+				if len(known) == 0 {
 					msg = fmt.Sprintf("unknown workload %q; no workloads are registered in this build", s)
 				}
-				if c := closest(s, workload.Names()); c != "" {
+				if c := closest(s, known); c != "" {
 					msg = fmt.Sprintf("unknown workload %q; did you mean %q?", s, c)
 				}
 				d.errorf(pr.value, "workload", "%s", msg)
+			} else {
+				knownWorkload = d.schema != nil
 			}
-			wl = w
 		}
 	}
 	if pr, ok := top["repetitions"]; ok {
@@ -224,11 +236,12 @@ func (d *decoder) parse(data []byte, opt Options) *Plan {
 		}
 	}
 	var planApp, planLoad map[string]any
+	planNodes := map[string]*yaml.Node{}
 	if pr, ok := top["app"]; ok {
-		planApp, _ = d.anyMap(pr.value, "app")
+		planApp, _ = d.anyMap(pr.value, "app", "app", planNodes)
 	}
 	if pr, ok := top["load"]; ok {
-		planLoad, _ = d.anyMap(pr.value, "load")
+		planLoad, _ = d.anyMap(pr.value, "load", "load", planNodes)
 	}
 
 	// Configurations, explicit then matrix.
@@ -270,7 +283,11 @@ func (d *decoder) parse(data []byte, opt Options) *Plan {
 	}
 
 	if pr, ok := top["quick"]; ok {
-		p.Quick = d.quick(pr.value, "quick", byName, p.Baseline)
+		quickNodes := map[string]*yaml.Node{}
+		p.Quick = d.quick(pr.value, "quick", byName, p.Baseline, quickNodes)
+		if opt.Quick {
+			maps.Copy(planNodes, quickNodes)
+		}
 	}
 	if opt.Quick {
 		if p.Quick == nil {
@@ -296,10 +313,8 @@ func (d *decoder) parse(data []byte, opt Options) *Plan {
 		}
 		c.applyDefaults()
 		d.checkKnobs(c)
-		if wl != nil {
-			if err := wl.Validate(c.WorkloadConfig()); err != nil {
-				d.errorf(c.node("name"), c.Origin, "configuration %q: workload %s: %v", c.Name, p.Workload, err)
-			}
+		if knownWorkload {
+			d.decodeKnobs(p.Workload, c, planNodes)
 		}
 	}
 	p.Configurations = configs
@@ -338,9 +353,9 @@ func (d *decoder) configuration(n *yaml.Node, field string) (Configuration, bool
 }
 
 var (
-	runtimes   = []string{string(engine.RuntimeHost), string(engine.RuntimeDocker)}
-	networks   = []string{string(engine.NetworkHost), string(engine.NetworkPublished), string(engine.NetworkPublishedExternal), string(engine.NetworkContainerIP)}
-	placements = []string{string(engine.DataLayer), string(engine.DataVolume), string(engine.DataBind), string(engine.DataTmpfs)}
+	runtimes   = []string{string(RuntimeHost), string(RuntimeDocker)}
+	networks   = []string{string(NetworkHost), string(NetworkPublished), string(NetworkPublishedExternal), string(NetworkContainerIP)}
+	placements = []string{string(DataLayer), string(DataVolume), string(DataBind), string(DataTmpfs)}
 	topologies = []string{"combined", "split"}
 	// Storage drivers dockerd knows; whether one works here is the engine's
 	// finding at run time (a not_run record), not a validation error.
@@ -393,15 +408,15 @@ func (d *decoder) setKnob(k *Knobs, path string, n *yaml.Node, field string) {
 	switch path {
 	case "runtime":
 		if s, ok := d.enum(n, field, runtimes); ok {
-			k.Runtime = engine.Runtime(s)
+			k.Runtime = Runtime(s)
 		}
 	case "network":
 		if s, ok := d.enum(n, field, networks); ok {
-			k.Network = engine.NetworkMode(s)
+			k.Network = NetworkMode(s)
 		}
 	case "data":
 		if s, ok := d.enum(n, field, placements); ok {
-			k.Data = engine.DataPlacement(s)
+			k.Data = DataPlacement(s)
 		}
 	case "topology":
 		if s, ok := d.enum(n, field, topologies); ok {
@@ -426,7 +441,7 @@ func (d *decoder) setKnob(k *Knobs, path string, n *yaml.Node, field string) {
 			}
 		}
 	case "app", "load":
-		if m, ok := d.anyMap(n, field); ok {
+		if m, ok := d.anyMap(n, field, path, k.nodes); ok {
 			if path == "app" {
 				k.App = mergeMaps(k.App, m)
 			} else {
@@ -511,86 +526,24 @@ func (c *Configuration) node(path string) *yaml.Node {
 // default is a published port on the writable layer, which is what
 // `docker run -p` gives.
 func (c *Configuration) applyDefaults() {
-	if c.Runtime == engine.RuntimeHost {
+	if c.Runtime == RuntimeHost {
 		if c.Network == "" {
-			c.Network = engine.NetworkHost
+			c.Network = NetworkHost
 		}
 		if c.Data == "" {
-			c.Data = engine.DataBind
+			c.Data = DataBind
 		}
-	} else if c.Runtime == engine.RuntimeDocker {
+	} else if c.Runtime == RuntimeDocker {
 		if c.Network == "" {
-			c.Network = engine.NetworkPublished
+			c.Network = NetworkPublished
 		}
 		if c.Data == "" {
-			c.Data = engine.DataLayer
+			c.Data = DataLayer
 		}
 	}
 	if c.Topology == "" {
 		c.Topology = "combined"
 	}
-}
-
-// WorkloadConfig is what the workload sees of a configuration.
-func (c *Configuration) WorkloadConfig() workload.Config {
-	return workload.Config{
-		Runtime:   c.Runtime,
-		Network:   c.Network,
-		Data:      c.Data,
-		Topology:  c.Topology,
-		Resources: c.Resources,
-		App:       maps.Clone(c.App),
-		Load:      maps.Clone(c.Load),
-	}
-}
-
-// KnobMap is the configuration's knobs as stored in each RunRecord.
-func (c *Configuration) KnobMap() map[string]any {
-	m := map[string]any{
-		"runtime":  string(c.Runtime),
-		"network":  string(c.Network),
-		"data":     string(c.Data),
-		"topology": c.Topology,
-	}
-	if !c.Engine.IsDefault() {
-		e := map[string]any{}
-		if c.Engine.StorageDriver != "" {
-			e["storage_driver"] = c.Engine.StorageDriver
-		}
-		if c.Engine.DataRoot != "" {
-			e["data_root"] = c.Engine.DataRoot
-		}
-		if c.Engine.UserlandProxy != nil {
-			e["userland_proxy"] = *c.Engine.UserlandProxy
-		}
-		m["engine"] = e
-	}
-	if c.Resources != (engine.Resources{}) {
-		r := map[string]any{}
-		if c.Resources.CPUSet != "" {
-			r["cpuset"] = c.Resources.CPUSet
-		}
-		if c.Resources.CPUShares != 0 {
-			r["cpu_shares"] = c.Resources.CPUShares
-		}
-		if c.Resources.CPUs != 0 {
-			r["cpus"] = c.Resources.CPUs
-		}
-		if c.Resources.MemoryBytes != 0 {
-			r["memory_bytes"] = c.Resources.MemoryBytes
-		}
-		m["resources"] = r
-	}
-	if !c.Isolate.isZero() {
-		m["isolate"] = c.Isolate.knobMap()
-	}
-	if len(c.App) > 0 {
-		m["app"] = maps.Clone(c.App)
-	}
-	if len(c.Load) > 0 {
-		m["load"] = maps.Clone(c.Load)
-	}
-	return m
 }
 
 // Config returns the configuration with that name.
@@ -614,11 +567,6 @@ func names(cs []Configuration) []string {
 	return out
 }
 
-// Window is the timing of every run of the plan.
-func (p *Plan) Window() workload.Window {
-	return workload.Window{Warmup: p.Warmup, Duration: p.Duration}
-}
-
 // Hash identifies the plan as run (after --quick and --only): two plans
 // with the same hash produce the same runs in the same order, which is what
 // --resume needs to know.
@@ -629,6 +577,21 @@ func (p *Plan) Hash() (string, error) {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// decodeKnobs has the workload decode a complete configuration's knobs, once,
+// and turns each problem into an error at the line that set its knob (the
+// configuration's name when no line is known).
+func (d *decoder) decodeKnobs(workload string, c *Configuration, planNodes map[string]*yaml.Node) {
+	k, err := d.schema.DecodeKnobs(workload, c)
+	c.Decoded = k
+	for _, e := range leafErrors(err) {
+		n, ok := knobNode(e, c, planNodes)
+		if !ok {
+			n = c.node("name")
+		}
+		d.errorf(n, c.Origin, "configuration %q: workload %s: %v", c.Name, workload, e)
+	}
 }
 
 // mergeMaps returns base with over's keys on top, without touching either.

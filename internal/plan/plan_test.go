@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,31 +9,29 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"ctrperf/internal/engine"
-	"ctrperf/internal/results"
-	"ctrperf/internal/workload"
 )
 
-// testWeb is a workload with a Validate of its own, so that plans can be
-// checked against workload-specific rules without the real web workload.
-type testWeb struct{}
+// testSchema knows one workload, testweb, with one rule of its own (a
+// positive integer load.rate), so that plans are checked against
+// workload-specific rules without the real workloads, and refuses an
+// isolate spec whose cool threshold is not below its hot one.
+type testSchema struct{}
 
-func (testWeb) Name() string { return "testweb" }
-func (testWeb) Validate(c workload.Config) error {
+func (testSchema) Workloads() []string { return []string{"testweb"} }
+func (testSchema) DecodeKnobs(_ string, c *Configuration) (WorkloadKnobs, error) {
 	if r, ok := c.Load["rate"]; ok {
 		if f, ok := r.(int); !ok || f <= 0 {
-			return fmt.Errorf("load.rate %v: expected a positive integer", r)
+			return WorkloadKnobs{}, &KnobError{Knob: "load.rate", Err: fmt.Errorf("load.rate %v: expected a positive integer", r)}
 		}
+	}
+	return WorkloadKnobs{App: c.App, Load: c.Load}, nil
+}
+func (testSchema) CheckIsolate(s IsolateSpec) error {
+	if s.CoolThreshold != 0 && s.HotThreshold != 0 && s.CoolThreshold >= s.HotThreshold {
+		return fmt.Errorf("cool threshold %.2f must be below hot threshold %.2f", s.CoolThreshold, s.HotThreshold)
 	}
 	return nil
 }
-func (testWeb) Services(workload.Config) ([]engine.Service, error) { return nil, nil }
-func (testWeb) Drive(context.Context, workload.Env) (*results.Measurement, error) {
-	return nil, errors.New("not driven in plan tests")
-}
-
-func init() { workload.Register(testWeb{}) }
 
 func load(t *testing.T, name string, opt Options) *Plan {
 	t.Helper()
@@ -46,7 +43,7 @@ func load(t *testing.T, name string, opt Options) *Plan {
 }
 
 func TestParseExplicit(t *testing.T) {
-	p := load(t, "explicit.yaml", Options{})
+	p := load(t, "explicit.yaml", Options{Schema: testSchema{}})
 	if p.Name != "redmine-like" || p.Workload != "testweb" || p.Repetitions != 3 ||
 		p.Warmup != 10*time.Second || p.Duration != time.Minute || p.Seed != 42 || p.Baseline != "bare-metal" {
 		t.Fatalf("top-level fields: %+v", p)
@@ -55,16 +52,16 @@ func TestParseExplicit(t *testing.T) {
 		t.Fatalf("names = %v, want %v", got, want)
 	}
 	bare, _ := p.Config("bare-metal")
-	if bare.Runtime != engine.RuntimeHost || bare.Network != engine.NetworkHost || bare.Data != engine.DataBind || bare.Topology != "combined" {
+	if bare.Runtime != RuntimeHost || bare.Network != NetworkHost || bare.Data != DataBind || bare.Topology != "combined" {
 		t.Errorf("bare-metal defaults: %+v", bare.Knobs)
 	}
 	def, _ := p.Config("docker-default")
-	if def.Network != engine.NetworkPublished || def.Data != engine.DataLayer {
+	if def.Network != NetworkPublished || def.Data != DataLayer {
 		t.Errorf("docker defaults: network %q data %q, want published layer", def.Network, def.Data)
 	}
 	vol, _ := p.Config("docker-volume")
-	wantRes := engine.Resources{CPUSet: "0-1", CPUShares: 512, CPUs: 1.5, MemoryBytes: 1 << 30}
-	if vol.Data != engine.DataVolume || vol.Resources != wantRes {
+	wantRes := Resources{CPUSet: "0-1", CPUShares: 512, CPUs: 1.5, MemoryBytes: 1 << 30}
+	if vol.Data != DataVolume || vol.Resources != wantRes {
 		t.Errorf("docker-volume: data %q resources %+v, want volume %+v", vol.Data, vol.Resources, wantRes)
 	}
 	tuned, _ := p.Config("docker-split-tuned")
@@ -92,9 +89,9 @@ func TestParseQuickAndOnly(t *testing.T) {
 		duration  time.Duration
 		rateOfVol any
 	}{
-		{"quick applies repetitions, window, load and include", Options{Quick: true}, []string{"bare-metal", "docker-volume"}, 1, 5 * time.Second, 5},
-		{"only keeps the baseline too", Options{Only: []string{"docker-volume"}}, []string{"bare-metal", "docker-volume"}, 3, time.Minute, 33},
-		{"quick and only together", Options{Quick: true, Only: []string{"bare-metal"}}, []string{"bare-metal"}, 1, 5 * time.Second, nil},
+		{"quick applies repetitions, window, load and include", Options{Schema: testSchema{}, Quick: true}, []string{"bare-metal", "docker-volume"}, 1, 5 * time.Second, 5},
+		{"only keeps the baseline too", Options{Schema: testSchema{}, Only: []string{"docker-volume"}}, []string{"bare-metal", "docker-volume"}, 3, time.Minute, 33},
+		{"quick and only together", Options{Schema: testSchema{}, Quick: true, Only: []string{"bare-metal"}}, []string{"bare-metal"}, 1, 5 * time.Second, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
@@ -117,7 +114,7 @@ func TestQuickOverridesConfigLoad(t *testing.T) {
 	// Without include, the tuned configuration's own rate 40 must still
 	// shrink to the quick rate: a quick run is a smoke test, not a benchmark.
 	src = []byte(strings.Replace(string(src), "  include: [bare-metal, docker-volume]\n", "", 1))
-	p, err := Parse("explicit.yaml", src, Options{Quick: true})
+	p, err := Parse("explicit.yaml", src, Options{Schema: testSchema{}, Quick: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,21 +139,21 @@ func TestMatrixExpansion(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			p := load(t, tt.file, Options{})
+			p := load(t, tt.file, Options{Schema: testSchema{}})
 			if got := p.Names(); !reflect.DeepEqual(got, tt.names) {
 				t.Fatalf("names = %v, want %v", got, tt.names)
 			}
 		})
 	}
 
-	p := load(t, "matrix.yaml", Options{})
+	p := load(t, "matrix.yaml", Options{Schema: testSchema{}})
 	c, _ := p.Config("docker-container-ip-volume")
-	if c.Runtime != engine.RuntimeDocker || c.Network != engine.NetworkContainerIP || c.Data != engine.DataVolume || c.Load["rate"] != 7 {
+	if c.Runtime != RuntimeDocker || c.Network != NetworkContainerIP || c.Data != DataVolume || c.Load["rate"] != 7 {
 		t.Errorf("expanded knobs: %+v", c.Knobs)
 	}
-	p = load(t, "matrix-template.yaml", Options{})
+	p = load(t, "matrix-template.yaml", Options{Schema: testSchema{}})
 	c, _ = p.Config("docker-proxy=false-w200")
-	if c.Engine.UserlandProxy == nil || *c.Engine.UserlandProxy || c.App["workers"] != 200 || c.Network != engine.NetworkPublished {
+	if c.Engine.UserlandProxy == nil || *c.Engine.UserlandProxy || c.App["workers"] != 200 || c.Network != NetworkPublished {
 		t.Errorf("dotted axes not applied: %+v", c.Knobs)
 	}
 	// Entries must not share the engine knob through a pointer.
@@ -184,7 +181,7 @@ func TestParseErrors(t *testing.T) {
 		{"baseline naming no configuration", "baseline-missing.yaml", []string{"baseline-missing.yaml:3: baseline: \"bare-metl\" names no configuration; expected one of \"bare-metal\""}},
 		{"duplicate configuration names", "duplicate-name.yaml", []string{"duplicate-name.yaml:7: configurations[1] (a).name: duplicate configuration name \"a\" (first defined by configurations[0] (a) on line 5)"}},
 		{"unknown workload", "unknown-workload.yaml", []string{"unknown-workload.yaml:2: workload: unknown workload \"testwbe\"; did you mean \"testweb\"?"}},
-		{"the workload's own validation", "workload-validate.yaml", []string{"workload-validate.yaml:7: configurations[1] (b): configuration \"b\": workload testweb: load.rate -1"}},
+		{"the workload's own validation", "workload-validate.yaml", []string{"workload-validate.yaml:9: configurations[1] (b): configuration \"b\": workload testweb: load.rate -1"}},
 		{"network typo", "bad-network.yaml", []string{"bad-network.yaml:9: configurations[1].network: \"publish\" is not valid; did you mean \"published\"?"}},
 		{"missing runtime", "missing-runtime.yaml", []string{"missing-runtime.yaml:5: configurations[0] (a).runtime: missing; expected one of \"host\", \"docker\""}},
 		{"memory that is not a size", "bad-memory.yaml", []string{"bad-memory.yaml:8: configurations[0].resources.memory: \"lots\": expected a positive size like 512m"}},
@@ -201,7 +198,7 @@ func TestParseErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			_, err := Load(filepath.Join("testdata", "bad", tt.file), Options{})
+			_, err := Load(filepath.Join("testdata", "bad", tt.file), Options{Schema: testSchema{}})
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -216,7 +213,7 @@ func TestParseErrors(t *testing.T) {
 
 func TestParseCollectsAllErrors(t *testing.T) {
 	src := "name: x\nworkload: testweb\nbaseline: a\nduration: -1s\nfoo: 1\nconfigurations:\n  - name: a\n    runtime: host\n    network: published\n"
-	_, err := Parse("p.yaml", []byte(src), Options{})
+	_, err := Parse("p.yaml", []byte(src), Options{Schema: testSchema{}})
 	var es Errors
 	if !errors.As(err, &es) {
 		t.Fatalf("error %T %v, want Errors", err, err)
@@ -231,14 +228,14 @@ func TestParseCollectsAllErrors(t *testing.T) {
 }
 
 func TestQuickWithoutSection(t *testing.T) {
-	_, err := Load(filepath.Join("testdata", "matrix.yaml"), Options{Quick: true})
+	_, err := Load(filepath.Join("testdata", "matrix.yaml"), Options{Schema: testSchema{}, Quick: true})
 	if err == nil || !strings.Contains(err.Error(), "--quick given but the plan has no quick: section") {
 		t.Fatalf("err = %v", err)
 	}
 }
 
 func TestOnlyUnknown(t *testing.T) {
-	_, err := Load(filepath.Join("testdata", "matrix.yaml"), Options{Only: []string{"docker-publishd-layer"}})
+	_, err := Load(filepath.Join("testdata", "matrix.yaml"), Options{Schema: testSchema{}, Only: []string{"docker-publishd-layer"}})
 	if err == nil || !strings.Contains(err.Error(), `--only: "docker-publishd-layer" names no configuration of the plan; did you mean "docker-published-layer"?`) {
 		t.Fatalf("err = %v", err)
 	}
@@ -252,10 +249,10 @@ func TestCanonicalRoundTrip(t *testing.T) {
 		file string
 		opt  Options
 	}{
-		{"explicit plan", "explicit.yaml", Options{}},
-		{"quick variant", "explicit.yaml", Options{Quick: true}},
-		{"matrix plan", "matrix.yaml", Options{}},
-		{"dotted matrix axes", "matrix-template.yaml", Options{}},
+		{"explicit plan", "explicit.yaml", Options{Schema: testSchema{}}},
+		{"quick variant", "explicit.yaml", Options{Schema: testSchema{}, Quick: true}},
+		{"matrix plan", "matrix.yaml", Options{Schema: testSchema{}}},
+		{"dotted matrix axes", "matrix-template.yaml", Options{Schema: testSchema{}}},
 	} {
 		t.Run(tt.desc, func(t *testing.T) {
 			p := load(t, tt.file, tt.opt)
@@ -263,7 +260,7 @@ func TestCanonicalRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			q, err := Parse("plan.yaml", b1, Options{})
+			q, err := Parse("plan.yaml", b1, Options{Schema: testSchema{}})
 			if err != nil {
 				t.Fatalf("canonical form does not parse: %v\n%s", err, b1)
 			}
@@ -287,8 +284,8 @@ func TestCanonicalRoundTrip(t *testing.T) {
 			}
 		})
 	}
-	a := load(t, "explicit.yaml", Options{})
-	b := load(t, "explicit.yaml", Options{Quick: true})
+	a := load(t, "explicit.yaml", Options{Schema: testSchema{}})
+	b := load(t, "explicit.yaml", Options{Schema: testSchema{}, Quick: true})
 	ha, _ := a.Hash()
 	hb, _ := b.Hash()
 	if ha == hb {

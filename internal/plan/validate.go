@@ -4,11 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	units "github.com/docker/go-units"
 	"gopkg.in/yaml.v3"
 	"k8s.io/utils/cpuset"
-
-	"ctrperf/internal/engine"
 )
 
 // checkKnobs catches impossible combinations once a configuration's knobs
@@ -31,8 +28,8 @@ func (d *decoder) checkKnobs(c *Configuration) {
 	case "":
 		d.errorf(c.node("name"), field("runtime"), "missing; expected %s", oneOf(runtimes))
 		return
-	case engine.RuntimeHost:
-		if c.Network != engine.NetworkHost {
+	case RuntimeHost:
+		if c.Network != NetworkHost {
 			d.errorf(c.node("network"), field("network"), "%q needs runtime docker; with runtime host the only network is \"host\"", c.Network)
 		}
 		if !c.Engine.IsDefault() {
@@ -42,7 +39,7 @@ func (d *decoder) checkKnobs(c *Configuration) {
 				}
 			}
 		}
-		if c.Data != engine.DataBind && c.Data != engine.DataTmpfs {
+		if c.Data != DataBind && c.Data != DataTmpfs {
 			d.errorf(c.node("data"), field("data"), "%q needs runtime docker; the host runtime writes to a directory of the host (\"bind\", the default) or a tmpfs (\"tmpfs\")", c.Data)
 		}
 	}
@@ -66,7 +63,7 @@ func (d *decoder) memory(n *yaml.Node, field string) (int64, bool) {
 		d.errorf(n, field, "expected a size like 512m or 2g, got %s", describe(n))
 		return 0, false
 	}
-	v, err := units.RAMInBytes(n.Value)
+	v, err := ParseMemory(n.Value)
 	if err != nil || v <= 0 {
 		d.errorf(n, field, "%q: expected a positive size like 512m or 2g", n.Value)
 		return 0, false
@@ -81,7 +78,7 @@ func (d *decoder) memory(n *yaml.Node, field string) (int64, bool) {
 
 var quickKeys = []string{"repetitions", "warmup", "duration", "load", "include"}
 
-func (d *decoder) quick(n *yaml.Node, field string, byName map[string]*Configuration, baseline string) *Quick {
+func (d *decoder) quick(n *yaml.Node, field string, byName map[string]*Configuration, baseline string, planNodes map[string]*yaml.Node) *Quick {
 	pairs, ok := d.mapping(n, field, quickKeys)
 	if !ok {
 		return nil
@@ -112,7 +109,7 @@ func (d *decoder) quick(n *yaml.Node, field string, byName map[string]*Configura
 				q.Duration = &v
 			}
 		case "load":
-			q.Load, _ = d.anyMap(pr.value, f)
+			q.Load, _ = d.anyMap(pr.value, f, "load", planNodes)
 		case "include":
 			items, ok := d.sequence(pr.value, f)
 			if !ok {
@@ -210,7 +207,7 @@ func (c *Configuration) describeKnobs() string {
 		parts = append(parts, fmt.Sprintf("cpus=%g", r.CPUs))
 	}
 	if r.MemoryBytes != 0 {
-		parts = append(parts, "memory="+units.BytesSize(float64(r.MemoryBytes)))
+		parts = append(parts, "memory="+FormatMemory(r.MemoryBytes))
 	}
 	if s := c.Isolate.describe(); s != "" {
 		parts = append(parts, s)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -12,18 +11,10 @@ import (
 	"strings"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
-	"gopkg.in/yaml.v3"
 
+	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 	"ctrperf/internal/stats"
-)
-
-// Metric names every workload reports where the data exists.
-const (
-	MetricThroughput = "throughput_per_s"
-	MetricKBPerS     = "kb_per_s"
-	MetricErrorRate  = "error_rate"
-	MetricSamples    = "samples" // completed requests per run
 )
 
 // Options of Build and Load.
@@ -75,27 +66,15 @@ func Load(dir string, opts ...Option) (*Report, error) {
 	return rep, nil
 }
 
-// planBaseline reads the baseline name from a plan file without depending on
-// the plan schema: only the top-level `baseline` key (a name, or a mapping
-// with a `name`) is looked at. Any problem means "unknown".
+// planBaseline reads the baseline name from the plan a run directory was
+// made from (its own schema only: a report needs no workload). Any problem
+// means "unknown".
 func planBaseline(path string) string {
-	b, err := os.ReadFile(path)
+	p, err := plan.Load(path, plan.Options{})
 	if err != nil {
 		return ""
 	}
-	var doc map[string]any
-	if yaml.Unmarshal(b, &doc) != nil {
-		return ""
-	}
-	switch v := doc["baseline"].(type) {
-	case string:
-		return v
-	case map[string]any:
-		if n, ok := v["name"].(string); ok {
-			return n
-		}
-	}
-	return ""
+	return p.Baseline
 }
 
 func applyOptions(opts []Option) Options {
@@ -186,7 +165,7 @@ func chooseBaseline(want string, explicit bool, order []string, groups map[strin
 	}
 	for _, name := range order {
 		for _, r := range groups[name] {
-			if rt, _ := r.Knobs["runtime"].(string); rt == "host" {
+			if r.Runtime() == "host" {
 				w = append(w, Warning{Message: fmt.Sprintf("no baseline given; using %q (runtime host)", name),
 					Advice: "name one with --baseline"})
 				return name, w, nil
@@ -221,11 +200,11 @@ func collectRun(r *results.RunRecord) (runData, []string) {
 		if op == nil {
 			continue
 		}
-		om := map[string]float64{MetricSamples: float64(op.Count)}
+		om := map[string]float64{results.MetricSamples: float64(op.Count)}
 		if m.DurationS > 0 {
-			om[MetricThroughput] = float64(op.Count) / m.DurationS
+			om[results.MetricThroughput] = float64(op.Count) / m.DurationS
 			if op.Bytes > 0 {
-				om[MetricKBPerS] = float64(op.Bytes) / 1024 / m.DurationS
+				om[results.MetricKBPerS] = float64(op.Bytes) / 1024 / m.DurationS
 			}
 		}
 		if op.Histogram != "" {
@@ -248,7 +227,7 @@ func collectRun(r *results.RunRecord) (runData, []string) {
 				}
 			}
 			if op.MeanMs > 0 {
-				om["mean_ms"] = op.MeanMs
+				om[results.MetricMeanMs] = op.MeanMs
 			}
 		}
 		d.ops[name] = om
@@ -259,14 +238,14 @@ func collectRun(r *results.RunRecord) (runData, []string) {
 		bytes += op.Bytes
 	}
 	if len(m.Operations) > 0 {
-		d.metrics[MetricSamples] = float64(d.count)
+		d.metrics[results.MetricSamples] = float64(d.count)
 	}
 	if m.DurationS > 0 {
 		if len(m.Operations) > 0 {
-			d.metrics[MetricThroughput] = float64(d.count) / m.DurationS
+			d.metrics[results.MetricThroughput] = float64(d.count) / m.DurationS
 		}
 		if bytes > 0 {
-			d.metrics[MetricKBPerS] = float64(bytes) / 1024 / m.DurationS
+			d.metrics[results.MetricKBPerS] = float64(bytes) / 1024 / m.DurationS
 		}
 	}
 	// The workload's own figures win: throughput_per_s is its primary rate,
@@ -288,15 +267,15 @@ func percentileMetric(k string) string {
 	}
 	switch f {
 	case 50:
-		return "p50_ms"
+		return results.MetricP50Ms
 	case 90:
-		return "p90_ms"
+		return results.MetricP90Ms
 	case 95:
-		return "p95_ms"
+		return results.MetricP95Ms
 	case 99:
-		return "p99_ms"
+		return results.MetricP99Ms
 	case 99.9:
-		return "p999_ms"
+		return results.MetricP999Ms
 	}
 	return ""
 }
@@ -355,7 +334,7 @@ func buildConfig(name string, runs []*results.RunRecord, o Options) (*Config, []
 		c.Metrics[k] = stats.Summarize(stats.Median(xs), c.reps[k], len(xs), so.Level)
 	}
 	// Error rate and latency are pooled over runs, never averaged.
-	c.setErrorRate(c.Metrics, c.reps, ok, func(d runData) (int64, int64) { return d.errs, d.count }, key("error_rate"), so)
+	c.setErrorRate(c.Metrics, c.reps, ok, func(d runData) (int64, int64) { return d.errs, d.count }, key(results.MetricErrorRate), so)
 	var hs []*hdrhistogram.Histogram
 	for _, d := range ok {
 		if d.hist != nil {
@@ -393,7 +372,7 @@ func buildConfig(name string, runs []*results.RunRecord, o Options) (*Config, []
 			reps[k] = so.MedianReplicates(key("op="+op, "metric="+k), xs)
 			est[k] = stats.Summarize(stats.Median(xs), reps[k], len(xs), so.Level)
 		}
-		c.setErrorRate(est, reps, withOp, func(d runData) (int64, int64) { return d.opErrs[op], d.opCount[op] }, key("op="+op, "error_rate"), so)
+		c.setErrorRate(est, reps, withOp, func(d runData) (int64, int64) { return d.opErrs[op], d.opCount[op] }, key("op="+op, results.MetricErrorRate), so)
 		var hs []*hdrhistogram.Histogram
 		for _, d := range withOp {
 			if h := d.opHist[op]; h != nil {
@@ -420,7 +399,7 @@ func buildConfig(name string, runs []*results.RunRecord, o Options) (*Config, []
 		}
 	}
 
-	c.representative = representative(ok, c.Metrics[MetricThroughput].Median)
+	c.representative = representative(ok, c.Metrics[results.MetricThroughput].Median)
 	c.System = summarizeSystem(ok)
 	warn = append(warn, configWarnings(c, ok)...)
 	return c, warn
@@ -460,8 +439,8 @@ func (c *Config) setErrorRate(est map[string]stats.Estimate, reps map[string][]f
 			out[0] = float64(e) / float64(n)
 		}
 	})[0]
-	reps[MetricErrorRate] = r
-	est[MetricErrorRate] = stats.Summarize(float64(errs)/float64(count), r, len(runs), so.Level)
+	reps[results.MetricErrorRate] = r
+	est[results.MetricErrorRate] = stats.Summarize(float64(errs)/float64(count), r, len(runs), so.Level)
 }
 
 func setLatency(est map[string]stats.Estimate, reps map[string][]float64, p *stats.Pooled, key string, so stats.Options) {
@@ -481,7 +460,7 @@ func representative(ok []runData, median float64) *results.RunRecord {
 		if d.rec.System == nil || len(d.rec.System.Samples) == 0 {
 			continue
 		}
-		dist := math.Abs(d.metrics[MetricThroughput] - median)
+		dist := math.Abs(d.metrics[results.MetricThroughput] - median)
 		if dist < bestD {
 			best, bestD = d.rec, dist
 		}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"ctrperf/internal/testenv"
 )
 
 // chromiumPath finds a headless browser or skips (fails when
@@ -22,10 +24,7 @@ func chromiumPath(t *testing.T) string {
 			return p
 		}
 	}
-	if os.Getenv("CTRPERF_REQUIRE_DOCKER") == "1" {
-		t.Fatal("no chromium in PATH and CTRPERF_REQUIRE_DOCKER=1")
-	}
-	t.Skip("no chromium in PATH")
+	testenv.SkipOrFail(t, "no chromium in PATH")
 	return ""
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"ctrperf/internal/results"
 	"ctrperf/internal/stats"
 )
 
@@ -68,11 +69,11 @@ func TestCompareSemantics(t *testing.T) {
 	tests := []struct {
 		desc, config, metric, verdict string
 	}{
-		{"dropping the proxy wins throughput back", "docker-published", MetricThroughput, "faster"},
+		{"dropping the proxy wins throughput back", "docker-published", results.MetricThroughput, "faster"},
 		{"and latency", "docker-published", "p90_ms", "faster"},
-		{"and the errors", "docker-published", MetricErrorRate, "fewer errors"},
-		{"no errors in either set", "docker-host-net", MetricErrorRate, stats.BothZero},
-		{"an unchanged host is unchanged", "host", MetricThroughput, stats.NoDifference},
+		{"and the errors", "docker-published", results.MetricErrorRate, "fewer errors"},
+		{"no errors in either set", "docker-host-net", results.MetricErrorRate, stats.BothZero},
+		{"an unchanged host is unchanged", "host", results.MetricThroughput, stats.NoDifference},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {

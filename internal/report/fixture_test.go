@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"ctrperf/internal/engine"
-	"ctrperf/internal/observe"
 	"ctrperf/internal/results"
 )
 
@@ -104,7 +102,7 @@ func genRecordsFrom(t testing.TB, configs []fixtureConfig, seed uint64) []result
 				rec.Status, rec.Error = results.StatusFailed, "deploy ticketd: container exited with code 137 (out of memory?)"
 			default:
 				rec.Status = results.StatusOK
-				rec.Engine = &engine.Info{Runtime: engine.Runtime(fc.knobs["runtime"].(string)), Name: "default"}
+				rec.Engine = &results.EngineInfo{Runtime: fc.knobs["runtime"].(string), Name: "default"}
 				rec.Result = genMeasurement(t, r, fc, rep, duration)
 				rec.System = genSeries(r, fc)
 			}
@@ -163,18 +161,18 @@ func genMeasurement(t testing.TB, r *rand.Rand, fc fixtureConfig, rep int, durat
 	return m
 }
 
-func genSeries(r *rand.Rand, fc fixtureConfig) *observe.Series {
-	s := &observe.Series{IntervalS: 1}
+func genSeries(r *rand.Rand, fc fixtureConfig) *results.Series {
+	s := &results.Series{IntervalS: 1}
 	load := fc.rate / 40
 	for i := 1; i <= 8; i++ {
-		cpu := map[string]observe.CPUPercent{}
-		var all observe.CPUPercent
+		cpu := map[string]results.CPUPercent{}
+		var all results.CPUPercent
 		for c := 0; c < 2; c++ {
 			u := 30*load + 8*r.Float64() + float64(c)*10
 			sy := 12*load + 4*r.Float64() + fc.proxyCPU/4
 			io := 2 * r.Float64()
 			si := 3 + 2*r.Float64()
-			p := observe.CPUPercent{User: u, System: sy, IOWait: io, SoftIRQ: si, Idle: math.Max(0, 100-u-sy-io-si)}
+			p := results.CPUPercent{User: u, System: sy, IOWait: io, SoftIRQ: si, Idle: math.Max(0, 100-u-sy-io-si)}
 			cpu[fmt.Sprintf("cpu%d", c)] = p
 			all.User += p.User / 2
 			all.System += p.System / 2
@@ -183,18 +181,18 @@ func genSeries(r *rand.Rand, fc fixtureConfig) *observe.Series {
 			all.Idle += p.Idle / 2
 		}
 		cpu["all"] = all
-		smp := observe.Sample{T: float64(i), CPU: cpu,
-			Disks: map[string]observe.DiskStats{
+		smp := results.Sample{T: float64(i), CPU: cpu,
+			Disks: map[string]results.DiskStats{
 				"vda":   {WritesPerS: 40*load + 20*r.Float64(), WriteKBPerS: 400*load + 100*r.Float64(), WriteAwaitMs: 1 + r.Float64(), UtilPercent: 10 + 10*r.Float64()},
 				"loop0": {},
 			},
-			Processes: map[string]observe.ProcessStats{"loadgen": {CPUPercent: 15 + 5*r.Float64(), Count: 1}},
+			Processes: map[string]results.ProcessStats{"loadgen": {CPUPercent: 15 + 5*r.Float64(), Count: 1}},
 		}
 		if fc.knobs["runtime"] == "docker" {
-			smp.Containers = map[string]observe.ContainerStats{"ticketd": {CPUPercent: 60*load + 10*r.Float64()}}
-			smp.Processes["dockerd"] = observe.ProcessStats{CPUPercent: 1 + r.Float64(), Count: 1}
+			smp.Containers = map[string]results.ContainerStats{"ticketd": {CPUPercent: 60*load + 10*r.Float64()}}
+			smp.Processes["dockerd"] = results.ProcessStats{CPUPercent: 1 + r.Float64(), Count: 1}
 			if fc.proxyCPU > 0 {
-				smp.Processes["docker-proxy"] = observe.ProcessStats{CPUPercent: fc.proxyCPU + 5*r.Float64(), Count: 1}
+				smp.Processes["docker-proxy"] = results.ProcessStats{CPUPercent: fc.proxyCPU + 5*r.Float64(), Count: 1}
 			}
 		}
 		s.Samples = append(s.Samples, smp)
@@ -223,7 +221,14 @@ func writeFixture(t testing.TB, dir string, recs []results.RunRecord, baseline s
 		t.Fatal(err)
 	}
 	if baseline != "" {
-		plan := fmt.Sprintf("# written by the report fixture generator\nworkload: web\nbaseline: %s\n", baseline)
+		plan := fmt.Sprintf("# written by the report fixture generator\nname: fixture\nworkload: web\nbaseline: %s\nconfigurations:\n", baseline)
+		seen := map[string]bool{}
+		for _, r := range recs {
+			if !seen[r.Config] {
+				seen[r.Config] = true
+				plan += fmt.Sprintf("  - {name: %s, runtime: %v}\n", r.Config, r.Knobs["runtime"])
+			}
+		}
 		if err := os.WriteFile(filepath.Join(dir, "plan.yaml"), []byte(plan), 0o644); err != nil {
 			t.Fatal(err)
 		}

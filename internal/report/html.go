@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 
+	"ctrperf/internal/results"
 	"ctrperf/internal/stats"
 )
 
@@ -21,7 +22,7 @@ var htmlPercentiles = func() []float64 {
 
 // htmlSummaryMetrics are the summary's columns: the seed's final table (90%
 // line, error %, KB/s) plus the primary rate and the p99 tail.
-var htmlSummaryMetrics = []string{MetricThroughput, "p90_ms", "p99_ms", MetricErrorRate, MetricKBPerS}
+var htmlSummaryMetrics = []string{results.MetricThroughput, results.MetricP90Ms, results.MetricP99Ms, results.MetricErrorRate, results.MetricKBPerS}
 
 type htmlVerdict struct {
 	Metric, Baseline, Value, Ratio, CI, Verdict, Class string
@@ -121,8 +122,8 @@ func renderHTML(w io.Writer, rep *Report) error {
 		}
 		p.Summary = append(p.Summary, row)
 
-		thr = append(thr, dotFor(c, MetricThroughput, col, c.Name == rep.Baseline))
-		p99 = append(p99, dotFor(c, "p99_ms", col, c.Name == rep.Baseline))
+		thr = append(thr, dotFor(c, results.MetricThroughput, col, c.Name == rep.Baseline))
+		p99 = append(p99, dotFor(c, results.MetricP99Ms, col, c.Name == rep.Baseline))
 		if c.pooled != nil {
 			h := c.pooled.Merged()
 			cv := curve{Label: c.Name, Colour: col}

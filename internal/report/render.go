@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 
+	"ctrperf/internal/results"
 	"ctrperf/internal/stats"
 )
 
@@ -83,7 +84,7 @@ func fmtPercent(f float64) string {
 
 // fmtMetric prints a metric's value in its display unit.
 func fmtMetric(metric string, v float64) string {
-	if metric == MetricErrorRate {
+	if metric == results.MetricErrorRate {
 		return fmtPercent(v)
 	}
 	return fmtNum(v)
@@ -114,17 +115,17 @@ func fmtRatioCI(c stats.Comparison) string {
 // metricLabel is how a metric is titled in tables.
 func metricLabel(m string) string {
 	switch m {
-	case MetricThroughput:
+	case results.MetricThroughput:
 		return "throughput/s"
-	case MetricKBPerS:
+	case results.MetricKBPerS:
 		return "KB/s"
-	case MetricErrorRate:
+	case results.MetricErrorRate:
 		return "error %"
-	case MetricSamples:
+	case results.MetricSamples:
 		return "samples/run"
-	case "mean_ms":
+	case results.MetricMeanMs:
 		return "mean ms"
-	case "p50_ms":
+	case results.MetricP50Ms:
 		return "median ms"
 	}
 	if strings.HasSuffix(m, "_ms") {
@@ -136,14 +137,14 @@ func metricLabel(m string) string {
 // standardMetrics are shown in the aggregate table; the rest of a
 // configuration's metrics (elapsed_s, a tool's own figures) go to "other".
 var standardMetrics = map[string]bool{
-	MetricThroughput: true, MetricKBPerS: true, MetricErrorRate: true, MetricSamples: true,
-	"mean_ms": true, "p50_ms": true, "p90_ms": true, "p95_ms": true, "p99_ms": true, "p999_ms": true, "min_ms": true, "max_ms": true,
+	results.MetricThroughput: true, results.MetricKBPerS: true, results.MetricErrorRate: true, results.MetricSamples: true,
+	results.MetricMeanMs: true, results.MetricP50Ms: true, results.MetricP90Ms: true, results.MetricP95Ms: true, results.MetricP99Ms: true, results.MetricP999Ms: true, results.MetricMinMs: true, results.MetricMaxMs: true,
 }
 
 // summaryMetrics are compared with the baseline in the summary, in order,
 // when the configuration has them (the seed's final table: 90% line, error %,
 // KB/s, plus the primary rate and the tail).
-var summaryMetrics = []string{MetricThroughput, "p50_ms", "p90_ms", "p99_ms", MetricErrorRate, MetricKBPerS}
+var summaryMetrics = []string{results.MetricThroughput, results.MetricP50Ms, results.MetricP90Ms, results.MetricP99Ms, results.MetricErrorRate, results.MetricKBPerS}
 
 // otherMetrics are a configuration's non-standard metrics in a stable order.
 func otherMetrics(rep *Report) []string {

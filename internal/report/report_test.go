@@ -73,11 +73,11 @@ func TestReportSemantics(t *testing.T) {
 		metric  string
 		verdict string
 	}{
-		{"docker-proxy costs throughput", "docker-published", MetricThroughput, "slower"},
+		{"docker-proxy costs throughput", "docker-published", results.MetricThroughput, "slower"},
 		{"docker-proxy costs latency", "docker-published", "p90_ms", "slower"},
-		{"docker-proxy errors", "docker-published", MetricErrorRate, stats.UndefinedZero},
-		{"host networking is as fast as the host", "docker-host-net", MetricThroughput, stats.NoDifference},
-		{"no errors on either side", "docker-host-net", MetricErrorRate, stats.BothZero},
+		{"docker-proxy errors", "docker-published", results.MetricErrorRate, stats.UndefinedZero},
+		{"host networking is as fast as the host", "docker-host-net", results.MetricThroughput, stats.NoDifference},
+		{"no errors on either side", "docker-host-net", results.MetricErrorRate, stats.BothZero},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
@@ -107,13 +107,13 @@ func TestReportSemantics(t *testing.T) {
 	})
 	t.Run("failed run is counted and excluded", func(t *testing.T) {
 		c := rep.Config("docker-host-net")
-		if c.Runs != 4 || c.Failed != 1 || c.Metrics[MetricThroughput].N != 4 {
-			t.Errorf("docker-host-net: runs %d failed %d n %d", c.Runs, c.Failed, c.Metrics[MetricThroughput].N)
+		if c.Runs != 4 || c.Failed != 1 || c.Metrics[results.MetricThroughput].N != 4 {
+			t.Errorf("docker-host-net: runs %d failed %d n %d", c.Runs, c.Failed, c.Metrics[results.MetricThroughput].N)
 		}
 	})
 	t.Run("two repetitions have an interval, one is noisy", func(t *testing.T) {
 		c := rep.Config("docker-volume-2reps")
-		if !c.Metrics[MetricThroughput].HasCI() {
+		if !c.Metrics[results.MetricThroughput].HasCI() {
 			t.Error("n=2 should have an interval")
 		}
 	})
@@ -182,7 +182,7 @@ func TestPercentilesFromMergedHistograms(t *testing.T) {
 	if got := c.Metrics["p99_ms"].Median; got != want {
 		t.Errorf("p99_ms = %v, merged histogram says %v", got, want)
 	}
-	if got, want := c.Metrics[MetricErrorRate].Median, float64(errs)/float64(count); math.Abs(got-want) > 1e-12 {
+	if got, want := c.Metrics[results.MetricErrorRate].Median, float64(errs)/float64(count); math.Abs(got-want) > 1e-12 {
 		t.Errorf("error_rate = %v, pooled %v", got, want)
 	}
 	var avg float64
@@ -228,7 +228,7 @@ func TestJSONSchema(t *testing.T) {
 		if c.Runs == 0 {
 			continue
 		}
-		for _, m := range []string{MetricThroughput, "mean_ms", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms", MetricErrorRate, MetricKBPerS, "elapsed_s"} {
+		for _, m := range []string{results.MetricThroughput, "mean_ms", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms", results.MetricErrorRate, results.MetricKBPerS, "elapsed_s"} {
 			e, ok := c.Metrics[m]
 			if !ok {
 				t.Errorf("%s lacks metric %s", c.Name, m)
@@ -241,7 +241,7 @@ func TestJSONSchema(t *testing.T) {
 			}
 		}
 		if c.Name != "host" {
-			v := c.VsBaseline[MetricThroughput]
+			v := c.VsBaseline[results.MetricThroughput]
 			for _, f := range []string{"ratio", "ci_low", "ci_high", "verdict"} {
 				if _, ok := v[f]; !ok {
 					t.Errorf("%s vs_baseline.throughput_per_s lacks %s", c.Name, f)
@@ -405,7 +405,7 @@ func TestEmptyHistogramsRenderAsJSON(t *testing.T) {
 	if _, has := rep.Config("host").Metrics["p99_ms"]; has {
 		t.Error("p99_ms reported without any latency sample")
 	}
-	if got := rep.Config("host").Metrics[MetricErrorRate].Median; got != 1 {
+	if got := rep.Config("host").Metrics[results.MetricErrorRate].Median; got != 1 {
 		t.Errorf("error_rate %v, want 1", got)
 	}
 }

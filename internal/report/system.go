@@ -4,25 +4,25 @@ import (
 	"math"
 	"sort"
 
-	"ctrperf/internal/observe"
+	"ctrperf/internal/results"
 )
 
 // summarizeSystem computes the mean and maximum of the observers' key figures
 // over every sample of every successful run, like the seed's iostat maxima.
-// Each run is summarised by observe.Summarize; runs are then combined with
+// Each run is summarised by results.Summarize; runs are then combined with
 // sample-weighted means. Devices, containers and processes that did nothing
 // are left out.
 func summarizeSystem(ok []runData) []SystemFigure {
 	type key struct{ group, subject, figure, unit string }
-	accs := map[key]*observe.Figure{}
-	add := func(group, subject, figure, unit string, f observe.Figure) {
+	accs := map[key]*results.Figure{}
+	add := func(group, subject, figure, unit string, f results.Figure) {
 		if f.N == 0 || math.IsNaN(f.Mean) {
 			return
 		}
 		k := key{group, subject, figure, unit}
 		a := accs[k]
 		if a == nil {
-			accs[k] = &observe.Figure{Mean: f.Mean, Max: f.Max, N: f.N}
+			accs[k] = &results.Figure{Mean: f.Mean, Max: f.Max, N: f.N}
 			return
 		}
 		n := a.N + f.N
@@ -34,7 +34,7 @@ func summarizeSystem(ok []runData) []SystemFigure {
 		if d.rec.System == nil {
 			continue
 		}
-		sum := observe.Summarize(d.rec.System)
+		sum := results.Summarize(d.rec.System)
 		add("cpu", "all", "user", "%", sum.CPU.User)
 		add("cpu", "all", "system", "%", sum.CPU.System)
 		add("cpu", "all", "iowait", "%", sum.CPU.IOWait)
@@ -94,7 +94,7 @@ type timeline struct {
 }
 
 // cpuTimelines are per-CPU utilisation (100 - idle) over a run.
-func cpuTimelines(s *observe.Series) []timeline {
+func cpuTimelines(s *results.Series) []timeline {
 	if s == nil {
 		return nil
 	}
@@ -117,7 +117,7 @@ func cpuTimelines(s *observe.Series) []timeline {
 }
 
 // diskTimelines are writes per second per active device over a run.
-func diskTimelines(s *observe.Series) []timeline {
+func diskTimelines(s *results.Series) []timeline {
 	if s == nil {
 		return nil
 	}

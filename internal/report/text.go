@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"ctrperf/internal/results"
 	"ctrperf/internal/stats"
 )
 
@@ -74,7 +75,7 @@ func orDash(s string) string {
 	return s
 }
 
-var aggregateCols = []string{MetricSamples, "mean_ms", "p50_ms", "p90_ms", "p99_ms", "min_ms", "max_ms", MetricErrorRate, MetricThroughput, MetricKBPerS}
+var aggregateCols = []string{results.MetricSamples, results.MetricMeanMs, results.MetricP50Ms, results.MetricP90Ms, results.MetricP99Ms, results.MetricMinMs, results.MetricMaxMs, results.MetricErrorRate, results.MetricThroughput, results.MetricKBPerS}
 
 func aggregateSection(rep *Report) section {
 	s := section{Title: "Aggregate report",
@@ -92,7 +93,7 @@ func aggregateSection(rep *Report) section {
 		}
 		s.Rows = append(s.Rows, aggregateRow(c.Name, "(all)", c.Runs, c.Metrics, cut(c.status(), 70)))
 		for _, op := range c.OperationNames() {
-			s.Rows = append(s.Rows, aggregateRow(c.Name, op, c.Operations[op][MetricSamples].N, c.Operations[op], ""))
+			s.Rows = append(s.Rows, aggregateRow(c.Name, op, c.Operations[op][results.MetricSamples].N, c.Operations[op], ""))
 		}
 	}
 	return s

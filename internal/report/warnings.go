@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"ctrperf/internal/results"
 	"ctrperf/internal/stats"
 )
 
@@ -55,7 +56,7 @@ func configWarnings(c *Config, ok []runData) []Warning {
 		add(fmt.Sprintf("%d successful repetitions: the nominal 95%% interval of a median covers the true value %s of the time", n, what),
 			adviceRepetitions)
 	}
-	for _, m := range []string{MetricThroughput, "p90_ms", "p99_ms"} {
+	for _, m := range []string{results.MetricThroughput, results.MetricP90Ms, results.MetricP99Ms} {
 		e, has := c.Metrics[m]
 		if !has || !e.HasCI() {
 			continue
@@ -85,7 +86,7 @@ func configWarnings(c *Config, ok []runData) []Warning {
 			short, len(ok), fmtNum(stats.Median(achieved)), fmtNum(stats.Median(target))), adviceRate)
 	}
 
-	if e, has := c.Metrics[MetricErrorRate]; has && e.Median > 0 {
+	if e, has := c.Metrics[results.MetricErrorRate]; has && e.Median > 0 {
 		kinds := map[string]int64{}
 		for _, d := range ok {
 			for _, op := range d.rec.Result.Operations {

@@ -3,12 +3,7 @@
 // Statistics and reports are always recomputed from these records.
 package results
 
-import (
-	"time"
-
-	"ctrperf/internal/engine"
-	"ctrperf/internal/observe"
-)
+import "time"
 
 // Status of a run.
 type Status string
@@ -86,24 +81,44 @@ type Measurement struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
+// EngineInfo describes the engine a run was deployed on, as the engine
+// reported it when the run started.
+type EngineInfo struct {
+	Runtime       string `json:"runtime"`                  // "host" or "docker"
+	Name          string `json:"name"`                     // "host", "default", or the private engine's name
+	Version       string `json:"version,omitempty"`        // dockerd version
+	StorageDriver string `json:"storage_driver,omitempty"` // as the daemon reports it
+	DataRoot      string `json:"data_root,omitempty"`
+	BackingFS     string `json:"backing_fs,omitempty"`
+	UserlandProxy *bool  `json:"userland_proxy,omitempty"`
+	Private       bool   `json:"private"` // started by ctrperf
+}
+
 // RunRecord is one line of results.jsonl.
 type RunRecord struct {
-	Plan       string          `json:"plan"`
-	RunID      string          `json:"run_id"`
-	Index      int             `json:"index"`      // position in the run order, 0-based
-	Config     string          `json:"config"`     // configuration name
-	Repetition int             `json:"repetition"` // 0-based
-	Knobs      map[string]any  `json:"knobs,omitempty"`
-	Workload   string          `json:"workload"`
-	Start      time.Time       `json:"start"`
-	End        time.Time       `json:"end"`
-	Status     Status          `json:"status"`
-	Error      string          `json:"error,omitempty"`
-	Engine     *engine.Info    `json:"engine,omitempty"`
-	Result     *Measurement    `json:"result,omitempty"`
-	System     *observe.Series `json:"system,omitempty"`
+	Plan       string         `json:"plan"`
+	RunID      string         `json:"run_id"`
+	Index      int            `json:"index"`      // position in the run order, 0-based
+	Config     string         `json:"config"`     // configuration name
+	Repetition int            `json:"repetition"` // 0-based
+	Knobs      map[string]any `json:"knobs,omitempty"`
+	Workload   string         `json:"workload"`
+	Start      time.Time      `json:"start"`
+	End        time.Time      `json:"end"`
+	Status     Status         `json:"status"`
+	Error      string         `json:"error,omitempty"`
+	Engine     *EngineInfo    `json:"engine,omitempty"`
+	Result     *Measurement   `json:"result,omitempty"`
+	System     *Series        `json:"system,omitempty"`
 	// WindowOffsetS is where the measured window starts in System, in
 	// seconds from the start of the series (the samples before it are the
 	// deployment's warm-up): reports cut the series there.
 	WindowOffsetS float64 `json:"window_offset_s,omitempty"`
+}
+
+// Runtime is the run's runtime knob ("host" or "docker"), "" when the
+// record has none.
+func (r *RunRecord) Runtime() string {
+	rt, _ := r.Knobs["runtime"].(string)
+	return rt
 }

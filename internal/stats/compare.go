@@ -3,6 +3,8 @@ package stats
 import (
 	"math"
 	"strings"
+
+	"ctrperf/internal/results"
 )
 
 // Verdicts. A difference is only called when the whole interval of the ratio
@@ -27,7 +29,7 @@ type Sense struct {
 // the verdict then says only "higher" or "lower".
 func SenseOf(metric string) Sense {
 	switch {
-	case metric == "error_rate" || metric == "errors":
+	case metric == results.MetricErrorRate || metric == "errors":
 		return Sense{Better: "fewer errors", Worse: "more errors"}
 	case strings.HasSuffix(metric, "_failed") || strings.HasSuffix(metric, "_errors"):
 		return Sense{Better: "fewer failures", Worse: "more failures"}
@@ -36,7 +38,7 @@ func SenseOf(metric string) Sense {
 		strings.HasSuffix(metric, "_bw_kb_s"):
 		return Sense{HigherIsBetter: true, Better: "faster", Worse: "slower"}
 	case strings.HasSuffix(metric, "_ms") || strings.HasSuffix(metric, "_us") ||
-		metric == "elapsed_s" || strings.HasSuffix(metric, "_latency_s"):
+		metric == results.MetricElapsed || strings.HasSuffix(metric, "_latency_s"):
 		return Sense{Better: "faster", Worse: "slower"}
 	}
 	return Sense{Neutral: true, Better: "higher", Worse: "lower"}

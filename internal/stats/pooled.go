@@ -6,6 +6,8 @@ import (
 	"sort"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	"ctrperf/internal/results"
 )
 
 // Pooled holds the latency histograms of several runs with one geometry,
@@ -86,13 +88,13 @@ type LatencyStat struct {
 
 // StandardLatency are the figures every report shows, in milliseconds.
 var StandardLatency = []LatencyStat{
-	{Name: "mean_ms", Kind: "mean"},
-	{Name: "p50_ms", Kind: "quantile", Quantile: 0.50},
-	{Name: "p90_ms", Kind: "quantile", Quantile: 0.90},
-	{Name: "p99_ms", Kind: "quantile", Quantile: 0.99},
-	{Name: "p999_ms", Kind: "quantile", Quantile: 0.999},
-	{Name: "min_ms", Kind: "min"},
-	{Name: "max_ms", Kind: "max"},
+	{Name: results.MetricMeanMs, Kind: "mean"},
+	{Name: results.MetricP50Ms, Kind: "quantile", Quantile: 0.50},
+	{Name: results.MetricP90Ms, Kind: "quantile", Quantile: 0.90},
+	{Name: results.MetricP99Ms, Kind: "quantile", Quantile: 0.99},
+	{Name: results.MetricP999Ms, Kind: "quantile", Quantile: 0.999},
+	{Name: results.MetricMinMs, Kind: "min"},
+	{Name: results.MetricMaxMs, Kind: "max"},
 }
 
 // Stats evaluates figs on the pooled histogram with run weights w (nil means

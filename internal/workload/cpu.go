@@ -43,26 +43,14 @@ func ParseCPULoad(m map[string]any) (CPULoad, error) {
 	return l, k.err()
 }
 
-// Validate implements Workload.
-func (CPU) Validate(c Config) error {
-	if len(c.App) > 0 {
-		return fmt.Errorf("cpu: has no app knobs (got %v)", keysOf(c.App))
-	}
-	if _, err := ParseCPULoad(c.Load); err != nil {
-		return fmt.Errorf("cpu: %w", err)
-	}
-	return noNetwork("cpu", c)
+// Decode implements Workload.
+func (CPU) Decode(k Knobs) (any, any, error) {
+	return decodeTool("cpu", k, ParseCPULoad, "the work is chosen under load")
 }
 
 // Services implements Workload.
-func (w CPU) Services(c Config) ([]engine.Service, error) {
-	if err := w.Validate(c); err != nil {
-		return nil, err
-	}
-	if err := hostTools("cpu", c, "sysbench"); err != nil {
-		return nil, err
-	}
-	return []engine.Service{sleeperService("cpu", c)}, nil
+func (CPU) Services(c Config) ([]engine.Service, error) {
+	return toolServices("cpu", "cpu", c, "sysbench")
 }
 
 // cpuArgs are sysbench's arguments for d of work.
@@ -76,10 +64,7 @@ func cpuArgs(l CPULoad, d time.Duration) []string {
 // Drive implements Workload: a warm-up run (frequency ramps, page faults of
 // the binary) and then the measured one, both parsed by load.RunSysbench.
 func (CPU) Drive(ctx context.Context, env Env) (*results.Measurement, error) {
-	l, err := ParseCPULoad(env.Config.Load)
-	if err != nil {
-		return nil, fmt.Errorf("cpu: %w", err)
-	}
+	l := env.Config.Load.(CPULoad)
 	if env.Window.Duration < time.Second {
 		return nil, fmt.Errorf("cpu: duration %s is shorter than sysbench's 1 s resolution", env.Window.Duration)
 	}
@@ -96,7 +81,7 @@ func (CPU) Drive(ctx context.Context, env Env) (*results.Measurement, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
-	if m.Metrics["throughput_per_s"] <= 0 {
+	if m.Metrics[results.MetricThroughput] <= 0 {
 		return m, fmt.Errorf("cpu: sysbench reported no events")
 	}
 	return m, nil

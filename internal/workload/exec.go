@@ -70,31 +70,18 @@ func ParseExecLoad(m map[string]any) (ExecLoad, error) {
 	return l, nil
 }
 
-// Validate implements Workload.
-func (Exec) Validate(c Config) error {
-	if len(c.App) > 0 {
-		return fmt.Errorf("exec: has no app knobs (got %v); the test is chosen under load", keysOf(c.App))
-	}
-	if _, err := ParseExecLoad(c.Load); err != nil {
-		return fmt.Errorf("exec: %w", err)
-	}
-	return noNetwork("exec", c)
+// Decode implements Workload.
+func (Exec) Decode(k Knobs) (any, any, error) {
+	return decodeTool("exec", k, ParseExecLoad, "the test is chosen under load")
 }
 
 // Services implements Workload.
-func (w Exec) Services(c Config) ([]engine.Service, error) {
-	if err := w.Validate(c); err != nil {
-		return nil, err
-	}
-	l, _ := ParseExecLoad(c.Load)
+func (Exec) Services(c Config) ([]engine.Service, error) {
 	tools := []string{"sh", "date", "sort", "od", "grep", "tee", "wc"}
-	if l.Test == "fork" {
+	if c.Load.(ExecLoad).Test == "fork" {
 		tools = []string{"stress-ng"}
 	}
-	if err := hostTools("exec", c, tools...); err != nil {
-		return nil, err
-	}
-	return []engine.Service{sleeperService("exec", c)}, nil
+	return toolServices("exec", "exec", c, tools...)
 }
 
 // execScript runs the test for a warm-up then a measured window (both in
@@ -185,7 +172,7 @@ func ParseExecOutput(r io.Reader, label string) (*results.Measurement, error) {
 	return &results.Measurement{
 		DurationS:  sec,
 		Operations: map[string]*results.Operation{label: {Count: n, Histogram: enc, MeanMs: float64(ns) / float64(n) / 1e6}},
-		Metrics:    map[string]float64{"throughput_per_s": float64(n) / sec, "elapsed_s": sec, "batches": float64(batches)},
+		Metrics:    map[string]float64{results.MetricThroughput: float64(n) / sec, results.MetricElapsed: sec, "batches": float64(batches)},
 		Load:       &results.LoadStats{Mode: "tool"},
 		Tools:      map[string]string{"sh": "POSIX sh loop timed with date +%s%N"},
 	}, nil
@@ -193,10 +180,7 @@ func ParseExecOutput(r io.Reader, label string) (*results.Measurement, error) {
 
 // Drive implements Workload.
 func (Exec) Drive(ctx context.Context, env Env) (*results.Measurement, error) {
-	l, err := ParseExecLoad(env.Config.Load)
-	if err != nil {
-		return nil, fmt.Errorf("exec: %w", err)
-	}
+	l := env.Config.Load.(ExecLoad)
 	ex := inData(load.EngineExec(env.Engine, env.Target, "exec"))
 	w := env.Window
 	if l.Test == "fork" {
@@ -212,7 +196,7 @@ func (Exec) Drive(ctx context.Context, env Env) (*results.Measurement, error) {
 		if err != nil {
 			return nil, fmt.Errorf("exec fork: %w", err)
 		}
-		if m.Metrics["throughput_per_s"] <= 0 {
+		if m.Metrics[results.MetricThroughput] <= 0 {
 			return m, fmt.Errorf("exec fork: stress-ng reported no forks")
 		}
 		return m, nil

@@ -69,27 +69,15 @@ func ParseFileIOLoad(m map[string]any) (FileIOLoad, error) {
 	return l, k.err()
 }
 
-// Validate implements Workload.
-func (FileIO) Validate(c Config) error {
-	if len(c.App) > 0 {
-		return fmt.Errorf("fileio: has no app knobs (got %v); the fio job is chosen under load", keysOf(c.App))
-	}
-	if _, err := ParseFileIOLoad(c.Load); err != nil {
-		return fmt.Errorf("fileio: %w", err)
-	}
-	return noNetwork("fileio", c)
+// Decode implements Workload.
+func (FileIO) Decode(k Knobs) (any, any, error) {
+	return decodeTool("fileio", k, ParseFileIOLoad, "the fio job is chosen under load")
 }
 
 // Services implements Workload: a sleeper in the base image (host: a sleep
 // in its own cgroup) that fio is run inside.
-func (w FileIO) Services(c Config) ([]engine.Service, error) {
-	if err := w.Validate(c); err != nil {
-		return nil, err
-	}
-	if err := hostTools("fileio", c, "fio"); err != nil {
-		return nil, err
-	}
-	return []engine.Service{sleeperService("io", c)}, nil
+func (FileIO) Services(c Config) ([]engine.Service, error) {
+	return toolServices("fileio", "io", c, "fio")
 }
 
 // fioArgs are fio's arguments (after fio --output-format=json+) for a job,
@@ -174,10 +162,7 @@ func fioProblem(err error, m *results.Measurement) string {
 
 // Drive implements Workload.
 func (FileIO) Drive(ctx context.Context, env Env) (*results.Measurement, error) {
-	l, err := ParseFileIOLoad(env.Config.Load)
-	if err != nil {
-		return nil, fmt.Errorf("fileio: %w", err)
-	}
+	l := env.Config.Load.(FileIOLoad)
 	ex := inData(load.EngineExec(env.Engine, env.Target, "io"))
 	direct, fallback, note := wantDirect(l, env.Config.Data)
 	w := env.Window
@@ -216,11 +201,11 @@ func (FileIO) Drive(ctx context.Context, env Env) (*results.Measurement, error) 
 			}
 		}
 		if ms > 0 {
-			m.Metrics["throughput_per_s"] = 1000 / ms
+			m.Metrics[results.MetricThroughput] = 1000 / ms
 			m.Metrics["file_cycles_per_s"] = 1000 / ms
 		}
 	}
-	if m.Metrics["throughput_per_s"] <= 0 {
+	if m.Metrics[results.MetricThroughput] <= 0 {
 		return m, fmt.Errorf("fileio %s: fio reported no I/O", l.Job)
 	}
 	return m, nil
@@ -238,12 +223,4 @@ func fioFailed(m *results.Measurement) bool {
 		}
 	}
 	return false
-}
-
-func keysOf(m map[string]any) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }

@@ -36,9 +36,7 @@ func driveWindow(ctx context.Context, t *testing.T, eng engine.Engine, target *e
 // already gone is harmless).
 func deployWith(ctx context.Context, t *testing.T, eng engine.Engine, w Workload, c Config, runID string) *engine.Target {
 	t.Helper()
-	if err := w.Validate(c); err != nil {
-		t.Fatal(err)
-	}
+	c = decoded(t, w, c)
 	svcs, err := w.Services(c)
 	if err != nil {
 		t.Fatal(err)
@@ -65,6 +63,7 @@ func deployWith(ctx context.Context, t *testing.T, eng engine.Engine, w Workload
 // window's start was signalled.
 func driveWith(ctx context.Context, t *testing.T, eng engine.Engine, w Workload, target *engine.Target, c Config) *results.Measurement {
 	t.Helper()
+	c = decoded(t, w, c)
 	var started atomic.Bool // drivers may call Started from a timer goroutine
 	m, err := w.Drive(ctx, Env{Engine: eng, Target: target, Config: c,
 		Window: Window{Warmup: time.Second, Duration: 3 * time.Second}, Started: func() { started.Store(true) }})
@@ -75,4 +74,37 @@ func driveWith(ctx context.Context, t *testing.T, eng engine.Engine, w Workload,
 		t.Error("Started was not called")
 	}
 	return m
+}
+
+// rawKnobs reads the app and load maps a test wrote into a Config, as a
+// plan would give them to Decode; ok is false for a Config already decoded.
+func rawKnobs(c Config) (k Knobs, ok bool) {
+	app, appMap := c.App.(map[string]any)
+	ld, loadMap := c.Load.(map[string]any)
+	if (c.App != nil && !appMap) || (c.Load != nil && !loadMap) {
+		return Knobs{}, false
+	}
+	return Knobs{Runtime: c.Runtime, Network: c.Network, Data: c.Data, Topology: c.Topology, App: app, Load: ld}, true
+}
+
+// validate is w's Decode of the maps in c: the plan's check of a configuration.
+func validate(w Workload, c Config) error {
+	k, _ := rawKnobs(c)
+	_, _, err := w.Decode(k)
+	return err
+}
+
+// decoded is c with the app and load maps a test wrote into it decoded by
+// w, as the plan would decode them; a Config already decoded passes through.
+func decoded(t testing.TB, w Workload, c Config) Config {
+	t.Helper()
+	k, ok := rawKnobs(c)
+	if !ok {
+		return c
+	}
+	out, err := Decoded(w, k, c.Resources)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"ctrperf/internal/plan"
 )
 
 // knobs reads a free-form knob map (a plan's app: or load:) with type and
@@ -30,7 +32,13 @@ func (k *knobs) get(key string) (any, bool) {
 }
 
 func (k *knobs) fail(key string, v any, format string, args ...any) {
-	k.errs = append(k.errs, fmt.Errorf("%s.%s = %v: %s", k.what, key, v, fmt.Sprintf(format, args...)))
+	k.errs = append(k.errs, knobError(k.what+"."+key, "%s.%s = %v: %s", k.what, key, v, fmt.Sprintf(format, args...)))
+}
+
+// knobError is a problem with one knob ("app.pool"), which the plan reports
+// at the line that set it.
+func knobError(knob, format string, args ...any) error {
+	return &plan.KnobError{Knob: knob, Err: fmt.Errorf(format, args...)}
 }
 
 // whole reads a whole number in [lo, hi]. YAML gives int; JSON (a plan as
@@ -206,7 +214,7 @@ func (k *knobs) err() error {
 	sort.Strings(unknown)
 	sort.Strings(known)
 	for _, key := range unknown {
-		k.errs = append(k.errs, fmt.Errorf("%s.%s: unknown knob (known: %s)", k.what, key, strings.Join(known, ", ")))
+		k.errs = append(k.errs, knobError(k.what+"."+key, "%s.%s: unknown knob (known: %s)", k.what, key, strings.Join(known, ", ")))
 	}
 	return errors.Join(k.errs...)
 }

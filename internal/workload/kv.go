@@ -27,8 +27,9 @@ func (KV) Name() string { return "kv" }
 
 // KVApp are the server knobs.
 type KVApp struct {
-	Threads  int64 // memcached -t
-	MemoryMB int64 // memcached -m
+	Threads     int64 // memcached -t
+	MemoryMB    int64 // memcached -m
+	Connections int64 // memcached -c: simultaneous connections it accepts
 }
 
 // KVLoad are the load knobs.
@@ -41,12 +42,14 @@ type KVLoad struct {
 	ValueSize   int64   // bytes
 	Keys        int64   // key space
 	Seed        int64
+	// mix is Mix as the generator takes it, read once by ParseKVLoad.
+	mix map[string]float64
 }
 
 // Defaults: seed 004's memslap (set only, concurrency 4) and memcached's own
 // defaults (-t 4, -m 64 raised to 256 so the key space never evicts).
 var (
-	DefaultKVApp  = KVApp{Threads: 4, MemoryMB: 256}
+	DefaultKVApp  = KVApp{Threads: 4, MemoryMB: 256, Connections: 4096}
 	DefaultKVLoad = KVLoad{Mode: "closed", Concurrency: 4, Mix: "set", ValueSize: 100, Keys: 10000, Seed: 1}
 )
 
@@ -56,6 +59,7 @@ func ParseKVApp(m map[string]any) (KVApp, error) {
 	k := newKnobs("app", m)
 	whole(k, "threads", &a.Threads, 1, 64)
 	whole(k, "memory_mb", &a.MemoryMB, 16, 16384)
+	whole(k, "connections", &a.Connections, 16, 1<<20)
 	return a, k.err()
 }
 
@@ -67,18 +71,17 @@ func ParseKVLoad(m map[string]any) (KVLoad, error) {
 	whole(k, "concurrency", &l.Concurrency, 1, 4096)
 	k.float("rate", &l.Rate, 0, 1e7)
 	whole(k, "ops", &l.Ops, 0, 1<<40)
-	k.str("mix", &l.Mix, func(s string) error {
-		mix, err := load.ParseMix(s)
-		if err != nil {
-			return err
-		}
+	k.str("mix", &l.Mix, nil)
+	if mix, err := load.ParseMix(l.Mix); err != nil {
+		k.fail("mix", l.Mix, "%v", err)
+	} else {
 		for op := range mix {
 			if op != "get" && op != "set" {
-				return fmt.Errorf("unknown operation %q (get, set)", op)
+				k.fail("mix", l.Mix, "unknown operation %q (get, set)", op)
 			}
 		}
-		return nil
-	})
+		l.mix = mix
+	}
 	whole(k, "value_size", &l.ValueSize, 1, 1<<20)
 	whole(k, "keys", &l.Keys, 1, 1<<30)
 	whole(k, "seed", &l.Seed, 0, 1<<62)
@@ -87,42 +90,37 @@ func ParseKVLoad(m map[string]any) (KVLoad, error) {
 	}
 	switch {
 	case l.Mode == "open" && l.Rate <= 0:
-		return l, fmt.Errorf("load.mode open needs load.rate > 0 (operations per second)")
+		return l, knobError("load.rate", "load.mode open needs load.rate > 0 (operations per second)")
 	case l.Mode == "open" && l.Ops > 0:
-		return l, fmt.Errorf("load.ops (memslap --execute-number) applies to mode closed only; open loop runs for the plan's duration")
+		return l, knobError("load.ops", "load.ops (memslap --execute-number) applies to mode closed only; open loop runs for the plan's duration")
 	case l.Mode == "closed" && l.Rate > 0:
-		return l, fmt.Errorf("load.rate %v is for mode open; closed loop runs load.concurrency connections back to back", l.Rate)
+		return l, knobError("load.rate", "load.rate %v is for mode open; closed loop runs load.concurrency connections back to back", l.Rate)
 	}
 	return l, nil
 }
 
-// Validate implements Workload.
-func (KV) Validate(c Config) error {
-	_, aerr := ParseKVApp(c.App)
-	_, lerr := ParseKVLoad(c.Load)
-	if aerr != nil || lerr != nil {
-		return fmt.Errorf("kv: %w", joinErrs(aerr, lerr))
-	}
-	return nil
+// Decode implements Workload.
+func (KV) Decode(k Knobs) (any, any, error) {
+	a, aerr := ParseKVApp(k.App)
+	l, lerr := ParseKVLoad(k.Load)
+	return a, l, errors.Join(aerr, lerr)
 }
 
 // kvArgv is memcached's command line. -U 0 turns UDP off (memslap's TCP
 // only); -u nobody because memcached refuses to run as root without -u.
 func kvArgv(bin string, a KVApp) []string {
 	return []string{bin, "-l", "0.0.0.0", "-p", "{{port:kv:11211}}", "-U", "0",
-		"-m", strconv.FormatInt(a.MemoryMB, 10), "-t", strconv.FormatInt(a.Threads, 10), "-c", "4096", "-u", "nobody"}
+		"-m", strconv.FormatInt(a.MemoryMB, 10), "-t", strconv.FormatInt(a.Threads, 10),
+		"-c", strconv.FormatInt(a.Connections, 10), "-u", "nobody"}
 }
 
 // Services implements Workload: one memcached, from the Debian base image or
 // the host's /usr/bin/memcached.
-func (w KV) Services(c Config) ([]engine.Service, error) {
-	if err := w.Validate(c); err != nil {
-		return nil, err
-	}
+func (KV) Services(c Config) ([]engine.Service, error) {
 	if err := hostTools("kv", c, "memcached"); err != nil {
 		return nil, err
 	}
-	a, _ := ParseKVApp(c.App)
+	a := c.App.(KVApp)
 	return []engine.Service{{
 		Name:      "kv",
 		Image:     baseImage(),
@@ -150,16 +148,12 @@ func kvProfile(l KVLoad, env Env) load.Profile {
 // Drive implements Workload: the memcached generator over the target's own
 // dialer, so published-external traffic leaves from the client namespace.
 func (KV) Drive(ctx context.Context, env Env) (*results.Measurement, error) {
-	l, err := ParseKVLoad(env.Config.Load)
-	if err != nil {
-		return nil, fmt.Errorf("kv: %w", err)
-	}
+	l := env.Config.Load.(KVLoad)
 	ep, err := env.Target.Endpoint("kv", 11211)
 	if err != nil {
 		return nil, fmt.Errorf("kv: %w", err)
 	}
-	mix, _ := load.ParseMix(l.Mix)
-	d, err := load.NewMemcached(load.MemcachedConfig{Addr: ep.Addr, Mix: mix, Keys: int(l.Keys), ValueSize: int(l.ValueSize),
+	d, err := load.NewMemcached(load.MemcachedConfig{Addr: ep.Addr, Mix: l.mix, Keys: int(l.Keys), ValueSize: int(l.ValueSize),
 		Dial: env.Target.Dialer(), Seed: uint64(l.Seed)})
 	if err != nil {
 		return nil, fmt.Errorf("kv: %w", err)
@@ -185,6 +179,3 @@ func (KV) Drive(ctx context.Context, env Env) (*results.Measurement, error) {
 	}
 	return m, nil
 }
-
-// joinErrs joins the non-nil errors (errors.Join skips nils).
-func joinErrs(errs ...error) error { return errors.Join(errs...) }

@@ -145,14 +145,14 @@ func (l NoisyLoad) hotStart(window time.Duration) time.Duration {
 	return time.Duration(l.HotAfterFrac * float64(window))
 }
 
-// Validate implements Workload.
-func (Noisy) Validate(c Config) error {
+// Decode implements Workload.
+func (Noisy) Decode(c Knobs) (any, any, error) {
 	var errs []error
 	a, aerr := ParseNoisyApp(c.App)
 	l, lerr := ParseNoisyLoad(c.Load)
 	errs = append(errs, aerr, lerr)
 	if aerr == nil && lerr == nil && l.Hot >= a.Tenants {
-		errs = append(errs, fmt.Errorf("load.hot = %d but app.tenants = %d: at least one tenant must stay quiet, its latency is what is measured", l.Hot, a.Tenants))
+		errs = append(errs, knobError("load.hot", "load.hot = %d but app.tenants = %d: at least one tenant must stay quiet, its latency is what is measured", l.Hot, a.Tenants))
 	}
 	if c.Runtime != engine.RuntimeDocker {
 		errs = append(errs, fmt.Errorf("noisy needs runtime docker, not %q: its tenants are containers that the isolate controller places", c.Runtime))
@@ -163,10 +163,7 @@ func (Noisy) Validate(c Config) error {
 	if c.Topology != "" && c.Topology != "combined" {
 		errs = append(errs, fmt.Errorf("topology %q: noisy tenants are single containers (combined)", c.Topology))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("noisy: %w", err)
-	}
-	return nil
+	return a, l, errors.Join(errs...)
 }
 
 // tenantNames are the service names: the quiet tenants, then the hot ones.
@@ -182,12 +179,8 @@ func tenantNames(a NoisyApp, l NoisyLoad) (quiet, hot []string) {
 
 // Services implements Workload: one ticketd (SQLite, one seeded user) per
 // tenant, each labelled for the isolate controller.
-func (w Noisy) Services(c Config) ([]engine.Service, error) {
-	if err := w.Validate(c); err != nil {
-		return nil, err
-	}
-	a, _ := ParseNoisyApp(c.App)
-	l, _ := ParseNoisyLoad(c.Load)
+func (Noisy) Services(c Config) ([]engine.Service, error) {
+	a, l := c.App.(NoisyApp), c.Load.(NoisyLoad)
 	web := DefaultWebApp
 	web.HashCost, web.SeedUsers, web.SeedProjects, web.SeedTickets = a.HashCost, 1, 1, 0
 	quiet, hot := tenantNames(a, l)
@@ -226,14 +219,7 @@ func (w Noisy) Drive(ctx context.Context, env Env) (*results.Measurement, error)
 	if env.Target == nil {
 		return nil, errors.New("noisy: no target")
 	}
-	a, err := ParseNoisyApp(env.Config.App)
-	if err != nil {
-		return nil, fmt.Errorf("noisy: %w", err)
-	}
-	l, err := ParseNoisyLoad(env.Config.Load)
-	if err != nil {
-		return nil, fmt.Errorf("noisy: %w", err)
-	}
+	a, l := env.Config.App.(NoisyApp), env.Config.Load.(NoisyLoad)
 	hotAfter := l.hotStart(env.Window.Duration)
 	if hotAfter <= 0 || hotAfter >= env.Window.Duration {
 		return nil, fmt.Errorf("noisy: load.hot_after is %s into a %s window: the hot phase must start inside it", hotAfter, env.Window.Duration)
@@ -249,6 +235,7 @@ func (w Noisy) Drive(ctx context.Context, env Env) (*results.Measurement, error)
 	}
 	unpin := func() error { return nil }
 	if env.LoadCPUSet != "" {
+		var err error
 		if unpin, err = load.PinCPUs(load.DefaultTaskDir, env.LoadCPUSet); err != nil {
 			return nil, fmt.Errorf("noisy: %w", err)
 		}
@@ -351,7 +338,7 @@ func (w Noisy) Drive(ctx context.Context, env Env) (*results.Measurement, error)
 	if err := errors.Join(errs...); err != nil {
 		return m, fmt.Errorf("noisy: %w", err)
 	}
-	if m.Metrics["throughput_per_s"] == 0 {
+	if m.Metrics[results.MetricThroughput] == 0 {
 		return m, errors.New("noisy: no login succeeded in the measured window")
 	}
 	return m, nil
@@ -423,13 +410,13 @@ func (p *phaseStats) metrics(m *results.Measurement, hot []string, phase time.Du
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.quiet.TotalCount() > 0 {
-		m.Metrics["quiet_p50_ms"] = float64(p.quiet.ValueAtQuantile(50)) / 1000
-		m.Metrics["quiet_p99_ms"] = float64(p.quiet.ValueAtQuantile(99)) / 1000
+		m.Metrics[results.MetricQuietP50Ms] = float64(p.quiet.ValueAtQuantile(50)) / 1000
+		m.Metrics[results.MetricQuietP99Ms] = float64(p.quiet.ValueAtQuantile(99)) / 1000
 	}
 	if len(hot) > 0 && phase > 0 {
-		m.Metrics["hot_throughput_per_s"] = float64(p.hotOK) / phase.Seconds()
+		m.Metrics[results.MetricHotThroughput] = float64(p.hotOK) / phase.Seconds()
 		if p.hot.TotalCount() > 0 {
-			m.Metrics["hot_p99_ms"] = float64(p.hot.ValueAtQuantile(99)) / 1000
+			m.Metrics[results.MetricHotP99Ms] = float64(p.hot.ValueAtQuantile(99)) / 1000
 		}
 	}
 }
@@ -541,11 +528,11 @@ func mergeTenants(ms []*results.Measurement, window time.Duration) (*results.Mea
 		}
 	}
 	if window > 0 {
-		out.Metrics["throughput_per_s"] = float64(ok) / window.Seconds()
+		out.Metrics[results.MetricThroughput] = float64(ok) / window.Seconds()
 	}
 	if out.Load.LatenessMaxMs > 0 {
-		out.Metrics["generator_lateness_p99_ms"] = out.Load.LatenessP99Ms
-		out.Metrics["generator_lateness_max_ms"] = out.Load.LatenessMaxMs
+		out.Metrics[results.MetricGeneratorLatenessP99Ms] = out.Load.LatenessP99Ms
+		out.Metrics[results.MetricGeneratorLatenessMaxMs] = out.Load.LatenessMaxMs
 	}
 	return out, nil
 }

@@ -48,7 +48,7 @@ func TestNoisyKnobs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			err := Noisy{}.Validate(tt.c)
+			err := validate(Noisy{}, tt.c)
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -57,9 +57,8 @@ func TestNoisyKnobs(t *testing.T) {
 				t.Fatalf("err = %v, want %q", err, tt.wantErr)
 			}
 			if tt.check != nil {
-				a, _ := ParseNoisyApp(tt.c.App)
-				l, _ := ParseNoisyLoad(tt.c.Load)
-				tt.check(t, a, l)
+				c := decoded(t, Noisy{}, tt.c)
+				tt.check(t, c.App.(NoisyApp), c.Load.(NoisyLoad))
 			}
 		})
 	}
@@ -68,7 +67,7 @@ func TestNoisyKnobs(t *testing.T) {
 func TestNoisyServices(t *testing.T) {
 	c := Config{Runtime: engine.RuntimeDocker, Network: engine.NetworkContainerIP, App: map[string]any{"tenants": 4, "hash_cost": 13},
 		Load: map[string]any{"hot": 2}}
-	svcs, err := Noisy{}.Services(c)
+	svcs, err := Noisy{}.Services(decoded(t, Noisy{}, c))
 	if err != nil {
 		t.Fatal(err)
 	}

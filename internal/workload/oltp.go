@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -74,17 +75,15 @@ func ParseOLTPLoad(m map[string]any) (OLTPLoad, error) {
 	return l, k.err()
 }
 
-// Validate implements Workload.
-func (OLTP) Validate(c Config) error {
-	_, aerr := ParseOLTPApp(c.App)
-	_, lerr := ParseOLTPLoad(c.Load)
-	if err := joinErrs(aerr, lerr); err != nil {
-		return fmt.Errorf("oltp: %w", err)
+// Decode implements Workload.
+func (OLTP) Decode(k Knobs) (any, any, error) {
+	a, aerr := ParseOLTPApp(k.App)
+	l, lerr := ParseOLTPLoad(k.Load)
+	errs := []error{aerr, lerr, noNetwork("oltp", k.Network)}
+	if k.Topology == "split" {
+		errs = append(errs, fmt.Errorf("oltp: topology split is not supported: sysbench runs in the database's target over its Unix socket (combined)"))
 	}
-	if c.Topology == "split" {
-		return fmt.Errorf("oltp: topology split is not supported: sysbench runs in the database's target over its Unix socket (combined)")
-	}
-	return noNetwork("oltp", c)
+	return a, l, errors.Join(errs...)
 }
 
 // oltpMariadbArgs are the settings on mariadbd's command line.
@@ -124,14 +123,11 @@ exec mariadbd --no-defaults --user=root --datadir="$D/mysql" --socket="$D/mysqld
 
 // Services implements Workload: MariaDB from the base image, or the host's
 // mariadbd with a data directory of the run.
-func (w OLTP) Services(c Config) ([]engine.Service, error) {
-	if err := w.Validate(c); err != nil {
-		return nil, err
-	}
+func (OLTP) Services(c Config) ([]engine.Service, error) {
 	if err := hostTools("oltp", c, "mariadbd", "mariadb-install-db", "sysbench"); err != nil {
 		return nil, err
 	}
-	a, _ := ParseOLTPApp(c.App)
+	a := c.App.(OLTPApp)
 	cmd := append([]string{"/bin/sh", "-c", oltpScript, "oltp-db", "{{port:db:3306}}"}, oltpMariadbArgs(a)...)
 	return []engine.Service{{
 		Name:      "db",
@@ -163,10 +159,7 @@ func sysbenchOLTP(l OLTPLoad, phase string, d time.Duration) []string {
 // Drive implements Workload: prepare the tables (outside the window), a
 // warm-up run that fills the buffer pool, then the measured run.
 func (OLTP) Drive(ctx context.Context, env Env) (*results.Measurement, error) {
-	l, err := ParseOLTPLoad(env.Config.Load)
-	if err != nil {
-		return nil, fmt.Errorf("oltp: %w", err)
-	}
+	l := env.Config.Load.(OLTPLoad)
 	if env.Window.Duration < time.Second {
 		return nil, fmt.Errorf("oltp: duration %s is shorter than sysbench's 1 s resolution", env.Window.Duration)
 	}
@@ -191,11 +184,11 @@ func (OLTP) Drive(ctx context.Context, env Env) (*results.Measurement, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oltp: %w", err)
 	}
-	if m.Metrics["transactions_per_s"] <= 0 {
+	if m.Metrics[results.MetricTransactions] <= 0 {
 		return m, fmt.Errorf("oltp: sysbench reported no transactions (%s)", strings.Join(m.Notes, "; "))
 	}
-	m.Metrics["tps"] = m.Metrics["transactions_per_s"]
-	m.Metrics["qps"] = m.Metrics["queries_per_s"]
+	m.Metrics["tps"] = m.Metrics[results.MetricTransactions]
+	m.Metrics["qps"] = m.Metrics[results.MetricQueries]
 	return m, nil
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,12 +57,37 @@ func inData(ex load.ExecFunc) load.ExecFunc {
 	}
 }
 
+// The tool workloads (cpu, fileio, exec) share one skeleton: no app knobs,
+// no network endpoint, their load knobs decoded once into the tool's own
+// struct, a sleeper service that the tool runs inside, and the tools the
+// host runtime must have. Each adds only its knobs and its drive.
+
+// decodeTool is Decode for a tool workload whose knobs all sit under load:.
+func decodeTool[L any](name string, k Knobs, parse func(map[string]any) (L, error), why string) (any, any, error) {
+	var errs []error
+	if len(k.App) > 0 {
+		errs = append(errs, fmt.Errorf("%s has no app knobs (got %v); %s", name, slices.Sorted(maps.Keys(k.App)), why))
+	}
+	l, err := parse(k.Load)
+	errs = append(errs, err, noNetwork(name, k.Network))
+	return nil, l, errors.Join(errs...)
+}
+
+// toolServices is Services for a tool workload: one sleeper service named
+// service, once the host runtime is known to have the tools.
+func toolServices(name, service string, c Config, tools ...string) ([]engine.Service, error) {
+	if err := hostTools(name, c, tools...); err != nil {
+		return nil, err
+	}
+	return []engine.Service{sleeperService(service, c)}, nil
+}
+
 // noNetwork refuses network modes other than host for workloads that have no
 // endpoint: a published port or container IP has nothing to measure there,
 // and the engine would refuse a front service without ports anyway.
-func noNetwork(name string, c Config) error {
-	if c.Network != "" && c.Network != engine.NetworkHost {
-		return fmt.Errorf("%s has no network endpoint: network %q has nothing to measure; use network: host", name, c.Network)
+func noNetwork(name string, network engine.NetworkMode) error {
+	if network != "" && network != engine.NetworkHost {
+		return fmt.Errorf("%s has no network endpoint: network %q has nothing to measure; use network: host", name, network)
 	}
 	return nil
 }

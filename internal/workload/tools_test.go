@@ -12,6 +12,7 @@ import (
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/image"
+	"ctrperf/internal/testenv"
 )
 
 func TestToolWorkloadsRegistered(t *testing.T) {
@@ -40,6 +41,7 @@ func TestToolValidate(t *testing.T) {
 		mk("kv unknown mix op", "unknown operation \"delete\"", "kv", nil, map[string]any{"mix": "delete=1"}),
 		mk("kv typo names the known knobs", "load.concurency: unknown knob (known: concurrency", "kv", nil, map[string]any{"concurency": 4}),
 		mk("kv threads out of range", "app.threads = 0: out of range [1, 64]", "kv", map[string]any{"threads": 0}, nil),
+		mk("kv connections below memcached's floor", "app.connections = 8: out of range", "kv", map[string]any{"connections": 8}, nil),
 		mk("fileio defaults", "", "fileio", nil, nil),
 		mk("fileio unknown job", "want one of seqwrite", "fileio", nil, map[string]any{"job": "dd"}),
 		mk("fileio size too small", "out of range [1M", "fileio", nil, map[string]any{"size": "4k"}),
@@ -54,7 +56,7 @@ func TestToolValidate(t *testing.T) {
 		mk("oltp flush_log_at_trx_commit 3", "out of range [0, 2]", "oltp", map[string]any{"innodb_flush_log_at_trx_commit": 3}, nil),
 		{"oltp split topology", "oltp",
 			Config{Runtime: engine.RuntimeDocker, Network: engine.NetworkHost, Data: engine.DataLayer, Topology: "split"}, "topology split is not supported"},
-		mk("cpu has no app knobs", "cpu: has no app knobs", "cpu", map[string]any{"x": 1}, nil),
+		mk("cpu has no app knobs", "cpu has no app knobs", "cpu", map[string]any{"x": 1}, nil),
 		mk("cpu max_prime as float from JSON", "", "cpu", nil, map[string]any{"max_prime": float64(2000)}),
 		mk("cpu max_prime not whole", "want a whole number", "cpu", nil, map[string]any{"max_prime": 20.5}),
 	}
@@ -64,7 +66,7 @@ func TestToolValidate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = w.Validate(r.c)
+			err = validate(w, r.c)
 			switch {
 			case r.wantErr == "" && err != nil:
 				t.Fatalf("want valid, got %v", err)
@@ -85,15 +87,15 @@ func TestHostToolsNamesWhatIsMissing(t *testing.T) {
 		return "/usr/bin/" + name, nil
 	}
 	c := Config{Runtime: engine.RuntimeHost, Network: engine.NetworkHost, Data: engine.DataBind}
-	if _, err := (FileIO{}).Services(c); err == nil || !strings.Contains(err.Error(), "needs fio") {
+	if _, err := (FileIO{}).Services(decoded(t, FileIO{}, c)); err == nil || !strings.Contains(err.Error(), "needs fio") {
 		t.Errorf("fileio on a host without fio: %v", err)
 	}
-	if _, err := (CPU{}).Services(c); err != nil {
+	if _, err := (CPU{}).Services(decoded(t, CPU{}, c)); err != nil {
 		t.Errorf("cpu needs only sysbench: %v", err)
 	}
 	// A container brings its own tools: no host check.
 	c.Runtime, c.Data = engine.RuntimeDocker, engine.DataLayer
-	if _, err := (FileIO{}).Services(c); err != nil {
+	if _, err := (FileIO{}).Services(decoded(t, FileIO{}, c)); err != nil {
 		t.Errorf("fileio in a container: %v", err)
 	}
 }
@@ -284,12 +286,7 @@ func runToolCases(t *testing.T, eng engine.Engine, rt engine.Runtime, prefix str
 // TestToolWorkloadsHostRoot runs every tool workload on the bare-metal
 // runtime (its own cgroup needs root), with the host's Debian packages.
 func TestToolWorkloadsHostRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CTRPERF_REQUIRE_DOCKER") == "1" {
-			t.Fatal("needs root")
-		}
-		t.Skip("needs root")
-	}
+	testenv.RequireRoot(t, "the host runtime's cgroups")
 	runToolCases(t, engine.NewHost(), engine.RuntimeHost, "tooltest-host")
 }
 
@@ -300,4 +297,30 @@ func TestToolWorkloadsDocker(t *testing.T) {
 	defer cancel()
 	eng := dockerEngine(t, ctx, image.DebianBase.Name)
 	runToolCases(t, eng, engine.RuntimeDocker, "tooltest-docker")
+}
+
+func TestKVServerArgv(t *testing.T) {
+	tests := []struct {
+		desc string
+		app  map[string]any
+		want []string // flag, value pairs that must be on memcached's command line
+	}{
+		{"defaults: 4 threads, 256 MB, 4096 connections", nil, []string{"-t", "4", "-m", "256", "-c", "4096"}},
+		{"connections knob", map[string]any{"connections": 1024, "threads": 2}, []string{"-t", "2", "-c", "1024"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			c := decoded(t, KV{}, Config{Runtime: engine.RuntimeDocker, Network: engine.NetworkContainerIP, App: tt.app})
+			svcs, err := KV{}.Services(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			argv := strings.Join(svcs[0].Command, " ")
+			for i := 0; i < len(tt.want); i += 2 {
+				if pair := tt.want[i] + " " + tt.want[i+1]; !strings.Contains(argv, pair) {
+					t.Errorf("memcached argv %q lacks %q", argv, pair)
+				}
+			}
+		})
+	}
 }

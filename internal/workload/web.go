@@ -135,7 +135,7 @@ func ParseWebApp(m map[string]any) (WebApp, error) {
 		return a, err
 	}
 	if a.Pool > a.MaxClients {
-		return a, fmt.Errorf("app.pool = %d is larger than app.max_clients = %d: the extra workers could never be busy", a.Pool, a.MaxClients)
+		return a, knobError("app.pool", "app.pool = %d is larger than app.max_clients = %d: the extra workers could never be busy", a.Pool, a.MaxClients)
 	}
 	return a, nil
 }
@@ -195,8 +195,8 @@ func ParseWebLoad(m map[string]any) (WebLoad, error) {
 	return l, nil
 }
 
-// Validate checks topology, app and load knobs.
-func (Web) Validate(c Config) error {
+// Decode checks topology, app and load knobs.
+func (Web) Decode(c Knobs) (any, any, error) {
 	var errs []error
 	app, err := ParseWebApp(c.App)
 	if err != nil {
@@ -216,14 +216,14 @@ func (Web) Validate(c Config) error {
 		errs = append(errs, fmt.Errorf("topology %q: want combined or split", c.Topology))
 	}
 	if err == nil && app.SeedProjects > 0 && ld.Project > app.SeedProjects {
-		errs = append(errs, fmt.Errorf("load.project = %d but only %d projects are seeded (app.seed_projects)", ld.Project, app.SeedProjects))
+		errs = append(errs, knobError("load.project", "load.project = %d but only %d projects are seeded (app.seed_projects)", ld.Project, app.SeedProjects))
 	}
 	if u := ld.User; strings.HasPrefix(u, "user") {
 		if n, err := strconv.Atoi(strings.TrimPrefix(u, "user")); err == nil && (n < 1 || n > app.SeedUsers) {
-			errs = append(errs, fmt.Errorf("load.user = %q but only user1 … user%d are seeded (app.seed_users)", u, app.SeedUsers))
+			errs = append(errs, knobError("load.user", "load.user = %q but only user1 … user%d are seeded (app.seed_users)", u, app.SeedUsers))
 		}
 	}
-	return errors.Join(errs...)
+	return app, ld, errors.Join(errs...)
 }
 
 // loopbackOnly says whether the services share the host's network, where
@@ -326,10 +326,7 @@ func shCommand(mode, dir string, margs, argv []string) []string {
 //	mariadb, split, Docker:     app (ticketd) + db (mariadbd from the Debian base)
 //	mariadb, host:              app (ticketd) + db (the host's mariadbd, own datadir)
 func (w Web) Services(c Config) ([]engine.Service, error) {
-	if err := w.Validate(c); err != nil {
-		return nil, err
-	}
-	a, _ := ParseWebApp(c.App)
+	a := c.App.(WebApp)
 	ready := &engine.ReadyCheck{Port: webPort, HTTPPath: "/healthz", Timeout: 3 * time.Minute}
 	app := engine.Service{Name: "app", Ports: []int{webPort}, DataDir: webDataDir, Resources: c.Resources, Ready: ready,
 		Image: image.Resolve(WebImageTicketd)}
@@ -446,10 +443,7 @@ func (w Web) Drive(ctx context.Context, env Env) (*results.Measurement, error) {
 	if env.Target == nil {
 		return nil, errors.New("web: no target")
 	}
-	ld, err := ParseWebLoad(env.Config.Load)
-	if err != nil {
-		return nil, err
-	}
+	ld := env.Config.Load.(WebLoad)
 	ep, err := env.Target.Endpoint("app", webPort)
 	if err != nil {
 		return nil, fmt.Errorf("web: %w", err)

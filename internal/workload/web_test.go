@@ -11,10 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/client"
-
 	"ctrperf/internal/engine"
 	"ctrperf/internal/image"
+	"ctrperf/internal/testenv"
 )
 
 func TestWebRegistered(t *testing.T) {
@@ -58,7 +57,7 @@ func TestWebValidate(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			err := Web{}.Validate(tc.c)
+			err := validate(Web{}, tc.c)
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)
@@ -109,7 +108,7 @@ func TestWebServices(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			svcs, err := Web{HostBinary: fakeBin}.Services(tc.c)
+			svcs, err := Web{HostBinary: fakeBin}.Services(decoded(t, Web{}, tc.c))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -168,7 +167,7 @@ func TestWebServices(t *testing.T) {
 
 func TestWebServicesHostBuildFails(t *testing.T) {
 	w := Web{HostBinary: func(context.Context) (string, error) { return "", errors.New("go: not found") }}
-	_, err := w.Services(Config{Runtime: engine.RuntimeHost, Network: engine.NetworkHost})
+	_, err := w.Services(decoded(t, w, Config{Runtime: engine.RuntimeHost, Network: engine.NetworkHost}))
 	if err == nil || !strings.Contains(err.Error(), "go: not found") {
 		t.Fatalf("err = %v, want the build failure", err)
 	}
@@ -207,12 +206,7 @@ ticketd_queue_length 0
 // TestWebHostSQLiteRoot deploys ticketd on the host runtime (cgroups need
 // root) and drives the scenario for a short window.
 func TestWebHostSQLiteRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CTRPERF_REQUIRE_DOCKER") == "1" {
-			t.Fatal("needs root")
-		}
-		t.Skip("needs root")
-	}
+	testenv.RequireRoot(t, "the host runtime's cgroups")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := Config{Runtime: engine.RuntimeHost, Network: engine.NetworkHost, Data: engine.DataBind,
@@ -246,12 +240,7 @@ func driveOnce(ctx context.Context, t *testing.T, eng engine.Engine, c Config, r
 }
 
 func TestWebHostMariaDBRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CTRPERF_REQUIRE_DOCKER") == "1" {
-			t.Fatal("needs root")
-		}
-		t.Skip("needs root")
-	}
+	testenv.RequireRoot(t, "the host runtime's cgroups")
 	if _, err := exec.LookPath("mariadbd"); err != nil {
 		if _, err := os.Stat("/usr/sbin/mariadbd"); err != nil {
 			t.Skip("mariadbd not installed on the host")
@@ -269,26 +258,8 @@ func TestWebHostMariaDBRoot(t *testing.T) {
 // built, or skips (fails with CTRPERF_REQUIRE_DOCKER=1).
 func dockerEngine(t *testing.T, ctx context.Context, images ...string) engine.Engine {
 	t.Helper()
-	skipOrFail := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv("CTRPERF_REQUIRE_DOCKER") == "1" {
-			t.Fatalf(format, args...)
-		}
-		t.Skipf(format, args...)
-	}
-	if os.Geteuid() != 0 {
-		skipOrFail("needs root")
-	}
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		skipOrFail("docker client: %v", err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(pctx); err != nil {
-		skipOrFail("docker engine not reachable: %v", err)
-	}
+	testenv.RequireRoot(t, "bind directories")
+	cli := testenv.Docker(t)
 	if _, err := image.Ensure(ctx, cli, images...); err != nil {
 		t.Fatalf("images %v: %v", images, err)
 	}

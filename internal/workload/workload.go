@@ -2,23 +2,40 @@
 // a configuration's knobs into the services to deploy and, once they are
 // deployed, drives load against them and returns the measurement.
 //
-// One file per workload (web, kv, fileio, exec, oltp, cpu); each registers
-// itself with Register in an init function.
+// One file per workload (web, kv, fileio, exec, oltp, cpu, noisy); each
+// registers itself with Register in an init function. A workload's knobs
+// are a struct of its own (WebApp, KVLoad, ...) with defaults and range
+// checks, decoded once when the plan is read (Decode, through
+// bench.Schema); Services and Drive receive them typed in Config.
 package workload
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 	"time"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 )
 
-// Config is one configuration's workload-level settings, as the plan gives
-// them after matrix expansion.
+// Knobs are a configuration as a workload decodes it: its app and load
+// maps as the plan wrote them (plan-level ones merged in), and the knobs
+// they combine with.
+type Knobs struct {
+	Runtime  engine.Runtime
+	Network  engine.NetworkMode
+	Data     engine.DataPlacement
+	Topology string // "combined" or "split"
+	App      map[string]any
+	Load     map[string]any
+}
+
+// Config is one configuration's workload-level settings, decoded: what
+// Services and Drive work from.
 type Config struct {
 	Runtime  engine.Runtime
 	Network  engine.NetworkMode
@@ -26,10 +43,30 @@ type Config struct {
 	Topology string // "combined" or "split"
 	// Resources for the workload's services.
 	Resources engine.Resources
-	// App knobs (worker cap, pool size, DB settings, ...), workload-specific.
-	App map[string]any
-	// Load profile, workload-specific keys (rate, concurrency, mix, ...).
-	Load map[string]any
+	// App and Load are the workload's own typed knobs, as its Decode
+	// returned them (e.g. WebApp and WebLoad).
+	App, Load any
+}
+
+// ConfigFor is what the workload sees of a plan's configuration; the plan
+// decoded its knobs with the workload's Decode (through a plan.Schema).
+func ConfigFor(c *plan.Configuration) Config {
+	return Config{Runtime: c.Runtime, Network: c.Network, Data: c.Data, Topology: c.Topology,
+		Resources: c.Resources, App: c.Decoded.App, Load: c.Decoded.Load}
+}
+
+// KnobsOf is a plan configuration's knobs as Decode reads them.
+func KnobsOf(c *plan.Configuration) Knobs {
+	return Knobs{Runtime: c.Runtime, Network: c.Network, Data: c.Data, Topology: c.Topology,
+		App: maps.Clone(c.App), Load: maps.Clone(c.Load)}
+}
+
+// Decoded is c with its knobs decoded by w, for callers that build a
+// configuration themselves (tests, tools) instead of reading a plan.
+func Decoded(w Workload, k Knobs, res engine.Resources) (Config, error) {
+	app, ld, err := w.Decode(k)
+	return Config{Runtime: k.Runtime, Network: k.Network, Data: k.Data, Topology: k.Topology,
+		Resources: res, App: app, Load: ld}, err
 }
 
 // Window is the timing of one run.
@@ -37,6 +74,9 @@ type Window struct {
 	Warmup   time.Duration // driven but not recorded
 	Duration time.Duration // the measured window
 }
+
+// WindowOf is the timing of every run of a plan.
+func WindowOf(p *plan.Plan) Window { return Window{Warmup: p.Warmup, Duration: p.Duration} }
 
 // Env is what a driver gets to act on a deployed target.
 type Env struct {
@@ -59,8 +99,12 @@ type Env struct {
 // Workload is one kind of workload.
 type Workload interface {
 	Name() string
-	// Validate checks the workload-specific knobs (app, load) before anything runs.
-	Validate(c Config) error
+	// Decode checks a configuration's workload-specific knobs (app, load,
+	// and how they combine with runtime, network, data and topology) and
+	// returns them as the workload's typed values; the error lists every
+	// problem, each knob's as a *plan.KnobError. The plan calls it once,
+	// when it is read; Services and Drive trust what it returned.
+	Decode(k Knobs) (app, load any, err error)
 	// Services returns what to deploy for a configuration.
 	Services(c Config) ([]engine.Service, error)
 	// Drive runs warm-up then the measured window against the deployed target.

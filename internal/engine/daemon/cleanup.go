@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"ctrperf/internal/kernel"
 )
 
 // teardown removes everything st records, in the order that works: the
@@ -51,7 +53,7 @@ func teardown(ctx context.Context, o Options, st *State, ipt iptablesRunner) ([]
 		}
 	}
 
-	mnts, err := readMountInfo(o.ProcRoot)
+	mnts, err := kernel.Mounts(o.ProcRoot)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -59,7 +61,7 @@ func teardown(ctx context.Context, o Options, st *State, ipt iptablesRunner) ([]
 	if st.Loop != nil {
 		loopMount = st.Loop.Mount
 	}
-	for _, p := range mountsUnder(mnts, st.ExecRoot, st.DataRoot, loopMount, stateDirOrEmpty(o, st)) {
+	for _, p := range kernel.MountsUnder(mnts, st.ExecRoot, st.DataRoot, loopMount, stateDirOrEmpty(o, st)) {
 		if err := unix.Unmount(p, 0); err != nil {
 			if err2 := unix.Unmount(p, unix.MNT_DETACH); err2 != nil {
 				errs = append(errs, fmt.Errorf("unmount %s: %w", p, err))
@@ -105,12 +107,12 @@ func teardown(ctx context.Context, o Options, st *State, ipt iptablesRunner) ([]
 
 	// Directories, only inside ctrperf's own roots whatever the state says,
 	// and never across a mount that is still there.
-	mnts, _ = readMountInfo(o.ProcRoot)
+	mnts, _ = kernel.Mounts(o.ProcRoot)
 	rm := func(dir, root string) {
-		if dir == "" || !under(dir, root) || filepath.Clean(dir) == filepath.Clean(root) {
+		if dir == "" || !kernel.PathUnder(dir, root) || filepath.Clean(dir) == filepath.Clean(root) {
 			return
 		}
-		if left := mountsUnder(mnts, dir); len(left) > 0 {
+		if left := kernel.MountsUnder(mnts, dir); len(left) > 0 {
 			errs = append(errs, fmt.Errorf("not removing %s: still mounted below it: %s", dir, strings.Join(left, ", ")))
 			return
 		}
@@ -381,8 +383,8 @@ func cleanOrphans(ctx context.Context, o Options, runID string) ([]string, error
 	}
 	var done []string
 	var errs []error
-	mnts, _ := readMountInfo(o.ProcRoot)
-	for _, p := range mountsUnder(mnts, o.mntDir()) {
+	mnts, _ := kernel.Mounts(o.ProcRoot)
+	for _, p := range kernel.MountsUnder(mnts, o.mntDir()) {
 		top := filepath.Join(o.mntDir(), strings.SplitN(strings.TrimPrefix(p, o.mntDir()+"/"), "/", 2)[0])
 		if !mine(top) {
 			continue

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/kernel"
 )
 
 // DefaultSocket is where Docker listens when DOCKER_HOST is unset.
@@ -206,13 +207,9 @@ func startOrShare(ctx context.Context, o Options, st *State) (*Daemon, error) {
 }
 
 func start(ctx context.Context, o Options, st *State) (*Daemon, error) {
-	dockerd := o.Dockerd
-	if dockerd == "" {
-		p, err := exec.LookPath("dockerd")
-		if err != nil {
-			return nil, errNoDockerd
-		}
-		dockerd = p
+	dockerd, err := dockerdPath(o)
+	if err != nil {
+		return nil, err
 	}
 	if err := writeState(o, st); err != nil {
 		return nil, err
@@ -253,6 +250,40 @@ func start(ctx context.Context, o Options, st *State) (*Daemon, error) {
 		}
 	}
 
+	d, err := spawnDockerd(o, st, dockerd, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.waitReady(ctx, o.Ready); err != nil {
+		return nil, err
+	}
+	if st.IPTables {
+		if restored, err := restoreRules(ctx, ipt, before, o.linkExists); err != nil {
+			d.Warnings = append(d.Warnings, err.Error())
+		} else if len(restored) > 0 {
+			d.Warnings = append(d.Warnings, fmt.Sprintf("put back %d iptables rules of other engines that dockerd flushed on start", len(restored)))
+		}
+	}
+	return d, nil
+}
+
+// dockerdPath is the dockerd binary: Options.Dockerd, else the one in PATH.
+func dockerdPath(o Options) (string, error) {
+	if o.Dockerd != "" {
+		return o.Dockerd, nil
+	}
+	p, err := exec.LookPath("dockerd")
+	if err != nil {
+		return "", errNoDockerd
+	}
+	return p, nil
+}
+
+// spawnDockerd starts dockerd with the engine's recorded flags, its output
+// appended to the engine's log, and records its pid in the state file. It
+// serves a first start and a revival alike; owned says whether Close is to
+// stop the engine. The caller waits for it to answer.
+func spawnDockerd(o Options, st *State, dockerd string, owned bool) (*Daemon, error) {
 	logf, err := os.OpenFile(st.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open dockerd log %s: %w", st.LogFile, err)
@@ -268,21 +299,10 @@ func start(ctx context.Context, o Options, st *State) (*Daemon, error) {
 		return nil, fmt.Errorf("start %s: %w", dockerd, err)
 	}
 	st.PID = cmd.Process.Pid
-	d := &Daemon{name: st.Name, host: "unix://" + st.Socket, private: true, owned: true, o: o, st: st, exited: make(chan struct{})}
+	d := &Daemon{name: st.Name, host: "unix://" + st.Socket, private: true, owned: owned, o: o, st: st, exited: make(chan struct{})}
 	go func() { d.waitErr = cmd.Wait(); close(d.exited) }()
 	if err := writeState(o, st); err != nil {
 		return nil, err
-	}
-
-	if err := d.waitReady(ctx, o.Ready); err != nil {
-		return nil, err
-	}
-	if st.IPTables {
-		if restored, err := restoreRules(ctx, ipt, before, sysLinkExists); err != nil {
-			d.Warnings = append(d.Warnings, err.Error())
-		} else if len(restored) > 0 {
-			d.Warnings = append(d.Warnings, fmt.Sprintf("put back %d iptables rules of other engines that dockerd flushed on start", len(restored)))
-		}
 	}
 	return d, nil
 }
@@ -361,7 +381,7 @@ func (d *Daemon) Info(ctx context.Context) (engine.Info, error) {
 		return engine.Info{}, fmt.Errorf("info of engine %s at %s: %w", d.name, d.host, err)
 	}
 	out := engine.Info{
-		Runtime:       engine.RuntimeDocker,
+		Runtime:       string(engine.RuntimeDocker),
 		Name:          d.name,
 		Version:       in.ServerVersion,
 		StorageDriver: in.Driver,
@@ -396,7 +416,7 @@ type DaemonFlags struct {
 // file. ok is false when no local dockerd serves host.
 func FlagsOf(procRoot, host string) (DaemonFlags, bool) {
 	if procRoot == "" {
-		procRoot = "/proc"
+		procRoot = kernel.ProcMount
 	}
 	for _, pid := range pidsMatching(procRoot, "dockerd") {
 		b, err := os.ReadFile(filepath.Join(procRoot, fmt.Sprint(pid), "cmdline"))

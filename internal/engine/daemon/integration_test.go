@@ -21,25 +21,18 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/kernel"
+	"ctrperf/internal/testenv"
 )
 
 // requireDockerRoot skips unless this host can run private engines (root and
 // dockerd); with CTRPERF_REQUIRE_DOCKER=1 it fails instead.
 func requireDockerRoot(t *testing.T) {
 	t.Helper()
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "needs root"
-	} else if _, err := exec.LookPath("dockerd"); err != nil {
-		why = "needs dockerd (Debian package docker.io)"
+	testenv.RequireRoot(t, "private engines")
+	if _, err := exec.LookPath("dockerd"); err != nil {
+		testenv.SkipOrFail(t, "needs dockerd (Debian package docker.io)")
 	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("CTRPERF_REQUIRE_DOCKER") == "1" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
 }
 
 func testRunID(t *testing.T) string {
@@ -60,7 +53,7 @@ func assertNothingLeft(t *testing.T, st *State) {
 	if pids := pidsMatching("/proc", st.ExecRoot); len(pids) > 0 {
 		t.Errorf("processes of exec-root %s still running: %v", st.ExecRoot, pids)
 	}
-	mi, err := readMountInfo("/proc")
+	mi, err := kernel.Mounts("/proc")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +67,7 @@ func assertNothingLeft(t *testing.T, st *State) {
 			t.Errorf("loop image %s still exists", st.Loop.Image)
 		}
 	}
-	if m := mountsUnder(mi, dirs...); len(m) > 0 {
+	if m := kernel.MountsUnder(mi, dirs...); len(m) > 0 {
 		t.Errorf("mounts left: %v", m)
 	}
 	for _, d := range dirs {
@@ -144,11 +137,11 @@ func TestPrivateBtrfsLoopNoProxyDocker(t *testing.T) {
 	if info.DataRoot != st.DataRoot {
 		t.Errorf("data root %s, want %s", info.DataRoot, st.DataRoot)
 	}
-	mi, err := readMountInfo("/proc")
+	mi, err := kernel.Mounts("/proc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var loopMount *mount
+	var loopMount *kernel.Mount
 	for i, m := range mi {
 		if m.Point == st.Loop.Mount {
 			loopMount = &mi[i]
@@ -495,11 +488,11 @@ func TestPrivateOverlayLoopXFSDocker(t *testing.T) {
 	if info.StorageDriver != "overlay2" {
 		t.Errorf("storage driver %q, want overlay2", info.StorageDriver)
 	}
-	mi, err := readMountInfo("/proc")
+	mi, err := kernel.Mounts("/proc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var loopMount *mount
+	var loopMount *kernel.Mount
 	for i, m := range mi {
 		if st.Loop != nil && m.Point == st.Loop.Mount {
 			loopMount = &mi[i]

@@ -264,9 +264,3 @@ func ifacesExist(r ipRule, linkExists func(string) bool) bool {
 	}
 	return true
 }
-
-// sysLinkExists says whether a network interface exists, from /sys/class/net.
-func sysLinkExists(name string) bool {
-	_, err := os.Stat(filepath.Join("/sys/class/net", name))
-	return err == nil
-}

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"ctrperf/internal/kernel"
 )
 
 // mkfsArgs is the mkfs command for a loop image; quiet and forced because the
@@ -90,7 +92,7 @@ func loopDevicesOf(sysRoot, dir string) map[string]string {
 		bf := loopBackingFile(sysRoot, e.Name())
 		// The kernel appends " (deleted)" when the file is gone.
 		bf = strings.TrimSuffix(bf, " (deleted)")
-		if bf != "" && under(bf, dir) {
+		if bf != "" && kernel.PathUnder(bf, dir) {
 			out["/dev/"+e.Name()] = bf
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"os"
 	"reflect"
 	"testing"
+
+	"ctrperf/internal/kernel"
 )
 
 func TestParseMountInfo(t *testing.T) {
@@ -13,7 +15,7 @@ func TestParseMountInfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	m, err := parseMountInfo(f)
+	m, err := kernel.ParseMountinfo(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +35,7 @@ func TestParseMountInfo(t *testing.T) {
 			}
 		})
 	}
-	got := mountsUnder(m, "/var/lib/ctrperf/mnt/ctrperf-btrfs-loop-btrfs-r1", "/run/ctrperf/x/abc")
+	got := kernel.MountsUnder(m, "/var/lib/ctrperf/mnt/ctrperf-btrfs-loop-btrfs-r1", "/run/ctrperf/x/abc")
 	want := []string{"/var/lib/ctrperf/mnt/ctrperf-btrfs-loop-btrfs-r1/docker/btrfs", "/run/ctrperf/x/abc/netns/default", "/var/lib/ctrperf/mnt/ctrperf-btrfs-loop-btrfs-r1"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("mountsUnder = %v, want deepest first %v", got, want)
@@ -41,7 +43,7 @@ func TestParseMountInfo(t *testing.T) {
 }
 
 func TestParseMountInfoMalformed(t *testing.T) {
-	if _, err := parseMountInfo(stringsReader("22 1 254:0 / / rw\n")); err == nil {
+	if _, err := kernel.ParseMountinfo(stringsReader("22 1 254:0 / / rw\n")); err == nil {
 		t.Error("a line without the separator must be an error")
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"time"
+
+	"ctrperf/internal/kernel"
 )
 
 // Options are the roots and knobs shared by every entry point. Tests point
@@ -67,9 +69,9 @@ func buildOptions(opts []Option) Options {
 	o := Options{
 		RunDir:     "/run/ctrperf",
 		LibDir:     "/var/lib/ctrperf",
-		ProcRoot:   "/proc",
-		SysRoot:    "/sys",
-		CgroupRoot: "/sys/fs/cgroup",
+		ProcRoot:   kernel.ProcMount,
+		SysRoot:    kernel.SysMount,
+		CgroupRoot: kernel.CgroupMount,
 		DevRoot:    "/dev",
 		LookPath:   exec.LookPath,
 		// Sparse: only what the engine writes takes disk space.
@@ -82,6 +84,9 @@ func buildOptions(opts []Option) Options {
 	}
 	return o
 }
+
+// linkExists says whether a network interface exists under the sys root.
+func (o Options) linkExists(name string) bool { return kernel.LinkExists(o.SysRoot, name) }
 
 func (o Options) enginesDir() string  { return filepath.Join(o.RunDir, "engines") }
 func (o Options) loopDir() string     { return filepath.Join(o.LibDir, "loop") }

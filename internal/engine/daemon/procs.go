@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"ctrperf/internal/kernel"
 )
 
 // procCmdline is a process's argv joined by spaces, "" if it is gone.
@@ -20,22 +22,7 @@ func procCmdline(procRoot string, pid int) string {
 }
 
 // procAlive: exists and is not a zombie waiting to be reaped.
-func procAlive(procRoot string, pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return false
-	}
-	// Field 3, after the parenthesised comm which may contain spaces.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
-		return true
-	}
-	return s[i+2] != 'Z' && s[i+2] != 'X'
-}
+func procAlive(procRoot string, pid int) bool { return kernel.ProcAlive(procRoot, pid) }
 
 // ownedPID returns pid if it is alive and its command line contains mark
 // (our socket or exec-root), so a recycled PID is never signalled.

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"syscall"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
+
+	"ctrperf/internal/kernel"
 )
 
 // cleanEngine removes a private engine completely. Only dockerd knows the
@@ -70,28 +70,21 @@ func revivable(o Options, st *State) bool {
 		return false // no network store: it never made a network
 	}
 	if st.Loop != nil {
-		mi, err := readMountInfo(o.ProcRoot)
+		mi, err := kernel.Mounts(o.ProcRoot)
 		if err != nil || fsOf(mi, st.DataRoot) != st.Loop.FS {
 			return false
 		}
 	}
-	if _, err := os.Stat("/sys/class/net/" + st.Bridge); err != nil {
-		return false
-	}
-	return true
+	return o.linkExists(st.Bridge)
 }
 
 // revive starts the engine's dockerd again with its recorded flags, after
 // stopping whatever of its old processes survived.
 func revive(ctx context.Context, o Options, st *State) (*Daemon, error) {
 	stopEngineProcesses(o, st)
-	dockerd := o.Dockerd
-	if dockerd == "" {
-		p, err := exec.LookPath("dockerd")
-		if err != nil {
-			return nil, errNoDockerd
-		}
-		dockerd = p
+	dockerd, err := dockerdPath(o)
+	if err != nil {
+		return nil, err
 	}
 	ipt := execIPTables{}
 	unlock, err := lockIPTables(o)
@@ -112,27 +105,14 @@ func revive(ctx context.Context, o Options, st *State) (*Daemon, error) {
 	if pid := readPIDFile(ctrdPID); pid != 0 && !procAlive(o.ProcRoot, pid) {
 		_ = os.Remove(ctrdPID)
 	}
-	logf, err := os.OpenFile(st.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	d, err := spawnDockerd(o, st, dockerd, false)
 	if err != nil {
-		return nil, fmt.Errorf("open dockerd log %s: %w", st.LogFile, err)
-	}
-	defer logf.Close()
-	cmd := exec.Command(dockerd, dockerdArgs(st)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", dockerd, err)
-	}
-	st.PID = cmd.Process.Pid
-	if err := writeState(o, st); err != nil {
 		return nil, err
 	}
-	d := &Daemon{name: st.Name, host: "unix://" + st.Socket, private: true, o: o, st: st, exited: make(chan struct{})}
-	go func() { d.waitErr = cmd.Wait(); close(d.exited) }()
 	if err := d.waitReady(ctx, 30*time.Second); err != nil {
 		return nil, err
 	}
-	if _, err := restoreRules(ctx, ipt, before, sysLinkExists); err != nil {
+	if _, err := restoreRules(ctx, ipt, before, o.linkExists); err != nil {
 		return d, err
 	}
 	return d, nil

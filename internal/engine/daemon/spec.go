@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/kernel"
 )
 
 // StorageDrivers are the drivers dockerd 20.10 knows, in the order doctor
@@ -64,7 +65,7 @@ func ReadHostFacts(opts ...Option) (HostFacts, error) {
 	if _, err := os.Stat(filepath.Join(o.DevRoot, "loop-control")); err == nil {
 		h.LoopControl = true
 	}
-	if mi, err := readMountInfo(o.ProcRoot); err == nil {
+	if mi, err := kernel.Mounts(o.ProcRoot); err == nil {
 		h.NativeFS = fsOf(mi, o.LibDir)
 	}
 	return h, nil

@@ -1,14 +1,4 @@
-// Package observe samples what the machine did during a run: per-device disk
-// statistics computed as iostat -x does, per-CPU time as mpstat does,
-// interrupts and softirqs per CPU, context switches, run queue and memory,
-// per-container cgroup CPU / throttling / memory / block I/O, and the CPU of
-// the processes that make up the container infrastructure (dockerd,
-// containerd, shims, docker-proxy) and of the load generator.
-//
-// Every kernel file is read through injectable roots (proc, sys, cgroup) so
-// that parsers are tested on fixture trees. A sampler that fails is recorded
-// as unavailable with its reason; the others carry on.
-package observe
+package results
 
 // Series is what the observers recorded during one run. It is stored as-is in
 // the run's RunRecord; reports compute summaries and timelines from it.

@@ -1,0 +1,295 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"ctrperf/internal/engine"
+	"ctrperf/internal/lifecycle"
+	"ctrperf/internal/plan"
+	"ctrperf/internal/results"
+	"ctrperf/internal/workload"
+)
+
+// run is one run of the plan in progress. Its phases are methods called in
+// order by perform; whatever it deployed is released by one path, release,
+// whether the run succeeded, failed or was interrupted, and also by the
+// force cleanup of a second Ctrl-C.
+type run struct {
+	r   *runner
+	cfg *plan.Configuration
+	id  string
+	rec *results.RunRecord
+
+	// ctx is the plan's: its end interrupts the run, which is then not
+	// recorded. rctx adds the run's own budget: a hung deploy or driver
+	// must not stall the whole plan, so its expiry fails the run.
+	ctx    context.Context
+	rctx   context.Context
+	cancel context.CancelFunc
+	budget time.Duration
+
+	wcfg workload.Config
+	// eng and target are set by deploy before the run is handed to the
+	// force cleanup (runner.setCurrent) and never change after; target is
+	// nil until there is something to tear down.
+	eng    engine.Engine
+	target *engine.Target
+	// iso is the isolate controller once it runs. The force cleanup reads
+	// it from the signal goroutine.
+	iso atomic.Pointer[isolateSession]
+
+	obs    Observer
+	obsErr error
+	// obsStart is the wall clock, not opt.Now: the window offset relates
+	// two real instants. windowOffset is stored by the driver's Started,
+	// which may be called from the driver's goroutine.
+	obsStart     time.Time
+	windowOffset atomic.Int64
+}
+
+// newRun prepares a run of cfg; its budget starts now.
+func (r *runner) newRun(ctx context.Context, planned plan.Run, cfg *plan.Configuration) *run {
+	id := r.runID(planned)
+	rn := &run{r: r, cfg: cfg, id: id, ctx: ctx,
+		rec: &results.RunRecord{
+			Plan: r.p.Name, RunID: id, Index: planned.Index, Config: planned.Config, Repetition: planned.Repetition,
+			Knobs: cfg.KnobMap(), Workload: r.p.Workload, Start: r.opt.Now(),
+		},
+		budget: r.p.Warmup + r.p.Duration + r.opt.RunSlack,
+	}
+	rn.rctx, rn.cancel = context.WithTimeout(ctx, rn.budget)
+	return rn
+}
+
+// perform runs the phases up to the record. It returns the record to
+// store, nil when ctx interrupted the run (it must be redone). The caller
+// stores the record and then calls teardown.
+func (rn *run) perform() *results.RunRecord {
+	if reason, ok := rn.r.notRun[rn.cfg.Name]; ok {
+		return rn.finish(results.StatusNotRun, errors.New(reason))
+	}
+	if err := rn.deploy(); err != nil {
+		return rn.abort(err)
+	}
+	if err := rn.startIsolate(); err != nil {
+		return rn.abort(err)
+	}
+	rn.startObserver()
+	m, driveErr := rn.drive()
+	isoErr := rn.stopIsolateAfterDrive()
+	series := rn.stopObserver()
+	return rn.record(m, series, driveErr, isoErr)
+}
+
+// notRunnable is why a configuration cannot run at all: the run is
+// recorded not_run with it, and the configuration's later runs are not
+// tried again.
+type notRunnable string
+
+func (e notRunnable) Error() string { return string(e) }
+
+// deploy gets the engine and deploys the workload's services on it.
+func (rn *run) deploy() error {
+	pr := rn.r.opt.Progress
+	pr.Phase("starting engine")
+	eng, info, err := rn.r.opt.Engines.Engine(rn.rctx, rn.cfg.Runtime, rn.cfg.Engine)
+	if err != nil {
+		if rn.interrupted() {
+			return err // cancelled, not broken: the configuration may run next time
+		}
+		return notRunnable(fmt.Sprintf("engine %s (%s) unavailable: %v", rn.cfg.Runtime, rn.cfg.Engine.Key(), err))
+	}
+	rn.rec.Engine = &info
+	rn.r.engines[info.Name] = info
+	rn.wcfg = workload.ConfigFor(rn.cfg)
+	services, err := rn.r.wl.Services(rn.wcfg)
+	if err != nil {
+		return notRunnable(fmt.Sprintf("workload %s cannot deploy this configuration: %v", rn.r.p.Workload, err))
+	}
+
+	pr.Phase("deploying")
+	spec := engine.DeploySpec{RunID: rn.id, Network: rn.cfg.Network, Data: rn.cfg.Data, Services: services}
+	target, err := eng.Deploy(rn.rctx, spec)
+	if target == nil {
+		// Teardown is safe on a partial target; it finds the rest by run id.
+		target = &engine.Target{RunID: rn.id, Runtime: rn.cfg.Runtime, Network: rn.cfg.Network}
+	}
+	rn.eng, rn.target = eng, target
+	rn.r.setCurrent(rn)
+	if err != nil {
+		return rn.explain("deploy", err)
+	}
+	return nil
+}
+
+// startIsolate starts the isolate controller of a configuration with
+// `isolate:`, after the deployment and before the warm-up.
+func (rn *run) startIsolate() error {
+	if !rn.cfg.Isolate.On() {
+		return nil
+	}
+	pr := rn.r.opt.Progress
+	pr.Phase("starting isolate controller")
+	s := &isolateSession{spec: rn.cfg.Isolate}
+	ctl, err := rn.r.opt.Isolate(rn.rctx, IsolateRequest{Engine: rn.eng, RunID: rn.id, Spec: rn.cfg.Isolate,
+		StateDir: rn.r.opt.IsolateStateDir, LogDir: filepath.Join(rn.r.opt.Out, "isolate"), Events: s.event, Warn: pr.Warn})
+	if err != nil {
+		return rn.explain("isolate controller", err)
+	}
+	s.run = ctl
+	rn.iso.Store(s)
+	return nil
+}
+
+// startObserver starts sampling the system, if the runner has observers.
+func (rn *run) startObserver() {
+	rn.obsStart = time.Now()
+	if rn.r.opt.Observers == nil {
+		return
+	}
+	rn.obs = rn.r.opt.Observers(rn.target)
+	if rn.obsErr = rn.obs.Start(rn.rctx); rn.obsErr != nil {
+		rn.obs = nil
+	}
+}
+
+// drive runs the workload's warm-up and measured window.
+func (rn *run) drive() (*results.Measurement, error) {
+	pr := rn.r.opt.Progress
+	pr.Phase("warming up")
+	env := workload.Env{
+		Engine: rn.eng, Target: rn.target, Config: rn.wcfg, Window: workload.WindowOf(rn.r.p),
+		Started: func() {
+			rn.windowOffset.Store(int64(time.Since(rn.obsStart)))
+			pr.Phase("measuring")
+		},
+		LoadCPUSet: rn.r.p.LoadCPUSet,
+	}
+	if iso := rn.iso.Load(); iso != nil {
+		env.HotPhase = iso.hotPhase
+	}
+	return rn.r.wl.Drive(rn.rctx, env)
+}
+
+// stopIsolateAfterDrive stops the controller, which restores everything it
+// changed, before its decisions are recorded and before the containers go.
+func (rn *run) stopIsolateAfterDrive() error {
+	sctx, cancel := lifecycle.Detached(rn.ctx, rn.r.opt.TeardownTimeout)
+	defer cancel()
+	err := rn.stopIsolate(sctx)
+	if err != nil {
+		rn.r.opt.Progress.Warn(fmt.Sprintf("isolate controller of run %s: %v", rn.id, err))
+	}
+	return err
+}
+
+// stopIsolate stops the controller, if one runs; only the first call
+// stops it, later ones return its error.
+func (rn *run) stopIsolate(ctx context.Context) error {
+	return rn.iso.Load().stop(ctx)
+}
+
+// stopObserver ends sampling. A failing observer costs the system series,
+// not the run.
+func (rn *run) stopObserver() *results.Series {
+	if rn.obs != nil {
+		return rn.obs.Stop()
+	}
+	if rn.obsErr != nil {
+		return &results.Series{Unavailable: map[string]string{"observer": rn.obsErr.Error()}}
+	}
+	return nil
+}
+
+// record completes the record of a run that was driven: failed when the
+// driver was, ok with the measurement, the controller's decisions and the
+// system series otherwise.
+func (rn *run) record(m *results.Measurement, series *results.Series, driveErr, isoErr error) *results.RunRecord {
+	if rn.interrupted() {
+		return nil
+	}
+	if driveErr != nil {
+		rn.rec.System = series
+		return rn.finish(results.StatusFailed, rn.explain("drive", driveErr))
+	}
+	if m == nil {
+		return rn.finish(results.StatusFailed, errors.New("drive: the workload returned no measurement"))
+	}
+	if iso := rn.iso.Load(); iso != nil {
+		iso.record(m, rn.target)
+		if isoErr != nil {
+			m.Notes = append(m.Notes, "isolate: "+isoErr.Error())
+		}
+	}
+	rn.rec.Result, rn.rec.System = m, series
+	if series != nil {
+		rn.rec.WindowOffsetS = time.Duration(rn.windowOffset.Load()).Seconds()
+	}
+	return rn.finish(results.StatusOK, nil)
+}
+
+// abort ends a run that stopped before its drive: not_run when its
+// configuration cannot run, not recorded (nil) when ctx interrupted it,
+// failed otherwise.
+func (rn *run) abort(err error) *results.RunRecord {
+	var reason notRunnable
+	if errors.As(err, &reason) {
+		rn.r.notRun[rn.cfg.Name] = string(reason)
+		return rn.finish(results.StatusNotRun, reason)
+	}
+	if rn.interrupted() {
+		return nil
+	}
+	return rn.finish(results.StatusFailed, err)
+}
+
+func (rn *run) finish(st results.Status, err error) *results.RunRecord {
+	rn.rec.Status, rn.rec.End = st, rn.r.opt.Now()
+	if err != nil {
+		rn.rec.Error = err.Error()
+	}
+	return rn.rec
+}
+
+// interrupted tells a cancelled plan (not recorded, redone by --resume)
+// from a failed run.
+func (rn *run) interrupted() bool { return rn.ctx.Err() != nil }
+
+// explain names the stage that failed and, when the run's budget cut it
+// off, the budget.
+func (rn *run) explain(stage string, err error) error {
+	if rn.rctx.Err() == context.DeadlineExceeded && !rn.interrupted() {
+		return fmt.Errorf("%s: run exceeded its budget of %s (warm-up + duration + %s slack): %w", stage, rn.budget, rn.r.opt.RunSlack, err)
+	}
+	return fmt.Errorf("%s: %w", stage, err)
+}
+
+// teardown ends the run after its record is stored (a kill during teardown
+// must not lose it), with a context of its own: after Ctrl-C the plan's is
+// gone.
+func (rn *run) teardown() {
+	defer rn.cancel()
+	if rn.target == nil {
+		return // nothing deployed
+	}
+	rn.r.opt.Progress.Phase("tearing down")
+	tctx, cancel := lifecycle.Detached(rn.ctx, rn.r.opt.TeardownTimeout)
+	defer cancel()
+	if err := rn.release(tctx); err != nil {
+		rn.r.opt.Progress.Warn(fmt.Sprintf("teardown of run %s failed: %v; remove what is left with `ctrperf clean`", rn.id, err))
+	}
+}
+
+// release is the one way a deployment ends, for teardown and for the force
+// cleanup, which calls it from the signal goroutine, racing the runner: the
+// controller is stopped first, having restored everything it changed, and
+// then the containers go. Both steps are safe to repeat.
+func (rn *run) release(ctx context.Context) error {
+	_ = rn.stopIsolate(ctx) // its error was reported after the drive
+	return rn.eng.Teardown(ctx, rn.target)
+}
