@@ -199,13 +199,15 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (_ *Summary, err error)
 		pr.RunStarted(run, cfg)
 		rn := r.newRun(ctx, run, cfg)
 		rec := rn.perform()
-		r.setCurrent(nil)
 		var storeErr error
 		if rec != nil {
 			// Written before teardown: a kill during teardown must not lose it.
 			storeErr = store.Append(rec)
 		}
 		rn.teardown()
+		// Only now: a second signal during the append or the teardown
+		// must still find the deployment to release.
+		r.setCurrent(nil)
 		if storeErr != nil {
 			stop = r.outFault(fmt.Errorf("run %d/%d (%s) is not recorded: %w", run.Index+1, len(runs), run.Config, fsutil.Explain(storeErr)))
 			break

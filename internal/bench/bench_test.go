@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -607,5 +608,50 @@ func TestRunStopsWhenResultsCannotBeWritten(t *testing.T) {
 				t.Fatalf("resume: %v, skipped %d", err, sum.Skipped)
 			}
 		})
+	}
+}
+
+// hookFile calls onWrite before the first record is written.
+type hookFile struct {
+	*os.File
+	once    sync.Once
+	onWrite func()
+}
+
+func (f *hookFile) Write(b []byte) (int, error) {
+	f.once.Do(f.onWrite)
+	return f.File.Write(b)
+}
+
+// A second signal after the drive, while the record is written or the run
+// torn down, still releases the deployment before the process exits.
+func TestForceAfterTheDriveReleasesTheRun(t *testing.T) {
+	p := parsePlan(t, planYAML, plan.Options{Only: []string{"bare"}})
+	out := t.TempDir()
+	prov := &fakeProvider{}
+	force := &lifecycle.Stack{}
+	var forcedTornDown []string
+	_, err := Run(context.Background(), p, Options{Out: out, Engines: prov, Force: force,
+		Workload: func(string) (workload.Workload, error) { return &fakeWorkload{}, nil },
+		OpenStore: func(dir string) (*results.Store, error) {
+			path := filepath.Join(dir, results.FileName)
+			f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+			if err != nil {
+				return nil, err
+			}
+			return results.NewStore(&hookFile{File: f, onWrite: func() {
+				if err := force.Run(time.Second); err != nil {
+					t.Errorf("force: %v", err)
+				}
+				prov.mu.Lock()
+				forcedTornDown = slices.Clone(prov.tornDown)
+				prov.mu.Unlock()
+			}}, path, 0), nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prov.deployed) == 0 || !slices.Equal(forcedTornDown, prov.deployed[:1]) {
+		t.Errorf("deployed %v; the force cleanup during the append tore down %v, want the first run", prov.deployed, forcedTornDown)
 	}
 }

@@ -12,7 +12,7 @@ import (
 // WriteError is a failed write of a file, said in words a user acts on: the
 // file it was meant for (not a temporary name), the step that failed and the
 // errno, e.g. "out of space writing out/x/results.jsonl: append: no space
-// left on device (ENOSPC)".
+// left on device (ENOSPC)"; any other failure reads "OP PATH: ERR".
 type WriteError struct {
 	Path string // the file being written
 	Op   string // the step: open, append, write, sync, truncate, replace, ...
@@ -23,7 +23,7 @@ func (e *WriteError) Error() string {
 	if kind := DiskFault(e.Err); kind != "" {
 		return fmt.Sprintf("%s writing %s: %s: %v%s", kind, e.Path, e.Op, e.Err, errnoName(e.Err))
 	}
-	return fmt.Sprintf("write %s: %s: %v%s", e.Path, e.Op, e.Err, errnoName(e.Err))
+	return fmt.Sprintf("%s %s: %v%s", e.Op, e.Path, e.Err, errnoName(e.Err))
 }
 
 func (e *WriteError) Unwrap() error { return e.Err }

@@ -25,7 +25,7 @@ func TestWriteErrorNamesFileAndErrno(t *testing.T) {
 		{"failing disk on fsync", Explain(fmt.Errorf("wrapped: %w", &os.PathError{Op: "sync", Path: "/out/results.jsonl", Err: syscall.EIO})),
 			"I/O error writing /out/results.jsonl: sync: input/output error (EIO)", syscall.EIO},
 		{"rename over a directory", NewWriteError("/out/env.json", "replace", &os.LinkError{Op: "rename", Old: "a", New: "b", Err: syscall.EISDIR}),
-			"write /out/env.json: replace: is a directory (EISDIR)", syscall.EISDIR},
+			"replace /out/env.json: is a directory (EISDIR)", syscall.EISDIR},
 		{"an explained error is kept as it is", NewWriteError("/elsewhere", "append", NewWriteError("/out/x", "write", syscall.ENOSPC)),
 			"out of space writing /out/x: write: no space left on device (ENOSPC)", syscall.ENOSPC},
 	}
