@@ -34,8 +34,14 @@ same plan measures the controller off and on.
 The plan format is described in plans/README.md; ready plans, one per
 experiment, are in plans/.`,
 	}
-	cmd.AddCommand(newBenchRunCmd(), newBenchValidateCmd())
+	cmd.AddCommand(newBenchRunCmd(defaultEngines), newBenchValidateCmd())
 	return cmd
+}
+
+// defaultEngines are the real engines of a plan: the host, the user's
+// Docker engine and private ones (named after the plan for `ctrperf clean`).
+func defaultEngines(planName string) bench.EngineProvider {
+	return &bench.Engines{RunID: "bench-" + planName}
 }
 
 type benchRunFlags struct {
@@ -47,7 +53,9 @@ type benchRunFlags struct {
 	observe bool
 }
 
-func newBenchRunCmd() *cobra.Command {
+// newBenchRunCmd builds `bench run`; engines gives the engine provider of a
+// plan (tests give fakes).
+func newBenchRunCmd(engines func(planName string) bench.EngineProvider) *cobra.Command {
 	var f benchRunFlags
 	cmd := &cobra.Command{
 		Use:   "run [PLAN]",
@@ -57,9 +65,22 @@ run), OUT/meta.json and OUT/env.json.
 
 Ctrl-C stops after tearing the current run down; the interrupted run is not
 recorded and 'ctrperf bench run --resume OUT' redoes it and finishes the plan
-(PLAN may be left out then: OUT/plan.yaml is used).`,
+(PLAN may be left out then: OUT/plan.yaml is used). SIGTERM and SIGHUP (the
+terminal was closed) stop it the same way, so a closed terminal or a kill
+never leaves a run half torn down. A second signal forces the teardown: the
+run in progress is removed and private engines are stopped before ctrperf
+exits (status 130); further signals do not cut that short. Progress and
+messages that can no longer be written (the terminal is gone, a pipe broke)
+are dropped, never a reason to stop tearing down.
+
+When OUT cannot be written (disk full, read-only, I/O error) the plan stops
+with one error naming the file and the errno, after tearing the run down;
+the run whose record was lost is not recorded. Free space and continue with
+--resume OUT. A record cut short by a crash is removed by --resume (its bytes
+kept in OUT/results.jsonl.partial) and skipped with a warning by 'ctrperf
+report'.`,
 		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return runBench(cmd, args, f) },
+		RunE: func(cmd *cobra.Command, args []string) error { return runBench(cmd, args, f, engines) },
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.out, "out", "", "output directory (default out/<plan>-<timestamp>)")
@@ -71,7 +92,7 @@ recorded and 'ctrperf bench run --resume OUT' redoes it and finishes the plan
 	return cmd
 }
 
-func runBench(cmd *cobra.Command, args []string, f benchRunFlags) error {
+func runBench(cmd *cobra.Command, args []string, f benchRunFlags, newEngines func(string) bench.EngineProvider) error {
 	stdout := cmd.OutOrStdout()
 	var p *plan.Plan
 	var err error
@@ -102,9 +123,10 @@ func runBench(cmd *cobra.Command, args []string, f benchRunFlags) error {
 		out = filepath.Join("out", p.Name+"-"+time.Now().Format("20060102-150405"))
 	}
 
-	// A second Ctrl-C exits at once, after tearing down the run in progress
-	// and stopping private engines (the stack runs last pushed first).
-	engines := &bench.Engines{RunID: "bench-" + p.Name}
+	// SIGINT, SIGTERM and SIGHUP stop the plan; a second one exits after
+	// tearing down the run in progress and stopping private engines (the
+	// stack runs last pushed first).
+	engines := newEngines(p.Name)
 	force := &lifecycle.Stack{}
 	force.Push("stop private engines", engines.Close)
 	ctx, stop := lifecycle.SignalContext(cmd.Context(), lifecycle.WithForceCleanup(force, 30*time.Second))

@@ -10,10 +10,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"regexp"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -26,6 +24,7 @@ import (
 
 	"ctrperf/internal/isolate"
 	"ctrperf/internal/kernel"
+	"ctrperf/internal/lifecycle"
 )
 
 const isolateStateDir = isolate.DefaultStateDir
@@ -88,33 +87,56 @@ the CPUs they are entitled to with ctrperf.isolate.cpus=N. Every interval
 Everything it changes (cpu.idle and weights, cpusets, IRQ affinity, RPS) is
 checkpointed with its original value before the write (fsync'd), re-read
 (a value Docker wrote on restart or update becomes the new original),
-restored on SIGINT/SIGTERM; after a crash, the next start (or 'ctrperf
-isolate restore') puts the originals back first. One controller at a time.
+restored on SIGINT, SIGTERM or SIGHUP (a closed terminal); after a crash,
+the next start (or 'ctrperf isolate restore') puts the originals back first.
+One controller at a time.
 
 Metrics (--metrics, loopback): ctrperf_isolate_container_{usage_cpus,
 entitlement_cpus,hot,demoted,cpus,stall_ratio}{container,name},
 ctrperf_isolate_decisions_total{kind}, ctrperf_isolate_write_failures_total,
 ctrperf_isolate_loop_duration_seconds, ctrperf_isolate_step_cpu_seconds_total.`,
 	}
-	cmd.AddCommand(newIsolateRunCmd(), newIsolateStatusCmd(), newIsolateRestoreCmd())
+	cmd.AddCommand(newIsolateRunCmd(startIsolate), newIsolateStatusCmd(), newIsolateRestoreCmd())
 	return cmd
 }
 
-func newIsolateRunCmd() *cobra.Command {
+// controller is a running isolate controller (*isolate.Running).
+type controller interface {
+	Stop(ctx context.Context) error
+}
+
+// isolateStarter starts the controller (tests give a fake).
+type isolateStarter func(ctx context.Context, cli client.APIClient, o isolate.Options) (controller, error)
+
+func startIsolate(ctx context.Context, cli client.APIClient, o isolate.Options) (controller, error) {
+	run, err := isolate.Start(ctx, cli, o)
+	if err != nil {
+		return nil, err
+	}
+	return run, nil
+}
+
+func newIsolateRunCmd(start isolateStarter) *cobra.Command {
 	o := isolateOptions{}
 	d := isolate.DefaultParams()
 	var configFile string
 	cmd := &cobra.Command{
 		Use:   "run",
-		Short: "Run the controller until SIGINT/SIGTERM, then restore everything",
-		Args:  cobra.NoArgs,
+		Short: "Run the controller until SIGINT, SIGTERM or SIGHUP, then restore everything",
+		Long: `Run the controller until Ctrl-C (SIGINT), SIGTERM or SIGHUP (the terminal
+was closed), then restore every CPU class, cpuset, IRQ affinity and RPS mask
+it changed. A second signal does not skip the restore: ctrperf restores
+first and then exits (status 130); further signals do not cut it short. The
+decision log on stdout is a copy: when the terminal is gone its writes are
+dropped and the controller goes on (the log file keeps every decision).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if configFile != "" {
 				if err := loadIsolateConfig(configFile, &o, cmd); err != nil {
 					return err
 				}
 			}
-			return runIsolate(cmd, o)
+			return runIsolate(cmd, o, start)
 		},
 	}
 	f := cmd.Flags()
@@ -234,7 +256,7 @@ func decodeIsolateConfig(b []byte) (isolateOptions, error) {
 	return o, nil
 }
 
-func runIsolate(cmd *cobra.Command, o isolateOptions) error {
+func runIsolate(cmd *cobra.Command, o isolateOptions, start isolateStarter) error {
 	out := cmd.OutOrStdout()
 	params := isolate.Params{Policy: isolate.Policy(o.Policy), CPUsPerContainer: o.CPUsPerContainer, MinShared: o.MinShared,
 		HotThreshold: o.HotThreshold, CoolThreshold: o.CoolThreshold, HotAfter: o.HotAfter, CoolAfter: o.CoolAfter,
@@ -258,17 +280,20 @@ func runIsolate(cmd *cobra.Command, o isolateOptions) error {
 		return fmt.Errorf("docker client: %w", err)
 	}
 	defer cli.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// A second signal restores before the process exits.
+	force := &lifecycle.Stack{}
+	ctx, stop := lifecycle.SignalContext(cmd.Context(), lifecycle.WithForceCleanup(force, 30*time.Second))
 	defer stop()
 
 	reg := prometheus.NewRegistry()
-	run, err := isolate.Start(ctx, cli, isolate.Options{Params: params, Interval: o.Interval, All: o.All, Labels: o.Labels,
+	run, err := start(ctx, cli, isolate.Options{Params: params, Interval: o.Interval, All: o.All, Labels: o.Labels,
 		IRQ: o.IRQ, IRQPattern: o.IRQPattern, IRQRotate: o.IRQRotate, RPS: o.RPS, DryRun: o.DryRun,
 		StateDir: o.StateDir, LogPath: o.Log, Log: out, Metrics: isolate.NewMetrics(reg),
 		Warn: func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning:", s) }})
 	if err != nil {
 		return err
 	}
+	force.Push("restore what the controller changed", run.Stop)
 	if o.Metrics != "" {
 		ln, err := net.Listen("tcp", o.Metrics)
 		if err != nil {

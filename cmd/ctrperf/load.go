@@ -7,14 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"ctrperf/internal/lifecycle"
 	"ctrperf/internal/load"
 	"ctrperf/internal/results"
 )
@@ -77,14 +75,18 @@ A scenario file describes sessions of several labelled steps:
 Keys of a step: label, method, path, headers, form | body, expect, extract
 (variable: regexp with one group over the body), follow_redirects, think.
 Variables: {{name}} of an earlier extract, or the built-ins {{vu}},
-{{session}}, {{rand}}. Each session has its own cookie jar.`,
+{{session}}, {{rand}}. Each session has its own cookie jar.
+
+Ctrl-C, SIGTERM and SIGHUP (the terminal was closed) stop the load the same
+way: sessions in flight end, the table covers what was measured until then,
+and the exit status is 130. A second signal exits at once.`,
 		Example: `  ctrperf load http://127.0.0.1:8080/ --rate 2000 --duration 60s
   ctrperf load http://127.0.0.1:8080/ --rate 33.3 --poisson --scenario ticketd.yaml
   ctrperf load http://127.0.0.1:8080/index.html --concurrency 64 --duration 10s
   ctrperf load 127.0.0.1:11211 --memcached --mix set=1 --concurrency 4 --ops 100000`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := lifecycle.SignalContext(cmd.Context())
 			defer stop()
 			return runLoad(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], o, cmd.Flags().Changed("duration"))
 		},

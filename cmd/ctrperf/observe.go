@@ -6,12 +6,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
-	"os/signal"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -19,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/lifecycle"
 	"ctrperf/internal/observe"
 	"ctrperf/internal/results"
 )
@@ -46,10 +44,12 @@ device lines and the process groups of the container infrastructure
 (dockerd, containerd, containerd-shim, docker-proxy) and of ctrperf itself.
 --containers adds one line per running Docker container (cgroup CPU,
 throttling, memory, block I/O). --json prints one JSON sample per line instead.
-It runs until --duration has passed or Ctrl-C, then prints mean and max.`,
+It runs until --duration has passed or Ctrl-C, then prints mean and max.
+SIGTERM and SIGHUP (the terminal was closed) stop it like Ctrl-C; a second
+signal exits at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := lifecycle.SignalContext(cmd.Context())
 			defer stop()
 			return runObserve(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
 		},

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/fsutil"
 	"ctrperf/internal/isolate"
 	"ctrperf/internal/kernel"
 	"ctrperf/internal/lifecycle"
@@ -96,6 +97,9 @@ type Options struct {
 	// IsolateStateDir is the isolate controller's state directory
 	// (default isolate.DefaultStateDir, the machine's; tests give their own).
 	IsolateStateDir string
+	// OpenStore opens the record store of the output directory; nil means
+	// results.OpenStore (tests give a store whose disk fails).
+	OpenStore func(dir string) (*results.Store, error)
 }
 
 // Summary is what happened in one invocation.
@@ -118,9 +122,11 @@ var ErrInterrupted = errors.New("interrupted")
 
 // Run executes the plan into opt.Out. It returns the summary and, if the
 // plan could not be completed, why: ErrInterrupted after a cancellation,
-// or the failure to write results. Failed and not_run runs are not errors:
-// they are recorded and reported.
-func Run(ctx context.Context, p *plan.Plan, opt Options) (*Summary, error) {
+// or the failure to write the output directory (a full, read-only or
+// failing disk: a *fsutil.WriteError naming the file and the errno), which
+// stops the plan after the run in progress is torn down. Failed and not_run
+// runs are not errors: they are recorded and reported.
+func Run(ctx context.Context, p *plan.Plan, opt Options) (_ *Summary, err error) {
 	if opt.Engines == nil {
 		return nil, errors.New("bench: no engine provider")
 	}
@@ -135,17 +141,17 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (*Summary, error) {
 	}
 	r.wl = wl
 	runs := p.Runs()
-	done, err := prepareOut(opt.Out, p, opt.Resume, r.meta())
+	done, repaired, err := prepareOut(opt.Out, p, opt.Resume, r.meta())
 	if err != nil {
 		return nil, err
 	}
-	store, err := results.OpenStore(opt.Out)
+	store, err := r.opt.OpenStore(opt.Out)
 	if err != nil {
-		return nil, err
+		return nil, r.outFault(fsutil.Explain(err))
 	}
 	defer store.Close()
 	if err := writeEnv(opt.Out, r.opt.Env(ctx), nil); err != nil {
-		return nil, err
+		return nil, r.outFault(err)
 	}
 
 	sum := &Summary{Out: opt.Out, Plan: p, Total: len(runs), Skipped: len(done)}
@@ -156,7 +162,7 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (*Summary, error) {
 	pr := r.opt.Progress
 	pr.Begin(p, len(runs), len(done))
 	load1, _ := Loadavg(r.opt.ProcRoot)
-	for _, w := range planWarnings(p, load1, runtime.NumCPU()) {
+	for _, w := range append(repaired, planWarnings(p, load1, runtime.NumCPU())...) {
 		pr.Warn(w)
 	}
 	defer func() {
@@ -167,11 +173,17 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (*Summary, error) {
 		}
 	}()
 	defer func() {
-		if err := writeEnv(opt.Out, nil, r.engines); err != nil {
-			pr.Warn(fmt.Sprintf("recording engine facts: %v", err))
+		werr := writeEnv(opt.Out, nil, r.engines)
+		switch {
+		case werr == nil:
+		case err == nil:
+			err = r.outFault(werr)
+		default:
+			pr.Warn(fmt.Sprintf("recording engine facts: %v", werr))
 		}
 	}()
 
+	var stop error // a write to OUT failed: no later run could be recorded
 	for _, run := range runs {
 		if done[run.Index] {
 			continue
@@ -187,15 +199,18 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (*Summary, error) {
 		pr.RunStarted(run, cfg)
 		rn := r.newRun(ctx, run, cfg)
 		rec := rn.perform()
-		r.setCurrent(nil)
 		var storeErr error
 		if rec != nil {
 			// Written before teardown: a kill during teardown must not lose it.
 			storeErr = store.Append(rec)
 		}
 		rn.teardown()
+		// Only now: a second signal during the append or the teardown
+		// must still find the deployment to release.
+		r.setCurrent(nil)
 		if storeErr != nil {
-			return sum, fmt.Errorf("run %d (%s): %w", run.Index, run.Config, storeErr)
+			stop = r.outFault(fmt.Errorf("run %d/%d (%s) is not recorded: %w", run.Index+1, len(runs), run.Config, fsutil.Explain(storeErr)))
+			break
 		}
 		if rec == nil {
 			sum.Interrupted = true
@@ -211,6 +226,9 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (*Summary, error) {
 		r.warnSamplers(rec)
 	}
 	pr.End(sum)
+	if stop != nil {
+		return sum, stop
+	}
 	if sum.Interrupted {
 		return sum, fmt.Errorf("plan %s: %w after %d of %d runs; continue with `ctrperf bench run --resume %s`",
 			p.Name, ErrInterrupted, sum.Skipped+len(sum.Records), sum.Total, opt.Out)
@@ -310,6 +328,19 @@ func (r *runner) defaults() {
 	if r.opt.Isolate == nil {
 		r.opt.Isolate = DockerIsolator
 	}
+	if r.opt.OpenStore == nil {
+		r.opt.OpenStore = results.OpenStore
+	}
+}
+
+// outFault is the one message that stops a plan whose output directory
+// cannot be written: what failed (the file and the errno) and how to go on.
+func (r *runner) outFault(err error) error {
+	how := "make " + r.opt.Out + " writable"
+	if fsutil.DiskFault(err) == "out of space" {
+		how = "free space on the disk of " + r.opt.Out
+	}
+	return fmt.Errorf("plan %s stopped: %w; %s and continue with `ctrperf bench run --resume %s`", r.p.Name, err, how, r.opt.Out)
 }
 
 var unsafeName = regexp.MustCompile(`[^a-z0-9-]+`)

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -419,9 +421,15 @@ func TestRunInterruptAndResume(t *testing.T) {
 
 	before := len(recs)
 	opts.Resume = true
+	var warn bytes.Buffer
+	opts.Progress = &Lines{W: &warn, Quiet: true}
 	sum, err = Run(context.Background(), p, opts)
 	if err != nil {
 		t.Fatalf("resume: %v", err)
+	}
+	if kept, _ := os.ReadFile(filepath.Join(out, results.FileName+results.PartialSuffix)); string(kept) != `{"plan":"unit","run_id":"x","ind`+"\n" ||
+		!strings.Contains(warn.String(), "ended in a partial record (32 bytes") {
+		t.Errorf("repair on resume: kept %q, warnings:\n%s", kept, warn.String())
 	}
 	if sum.Skipped != before || len(sum.Records) != 8-before {
 		t.Errorf("resume skipped %d ran %d, want %d and %d", sum.Skipped, len(sum.Records), before, 8-before)
@@ -518,28 +526,132 @@ func TestFinishedRuns(t *testing.T) {
 	}
 }
 
-func TestRepairTail(t *testing.T) {
+// failingDisk is the results file on a disk that fails after ok records:
+// like a full disk it writes part of the next record before ENOSPC, like a
+// read-only one it writes nothing, like a failing one it loses the fsync.
+type failingDisk struct {
+	*os.File
+	ok      int
+	partial bool  // write half the record before failing
+	err     error // of the write (or of Sync, when sync)
+	sync    bool
+}
+
+func (d *failingDisk) Write(b []byte) (int, error) {
+	if d.ok > 0 || d.sync {
+		d.ok--
+		return d.File.Write(b)
+	}
+	n := 0
+	if d.partial {
+		n, _ = d.File.Write(b[:len(b)/2])
+	}
+	return n, &os.PathError{Op: "write", Path: d.Name(), Err: d.err}
+}
+
+func (d *failingDisk) Sync() error {
+	if d.sync && d.ok < 0 {
+		return &os.PathError{Op: "sync", Path: d.Name(), Err: d.err}
+	}
+	return d.File.Sync()
+}
+
+// A results file that cannot be written stops the plan with one error
+// naming the file and the errno, leaves no half line, tears down the run
+// whose record was lost and closes the engines; --resume then finishes.
+func TestRunStopsWhenResultsCannotBeWritten(t *testing.T) {
+	p := parsePlan(t, planYAML, plan.Options{Only: []string{"published"}})
 	tests := []struct {
-		desc, in, want string
+		desc string
+		disk failingDisk
+		want string
 	}{
-		{"complete lines stay", "{\"a\":1}\n{\"b\":2}\n", "{\"a\":1}\n{\"b\":2}\n"},
-		{"a cut last line goes", "{\"a\":1}\n{\"b\":", "{\"a\":1}\n"},
-		{"a single cut line goes", "{\"b\":", ""},
-		{"empty file", "", ""},
+		{"disk full mid-record", failingDisk{ok: 1, partial: true, err: syscall.ENOSPC},
+			"out of space writing %s: append: no space left on device (ENOSPC); free space on the disk of"},
+		{"read-only file system", failingDisk{ok: 1, err: syscall.EROFS},
+			"read-only file system writing %s: append: read-only file system (EROFS); make"},
+		{"fsync fails", failingDisk{ok: 2, sync: true, err: syscall.EIO},
+			"I/O error writing %s: sync: input/output error (EIO)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "r.jsonl")
-			if err := os.WriteFile(p, []byte(tt.in), 0o644); err != nil {
-				t.Fatal(err)
+			out := t.TempDir()
+			prov := &fakeProvider{}
+			wl := &fakeWorkload{}
+			opts := Options{Out: out, Engines: prov, Workload: func(string) (workload.Workload, error) { return wl, nil },
+				OpenStore: func(dir string) (*results.Store, error) {
+					path := filepath.Join(dir, results.FileName)
+					f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+					if err != nil {
+						return nil, err
+					}
+					d := tt.disk
+					d.File = f
+					return results.NewStore(&d, path, 0), nil
+				}}
+			sum, err := Run(context.Background(), p, opts)
+			want := fmt.Sprintf(tt.want, filepath.Join(out, results.FileName))
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--resume "+out) {
+				t.Fatalf("err = %v\nwant it to say %q and how to resume", err, want)
 			}
-			if err := repairTail(p); err != nil {
-				t.Fatal(err)
+			stored := tt.disk.ok
+			if recs := readRecords(t, out); len(recs) != stored || len(sum.Records) != stored {
+				t.Errorf("%d records on disk, %d in the summary; want %d", len(recs), len(sum.Records), stored)
 			}
-			b, _ := os.ReadFile(p)
-			if string(b) != tt.want {
-				t.Errorf("got %q, want %q", b, tt.want)
+			if len(prov.deployed) != stored+1 || strings.Join(prov.deployed, ",") != strings.Join(prov.tornDown, ",") || prov.closed != 1 {
+				t.Errorf("deployed %v, torn down %v, engines closed %d: want the failing run torn down and the plan stopped", prov.deployed, prov.tornDown, prov.closed)
+			}
+
+			opts.Resume, opts.OpenStore = true, nil
+			sum, err = Run(context.Background(), p, opts)
+			if err != nil || sum.Skipped != stored || len(readRecords(t, out)) != 4 {
+				t.Fatalf("resume: %v, skipped %d", err, sum.Skipped)
 			}
 		})
+	}
+}
+
+// hookFile calls onWrite before the first record is written.
+type hookFile struct {
+	*os.File
+	once    sync.Once
+	onWrite func()
+}
+
+func (f *hookFile) Write(b []byte) (int, error) {
+	f.once.Do(f.onWrite)
+	return f.File.Write(b)
+}
+
+// A second signal after the drive, while the record is written or the run
+// torn down, still releases the deployment before the process exits.
+func TestForceAfterTheDriveReleasesTheRun(t *testing.T) {
+	p := parsePlan(t, planYAML, plan.Options{Only: []string{"bare"}})
+	out := t.TempDir()
+	prov := &fakeProvider{}
+	force := &lifecycle.Stack{}
+	var forcedTornDown []string
+	_, err := Run(context.Background(), p, Options{Out: out, Engines: prov, Force: force,
+		Workload: func(string) (workload.Workload, error) { return &fakeWorkload{}, nil },
+		OpenStore: func(dir string) (*results.Store, error) {
+			path := filepath.Join(dir, results.FileName)
+			f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+			if err != nil {
+				return nil, err
+			}
+			return results.NewStore(&hookFile{File: f, onWrite: func() {
+				if err := force.Run(time.Second); err != nil {
+					t.Errorf("force: %v", err)
+				}
+				prov.mu.Lock()
+				forcedTornDown = slices.Clone(prov.tornDown)
+				prov.mu.Unlock()
+			}}, path, 0), nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prov.deployed) == 0 || !slices.Equal(forcedTornDown, prov.deployed[:1]) {
+		t.Errorf("deployed %v; the force cleanup during the append tore down %v, want the first run", prov.deployed, forcedTornDown)
 	}
 }

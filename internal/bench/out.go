@@ -1,12 +1,10 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -51,8 +49,17 @@ func (r *runner) meta() Meta {
 }
 
 // prepareOut sets up a new output directory, or checks that a resumed one
-// belongs to the same plan and returns the run indexes it already holds.
-func prepareOut(dir string, p *plan.Plan, resume bool, m Meta) (map[int]bool, error) {
+// belongs to the same plan and returns the run indexes it already holds,
+// with warnings about what it repaired.
+func prepareOut(dir string, p *plan.Plan, resume bool, m Meta) (map[int]bool, []string, error) {
+	if !resume {
+		done, err := newOut(dir, p, m)
+		return done, nil, err
+	}
+	return resumeOut(dir, p, m)
+}
+
+func newOut(dir string, p *plan.Plan, m Meta) (map[int]bool, error) {
 	canon, err := p.Canonical()
 	if err != nil {
 		return nil, err
@@ -62,55 +69,67 @@ func prepareOut(dir string, p *plan.Plan, resume bool, m Meta) (map[int]bool, er
 		return nil, err
 	}
 	m.PlanHash = hash
-	metaPath := filepath.Join(dir, MetaFile)
-	if !resume {
-		for _, f := range []string{MetaFile, results.FileName} {
-			if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
-				return nil, fmt.Errorf("output directory %s already holds a plan's results (%s); continue it with --resume %s or choose another --out", dir, f, dir)
-			}
+	for _, f := range []string{MetaFile, results.FileName} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			return nil, fmt.Errorf("output directory %s already holds a plan's results (%s); continue it with --resume %s or choose another --out", dir, f, dir)
 		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("create output directory: %w", err)
-		}
-		header := fmt.Sprintf("# The plan as run by ctrperf %s (matrix expanded, defaults filled%s).\n# Re-run it with: ctrperf bench run %s\n",
-			version.Version, quickNote(m), filepath.Join(dir, PlanFile))
-		if err := fsutil.WriteFileAtomic(filepath.Join(dir, PlanFile), append([]byte(header), canon...), 0o644); err != nil {
-			return nil, err
-		}
-		if err := writeJSON(metaPath, m); err != nil {
-			return nil, err
-		}
-		return map[int]bool{}, nil
 	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fsutil.NewWriteError(dir, "create directory", err)
+	}
+	header := fmt.Sprintf("# The plan as run by ctrperf %s (matrix expanded, defaults filled%s).\n# Re-run it with: ctrperf bench run %s\n",
+		version.Version, quickNote(m), filepath.Join(dir, PlanFile))
+	if err := fsutil.WriteFileAtomic(filepath.Join(dir, PlanFile), append([]byte(header), canon...), 0o644); err != nil {
+		return nil, err
+	}
+	if err := writeJSON(filepath.Join(dir, MetaFile), m); err != nil {
+		return nil, err
+	}
+	return map[int]bool{}, nil
+}
 
+// resumeOut checks that dir was started with plan p, repairs a partial last
+// record and returns the runs already finished.
+func resumeOut(dir string, p *plan.Plan, m Meta) (map[int]bool, []string, error) {
+	hash, err := p.Hash()
+	if err != nil {
+		return nil, nil, err
+	}
+	metaPath := filepath.Join(dir, MetaFile)
 	var old Meta
 	b, err := os.ReadFile(metaPath)
 	if err != nil {
-		return nil, fmt.Errorf("resume %s: %w (is it an output directory of `ctrperf bench run`?)", dir, err)
+		return nil, nil, fmt.Errorf("resume %s: %w (is it an output directory of `ctrperf bench run`?)", dir, err)
 	}
 	if err := json.Unmarshal(b, &old); err != nil {
-		return nil, fmt.Errorf("resume %s: parse %s: %w", dir, MetaFile, err)
+		return nil, nil, fmt.Errorf("resume %s: parse %s: %w", dir, MetaFile, err)
 	}
 	if old.PlanHash != hash {
-		return nil, fmt.Errorf("resume %s: the plan changed since it was started (plan %q hash %.12s, now %q hash %.12s); resume with the plan as run (ctrperf bench run --resume %s, without a plan file) or start a new --out",
+		return nil, nil, fmt.Errorf("resume %s: the plan changed since it was started (plan %q hash %.12s, now %q hash %.12s); resume with the plan as run (ctrperf bench run --resume %s, without a plan file) or start a new --out",
 			dir, old.Plan, old.PlanHash, p.Name, hash, dir)
 	}
-	if err := repairTail(filepath.Join(dir, results.FileName)); err != nil {
-		return nil, fmt.Errorf("resume %s: %w", dir, err)
+	var warns []string
+	rep, err := results.RepairTail(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("resume %s: repair the last record: %w", dir, fsutil.Explain(err))
+	}
+	if rep.Removed > 0 {
+		warns = append(warns, fmt.Sprintf("%s ended in a partial record (%d bytes: a run cut short by a crash or a full disk); it is removed and kept in %s, and that run is redone",
+			filepath.Join(dir, results.FileName), rep.Removed, rep.KeptIn))
 	}
 	recs, err := results.ReadDir(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("resume %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("resume %s: %w", dir, err)
 	}
 	done, err := finishedRuns(p, recs)
 	if err != nil {
-		return nil, fmt.Errorf("resume %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("resume %s: %w", dir, err)
 	}
 	old.Resumed = append(old.Resumed, m.Started)
 	if err := writeJSON(metaPath, old); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return done, nil
+	return done, warns, nil
 }
 
 func quickNote(m Meta) string {
@@ -144,53 +163,6 @@ func finishedRuns(p *plan.Plan, recs []results.RunRecord) (map[int]bool, error) 
 		}
 	}
 	return done, nil
-}
-
-// repairTail cuts a final line that a kill left half-written, so that the
-// records appended next start on a line of their own.
-func repairTail(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("open %s: %w", path, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("stat %s: %w", path, err)
-	}
-	size := st.Size()
-	if size == 0 {
-		return nil
-	}
-	// Scan back for the last newline in chunks.
-	const chunk = 64 << 10
-	end := size
-	for end > 0 {
-		start := max(end-chunk, 0)
-		buf := make([]byte, end-start)
-		if _, err := f.ReadAt(buf, start); err != nil && err != io.EOF {
-			return fmt.Errorf("read %s: %w", path, err)
-		}
-		if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
-			keep := start + int64(i) + 1
-			if keep == size {
-				return nil
-			}
-			return truncate(f, path, keep)
-		}
-		end = start
-	}
-	return truncate(f, path, 0)
-}
-
-func truncate(f *os.File, path string, n int64) error {
-	if err := f.Truncate(n); err != nil {
-		return fmt.Errorf("cut the truncated last line of %s at byte %d: %w", path, n, err)
-	}
-	return f.Sync()
 }
 
 // Env is the minimal set of environment facts written to OUT/env.json.

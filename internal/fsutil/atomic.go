@@ -19,7 +19,7 @@ import (
 // by the umask. A symlink at path is replaced, not followed. On any failure
 // the temporary file is removed and path keeps its old content; only a
 // failure of the final directory sync leaves the new content in place
-// (possibly not yet durable).
+// (possibly not yet durable). Errors are *WriteError naming path.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	return writeAtomic(path, data, perm, true)
 }
@@ -35,7 +35,7 @@ func writeAtomic(path string, data []byte, perm os.FileMode, durable bool) (err 
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return NewWriteError(path, "create temporary file", err)
 	}
 	tmp := f.Name()
 	renamed := false
@@ -46,30 +46,30 @@ func writeAtomic(path string, data []byte, perm os.FileMode, durable bool) (err 
 		}
 	}()
 	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return NewWriteError(path, "write", err)
 	}
 	// Chmod through the descriptor before the sync, so that the mode is
 	// as durable as the data.
 	if err := f.Chmod(perm); err != nil {
-		return fmt.Errorf("chmod %s to %v: %w", path, perm, err)
+		return NewWriteError(path, fmt.Sprintf("chmod %v", perm), err)
 	}
 	if durable {
 		if err := f.Sync(); err != nil {
-			return fmt.Errorf("sync %s: %w", path, err)
+			return NewWriteError(path, "sync", err)
 		}
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return NewWriteError(path, "close", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("replace %s: %w", path, err)
+		return NewWriteError(path, "replace", err)
 	}
 	renamed = true
 	if !durable {
 		return nil
 	}
 	if err := syncDir(dir); err != nil {
-		return fmt.Errorf("sync directory of %s: %w", path, err)
+		return NewWriteError(path, "sync directory", err)
 	}
 	return nil
 }

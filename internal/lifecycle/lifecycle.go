@@ -1,11 +1,20 @@
 // Package lifecycle makes a run stoppable without leaks: a context that is
-// cancelled by SIGINT/SIGTERM, and a teardown stack whose cleanups still run
-// (each with a fresh deadline) after that context is gone.
+// cancelled by SIGINT, SIGTERM or SIGHUP, and a teardown stack whose
+// cleanups still run (each with a fresh deadline) after that context is gone.
 //
 // The first signal asks the run to stop: the context is cancelled, the code
-// unwinds and its deferred teardowns run. A second signal means the user is
-// not willing to wait: the force hooks run best-effort with a short deadline
-// and the process exits at once with status 130.
+// unwinds and its deferred teardowns run. SIGTERM (kill, systemd, docker
+// stop) and SIGHUP (the terminal was closed) mean the same as Ctrl-C: a
+// closed terminal must not leave a run half torn down. A second signal means
+// the user is not willing to wait: the force cleanups run, each bounded by a
+// short deadline, and only then does the process exit with status 130;
+// further signals do not cut them short.
+//
+// While the context lives, SIGPIPE is caught: a write to a closed pipe on
+// stdout or stderr (a `| tee` that died with the terminal) returns EPIPE
+// instead of killing the process in the middle of its teardown. Messages
+// are best-effort: a failed write (EIO once the terminal is gone) is
+// ignored.
 package lifecycle
 
 import (
@@ -32,7 +41,15 @@ type signalConfig struct {
 	exit         func(int)
 	stderr       io.Writer
 	signals      []os.Signal
+	// notify and stopNotify subscribe a channel to signals (signal.Notify
+	// and signal.Stop; tests inject signals without sending them).
+	notify     func(c chan<- os.Signal, sig ...os.Signal)
+	stopNotify func(c chan<- os.Signal)
 }
+
+// StopSignals are the signals that stop a run: Ctrl-C, kill and a closed
+// terminal.
+var StopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
 
 // WithForceCleanup runs s (LIFO, each step bounded by timeout) when a second
 // signal arrives, before the process exits.
@@ -46,40 +63,60 @@ func withExit(exit func(int)) Option { return func(c *signalConfig) { c.exit = e
 // WithMessages sends the "stopping…" notices to w instead of stderr (nil: silent).
 func WithMessages(w io.Writer) Option { return func(c *signalConfig) { c.stderr = w } }
 
-// SignalContext returns a context cancelled on the first SIGINT or SIGTERM.
-// A second signal runs the force cleanups (if any) and exits with 130. stop
-// releases the signal handler; call it when the run is over.
+// withNotify replaces signal.Notify and signal.Stop (tests).
+func withNotify(notify func(chan<- os.Signal, ...os.Signal), stop func(chan<- os.Signal)) Option {
+	return func(c *signalConfig) { c.notify, c.stopNotify = notify, stop }
+}
+
+// SignalContext returns a context cancelled on the first of StopSignals
+// (SIGINT, SIGTERM, SIGHUP), its cause naming the signal. A second signal
+// runs the force cleanups (if any) to their end and exits with 130. stop
+// releases the signal handlers; call it when the run is over. If a second
+// signal's force cleanups are under way, stop waits for them (and the exit).
 func SignalContext(parent context.Context, opts ...Option) (context.Context, func()) {
 	cfg := signalConfig{
 		forceTimeout: 10 * time.Second,
 		exit:         os.Exit,
 		stderr:       os.Stderr,
-		signals:      []os.Signal{os.Interrupt, syscall.SIGTERM},
+		signals:      StopSignals,
+		notify:       signal.Notify,
+		stopNotify:   signal.Stop,
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
+	say := func(format string, args ...any) {
+		if cfg.stderr != nil {
+			_, _ = fmt.Fprintf(cfg.stderr, format, args...) // the terminal may be gone
+		}
+	}
 	ctx, cancel := context.WithCancelCause(parent)
 	ch := make(chan os.Signal, 2)
-	signal.Notify(ch, cfg.signals...)
+	cfg.notify(ch, cfg.signals...)
+	// Caught, never read: the write to a closed pipe fails with EPIPE
+	// instead of the runtime killing the process.
+	pipe := make(chan os.Signal, 1)
+	cfg.notify(pipe, syscall.SIGPIPE)
 	done := make(chan struct{})
+	finished := make(chan struct{})
 	go func() {
+		defer close(finished)
 		select {
 		case sig := <-ch:
-			if cfg.stderr != nil {
-				fmt.Fprintf(cfg.stderr, "ctrperf: %v: stopping and cleaning up (send it again to exit now)\n", sig)
-			}
+			say("ctrperf: %v: stopping and cleaning up (send it again to exit now)\n", sig)
 			cancel(fmt.Errorf("received %v", sig))
 		case <-done:
 			return
 		}
 		select {
 		case sig := <-ch:
-			if cfg.stderr != nil {
-				fmt.Fprintf(cfg.stderr, "ctrperf: %v again: exiting now; run `ctrperf clean` if anything is left\n", sig)
-			}
+			// Signals after this one queue in ch or are dropped: nothing
+			// interrupts the force cleanups.
+			say("ctrperf: %v again: forcing the teardown, then exiting; run `ctrperf clean` if anything is left\n", sig)
 			if cfg.force != nil {
-				_ = cfg.force.Run(cfg.forceTimeout)
+				if err := cfg.force.Run(cfg.forceTimeout); err != nil {
+					say("ctrperf: %v\n", err)
+				}
 			}
 			cfg.exit(130)
 		case <-done:
@@ -88,9 +125,11 @@ func SignalContext(parent context.Context, opts ...Option) (context.Context, fun
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
-			signal.Stop(ch)
+			cfg.stopNotify(ch)
+			cfg.stopNotify(pipe)
 			close(done)
 			cancel(context.Canceled)
+			<-finished
 		})
 	}
 	return ctx, stop

@@ -50,8 +50,8 @@ func Load(dir string, opts ...Option) (*Report, error) {
 		if !errors.Is(err, results.ErrTruncated) {
 			return nil, fmt.Errorf("load report from %s: %w", dir, err)
 		}
-		warn = append(warn, Warning{Message: "the last line of results.jsonl is truncated (a run was killed while writing); it is ignored",
-			Advice: "resume the plan to redo that run"})
+		warn = append(warn, Warning{Message: "the last line of results.jsonl is truncated (a crash or a full disk cut a record short); it is skipped",
+			Advice: "`ctrperf bench run --resume " + dir + "` removes it (keeping its bytes in results.jsonl.partial) and redoes that run"})
 	}
 	o := applyOptions(opts)
 	explicit := o.Baseline != ""
