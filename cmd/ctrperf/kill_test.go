@@ -66,8 +66,8 @@ var killTrialPlans = []struct {
 	args   []string
 	window time.Duration
 }{
-	{"smoke.yaml", []string{"--quick"}, 60 * time.Second},
-	{"network.yaml", []string{"--quick", "--only", "docker-published-noproxy,docker-published-external"}, 100 * time.Second},
+	{"smoke.yaml", []string{"--quick"}, 55 * time.Second},
+	{"network.yaml", []string{"--quick", "--only", "docker-published-noproxy,docker-published-external"}, 90 * time.Second},
 	{"storage.yaml", []string{"--quick", "--only", "overlay2-loopext4-layer,btrfs-layer"}, 90 * time.Second},
 }
 
@@ -146,7 +146,8 @@ func checkResults(t *testing.T, out string, sig syscall.Signal, needRecord bool)
 	}
 }
 
-// runClean runs `ctrperf clean`, bounded in time, and fails t if it fails.
+// runCleanCmd runs `ctrperf clean`, bounded in time, and marks t failed
+// if it fails; the leftover check after it still says what was left.
 func runCleanCmd(t *testing.T, bin string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -157,7 +158,8 @@ func runCleanCmd(t *testing.T, bin string) {
 		t.Fatalf("ctrperf clean did not finish in 2 minutes:\n%s", out)
 	}
 	if err != nil {
-		t.Fatalf("ctrperf clean: %v\n%s", err, out)
+		t.Errorf("ctrperf clean: %v\n%s", err, out)
+		return
 	}
 	t.Logf("ctrperf clean (%s):\n%s", time.Since(start).Round(100*time.Millisecond), out)
 }
