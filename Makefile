@@ -14,13 +14,14 @@ TEST_FLAGS  ?=
 PLANS       ?= $(wildcard plans/*.yaml)
 DEMO_OUT    ?= out/demo
 
-.PHONY: all build bootstrap engine images demo test vet staticcheck unit fuzz integration bench clean help
+.PHONY: all build bootstrap engine images demo test vet staticcheck unit fuzz integration reliability bench clean help
 
 all: build
 
 help:
 	@echo "make demo      install what is missing, get an engine, build images, run plans/smoke.yaml --quick, report"
 	@echo "make test      vet, staticcheck, unit tests (-race), fuzzing (FUZZTIME each), integration tests with real Docker"
+	@echo "make reliability  $(KILL_TRIALS) SIGKILL trials of bench run (smoke, network, storage --quick), each followed by ctrperf clean; nothing of ctrperf may be left (KILL_SEED=... replays)"
 	@echo "make build     $(BIN) (version $(VERSION))"
 	@echo "make bootstrap install missing Debian packages, check Go, install staticcheck"
 	@echo "make engine    start a Docker engine if none answers"
@@ -82,6 +83,20 @@ fuzz:
 # package's containers, and timing tests need the machine to themselves.
 integration: engine
 	$(GO) test -race -count=1 -p 1 -timeout 25m -run '$(INTEGRATION)' $(TEST_FLAGS) ./...
+
+# SIGKILL trials: `ctrperf bench run` of plans/smoke.yaml, network.yaml (a
+# private engine with userland_proxy: false, the client namespace) and
+# storage.yaml (private engines on loop-file data roots), --quick, killed at
+# a random moment, then `ctrperf clean`, then nothing of ctrperf may be left
+# (containers, networks, volumes, private engines and their processes, loop
+# devices, mounts, netns, veths, cgroups, iptables rules). `make test` runs
+# 3 of them (CTRPERF_KILL_TRIALS); this runs KILL_TRIALS, about 45 s each.
+# The test logs its seed; KILL_SEED=<seed> replays the same kills.
+KILL_TRIALS ?= 20
+KILL_SEED   ?=
+reliability: engine
+	CTRPERF_KILL_TRIALS=$(KILL_TRIALS) CTRPERF_KILL_SEED=$(KILL_SEED) \
+		$(GO) test -race -count=1 -timeout 60m -v -run 'TestBenchKillDocker/SIGKILL' ./cmd/ctrperf/
 
 # Every plan, one output directory each; a directory that already holds
 # results is resumed (finished runs are kept). Extend PLANS or add plan

@@ -9,19 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/volume"
-	"github.com/docker/docker/client"
-
-	"ctrperf/internal/engine"
 	"ctrperf/internal/testenv"
 )
 
@@ -49,87 +43,148 @@ configurations:
     network: published-external
 `
 
-// ctrperfObjects lists what ctrperf may leave on the machine: objects
-// labelled ctrperf.managed on the user's engine, private dockerd processes,
-// loop devices backed by ctrperf files, mounts and network namespaces with
-// ctrperf in their name.
-func ctrperfObjects(t *testing.T, cli client.APIClient) []string {
+// Environment of the SIGKILL trials: how many (`make test` runs a few,
+// `make reliability` 20) and the seed of their kill delays (a failure logs
+// the seed; setting it again replays the same plans and delays).
+const (
+	killTrialsEnv = "CTRPERF_KILL_TRIALS"
+	killSeedEnv   = "CTRPERF_KILL_SEED"
+)
+
+// killTrialPlans are the shipped plans the SIGKILL trials take in turn, in
+// their quick variants, cut with --only to the configurations that create
+// the most: smoke as it ships (host processes and cgroups, docker-proxy,
+// the user's engine); network's private engine with userland_proxy: false
+// (a dockerd, its bridge and iptables rules, hairpin NAT) and its client
+// namespace (a netns, a veth pair, DNAT on the user's engine); storage's
+// private engines on loop-file data roots (ext4 and btrfs images on loop
+// devices, mounts). window bounds the kill delay: about the plan's length,
+// so kills land in engine start-up, image copies, deploys, warm-ups,
+// measured windows, teardowns and, rarely, after the end.
+var killTrialPlans = []struct {
+	plan   string
+	args   []string
+	window time.Duration
+}{
+	{"smoke.yaml", []string{"--quick"}, 55 * time.Second},
+	{"network.yaml", []string{"--quick", "--only", "docker-published-noproxy,docker-published-external"}, 90 * time.Second},
+	{"storage.yaml", []string{"--quick", "--only", "overlay2-loopext4-layer,btrfs-layer"}, 90 * time.Second},
+}
+
+// benchProc is a `ctrperf bench run` under test, its output kept.
+type benchProc struct {
+	cmd     *exec.Cmd
+	stderr  strings.Builder
+	mu      sync.Mutex
+	last    string        // the last progress line
+	started chan struct{} // closed when "run 2/" starts
+	done    chan error    // cmd.Wait's result, once
+}
+
+func startBench(t *testing.T, ctx context.Context, bin string, args ...string) *benchProc {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var objs []string
-	f := filters.NewArgs(filters.Arg("label", engine.LabelManaged+"=true"))
-	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	b := &benchProc{started: make(chan struct{}), done: make(chan error, 1)}
+	b.cmd = exec.CommandContext(ctx, bin, append([]string{"bench", "run"}, args...)...)
+	stdout, err := b.cmd.StdoutPipe()
 	if err != nil {
-		t.Fatalf("list containers: %v", err)
+		t.Fatal(err)
 	}
-	for _, c := range cs {
-		objs = append(objs, "container "+strings.Join(c.Names, ","))
+	b.cmd.Stderr = &b.stderr
+	if err := b.cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		closed := false
+		for sc.Scan() {
+			b.mu.Lock()
+			b.last = sc.Text()
+			b.mu.Unlock()
+			if !closed && strings.HasPrefix(sc.Text(), "run 2/") {
+				close(b.started)
+				closed = true
+			}
+		}
+		b.done <- b.cmd.Wait()
+	}()
+	return b
+}
+
+func (b *benchProc) lastLine() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.last
+}
+
+// checkResults finds every line of OUT/results.jsonl but a last one cut by
+// SIGKILL a complete record; with needRecord, at least one.
+func checkResults(t *testing.T, out string, sig syscall.Signal, needRecord bool) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(out, "results.jsonl"))
+	if os.IsNotExist(err) && !needRecord {
+		return
+	}
 	if err != nil {
-		t.Fatalf("list networks: %v", err)
+		t.Fatal(err)
 	}
-	for _, n := range ns {
-		objs = append(objs, "network "+n.Name)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if needRecord && (len(lines) == 0 || lines[0] == "") {
+		t.Fatal("results.jsonl has no record of the finished first run")
 	}
-	vs, err := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
-	if err != nil {
-		t.Fatalf("list volumes: %v", err)
-	}
-	for _, v := range vs.Volumes {
-		objs = append(objs, "volume "+v.Name)
-	}
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil || len(b) == 0 {
+	for i, l := range lines {
+		if l == "" {
 			continue
 		}
-		argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		if filepath.Base(argv[0]) == "dockerd" && strings.Contains(string(b), "ctrperf") {
-			objs = append(objs, "dockerd "+strings.Join(argv, " "))
-		}
-	}
-	loops, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
-	for _, l := range loops {
-		if b, err := os.ReadFile(l); err == nil && strings.Contains(string(b), "ctrperf") {
-			objs = append(objs, "loop "+strings.TrimSpace(string(b)))
-		}
-	}
-	if mi, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
-		for _, line := range strings.Split(string(mi), "\n") {
-			if strings.Contains(line, "ctrperf") {
-				objs = append(objs, "mount "+line)
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			// A SIGKILL may cut the last line; the resume repairs it.
+			if sig == syscall.SIGKILL && i == len(lines)-1 {
+				continue
 			}
+			t.Errorf("results.jsonl line %d is not a JSON record: %v", i+1, err)
 		}
 	}
-	if ents, err := os.ReadDir("/run/netns"); err == nil {
-		for _, e := range ents {
-			if strings.Contains(e.Name(), "ctrperf") {
-				objs = append(objs, "netns "+e.Name())
-			}
-		}
-	}
-	slices.Sort(objs)
-	return objs
 }
 
-// newObjects is what after has and before had not.
-func newObjects(before, after []string) []string {
-	var added []string
-	for _, o := range after {
-		if !slices.Contains(before, o) {
-			added = append(added, o)
-		}
+// runCleanCmd runs `ctrperf clean`, bounded in time, and marks t failed
+// if it fails; the leftover check after it still says what was left.
+func runCleanCmd(t *testing.T, bin string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	out, err := exec.CommandContext(ctx, bin, "clean").CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("ctrperf clean did not finish in 2 minutes:\n%s", out)
 	}
-	return added
+	if err != nil {
+		t.Errorf("ctrperf clean: %v\n%s", err, out)
+		return
+	}
+	t.Logf("ctrperf clean (%s):\n%s", time.Since(start).Round(100*time.Millisecond), out)
 }
 
-// TestBenchKillDocker kills `ctrperf bench run` at a random point of a run
-// (SIGINT: it must tear down by itself; SIGKILL: `ctrperf clean` must) and
-// then finds no ctrperf object that was not there before, and a
-// results.jsonl whose every line is a complete record.
+// envInt is a non-negative integer from the environment, or def.
+func envInt(t *testing.T, name string, def int64) int64 {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		t.Fatalf("%s=%q: want a non-negative integer", name, v)
+	}
+	return n
+}
+
+// TestBenchKillDocker interrupts `ctrperf bench run`. SIGINT, once the
+// second run of killPlan has started: it must tear down by itself. Then
+// SIGKILL trials (CTRPERF_KILL_TRIALS, default 3) over the shipped plans
+// at random moments (seed CTRPERF_KILL_SEED, logged), each followed by
+// `ctrperf clean`. After each, no ctrperf object may exist that was not
+// there before (see ctrperfObjects), and every complete line of
+// results.jsonl is a record.
 func TestBenchKillDocker(t *testing.T) {
 	testenv.RequireRoot(t, "bench runs and cleans up as root")
 	cli := testenv.Docker(t)
@@ -144,98 +199,81 @@ func TestBenchKillDocker(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, tc := range []struct {
-		desc  string
-		sig   syscall.Signal
-		clean bool
-	}{
-		{"SIGINT tears down by itself", syscall.SIGINT, false},
-		{"SIGKILL then ctrperf clean", syscall.SIGKILL, true},
-	} {
-		t.Run(tc.desc, func(t *testing.T) {
-			before := ctrperfObjects(t, cli)
-			out := filepath.Join(dir, fmt.Sprintf("out-%d", tc.sig))
-			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	t.Run("SIGINT tears down by itself", func(t *testing.T) {
+		before := ctrperfObjects(t, cli, bin)
+		out := filepath.Join(dir, "out-sigint")
+		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+		defer cancel()
+		b := startBench(t, ctx, bin, planFile, "--out", out)
+		// Interrupt once the second run has started (the first finished,
+		// so a record exists), at a random moment of its deploy, warm-up
+		// or measured window.
+		select {
+		case <-b.started:
+		case <-time.After(4 * time.Minute):
+			_ = b.cmd.Process.Kill()
+			<-b.done
+			t.Fatalf("the second run never started; stderr:\n%s", b.stderr.String())
+		}
+		delay := time.Duration(rand.IntN(6000)) * time.Millisecond
+		time.Sleep(delay)
+		// The interrupt must find something to tear down, or the test
+		// proves nothing.
+		live := newObjects(before, ctrperfObjects(t, cli, bin))
+		if len(live) == 0 {
+			t.Errorf("no ctrperf object exists %s into run 2: the interrupt would test nothing", delay)
+		}
+		t.Logf("sending SIGINT %s into run 2, with %d objects alive (e.g. %s)", delay, len(live), strings.Join(live[:min(2, len(live))], "; "))
+		if err := b.cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		err := <-b.done
+		if ctx.Err() != nil {
+			t.Fatalf("ctrperf did not exit after SIGINT; stderr:\n%s", b.stderr.String())
+		}
+		t.Logf("ctrperf exited: %v", err)
+		if left := newObjects(before, ctrperfObjects(t, cli, bin)); len(left) > 0 {
+			t.Errorf("left behind:\n  %s\nstderr:\n%s", strings.Join(left, "\n  "), b.stderr.String())
+		}
+		checkResults(t, out, syscall.SIGINT, true)
+	})
+
+	trials := envInt(t, killTrialsEnv, 3)
+	seed := uint64(envInt(t, killSeedEnv, time.Now().UnixNano()))
+	t.Logf("%d SIGKILL trials, seed %d (replay: %s=%d %s=%d)", trials, seed, killTrialsEnv, trials, killSeedEnv, seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	plansDir := filepath.Join("..", "..", "plans")
+	for i := range int(trials) {
+		tp := killTrialPlans[i%len(killTrialPlans)]
+		delay := time.Duration(rng.Int64N(int64(tp.window/time.Millisecond))) * time.Millisecond
+		name := fmt.Sprintf("SIGKILL %d of %d %s at %s", i+1, trials, strings.TrimSuffix(tp.plan, ".yaml"), delay)
+		t.Run(name, func(t *testing.T) {
+			start := time.Now()
+			before := ctrperfObjects(t, cli, bin)
+			out := filepath.Join(dir, fmt.Sprintf("out-kill-%d", i+1))
+			ctx, cancel := context.WithTimeout(context.Background(), tp.window+2*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, bin, "bench", "run", planFile, "--out", out)
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			// Kill once the second run has started (the first finished, so a
-			// record exists), at a random moment of its deploy, warm-up or
-			// measured window.
-			started := make(chan struct{})
-			go func() {
-				sc := bufio.NewScanner(stdout)
-				closed := false
-				for sc.Scan() {
-					if !closed && strings.HasPrefix(sc.Text(), "run 2/") {
-						close(started)
-						closed = true
-					}
-				}
-			}()
+			args := append([]string{filepath.Join(plansDir, tp.plan), "--out", out}, tp.args...)
+			t.Logf("seed %d: ctrperf bench run %s, SIGKILL after %s", seed, strings.Join(args, " "), delay)
+			b := startBench(t, ctx, bin, args...)
 			select {
-			case <-started:
-			case <-time.After(4 * time.Minute):
-				_ = cmd.Process.Kill()
-				t.Fatalf("the second run never started; stderr:\n%s", stderr.String())
-			}
-			delay := time.Duration(rand.IntN(6000)) * time.Millisecond
-			time.Sleep(delay)
-			// The kill must find something to leave behind, or the test
-			// proves nothing.
-			live := newObjects(before, ctrperfObjects(t, cli))
-			if len(live) == 0 {
-				t.Errorf("no ctrperf object exists %s into run 2: the kill would test nothing", delay)
-			}
-			t.Logf("sending %v %s into run 2, with %d objects alive (e.g. %s)", tc.sig, delay, len(live), strings.Join(live[:min(2, len(live))], "; "))
-			if err := cmd.Process.Signal(tc.sig); err != nil {
-				t.Fatal(err)
-			}
-			err = cmd.Wait()
-			if tc.sig == syscall.SIGINT && ctx.Err() != nil {
-				t.Fatalf("ctrperf did not exit after SIGINT; stderr:\n%s", stderr.String())
-			}
-			t.Logf("ctrperf exited: %v", err)
-
-			if tc.clean {
-				cctx, ccancel := context.WithTimeout(context.Background(), 3*time.Minute)
-				defer ccancel()
-				if out, err := exec.CommandContext(cctx, bin, "clean").CombinedOutput(); err != nil {
-					t.Fatalf("ctrperf clean: %v\n%s", err, out)
-				} else {
-					t.Logf("ctrperf clean:\n%s", out)
+			case err := <-b.done:
+				t.Logf("the plan ended before the kill (%v), in %s; checking what it left", err, time.Since(start).Round(100*time.Millisecond))
+			case <-time.After(delay):
+				live := newObjects(before, ctrperfObjects(t, cli, bin))
+				t.Logf("SIGKILL during %q, %d objects alive (e.g. %s)", b.lastLine(), len(live), strings.Join(live[:min(3, len(live))], "; "))
+				if err := b.cmd.Process.Kill(); err != nil {
+					t.Fatal(err)
 				}
+				<-b.done
 			}
-			if left := newObjects(before, ctrperfObjects(t, cli)); len(left) > 0 {
-				t.Errorf("left behind:\n  %s\nstderr:\n%s", strings.Join(left, "\n  "), stderr.String())
+			runCleanCmd(t, bin)
+			if left := newObjects(before, ctrperfObjects(t, cli, bin)); len(left) > 0 {
+				t.Errorf("left behind by %s killed after %s (during %q), seed %d:\n  %s\nstderr:\n%s",
+					tp.plan, delay, b.lastLine(), seed, strings.Join(left, "\n  "), b.stderr.String())
 			}
-
-			b, err := os.ReadFile(filepath.Join(out, "results.jsonl"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-			if len(lines) == 0 || lines[0] == "" {
-				t.Fatal("results.jsonl has no record of the finished first run")
-			}
-			for i, l := range lines {
-				var rec map[string]any
-				if err := json.Unmarshal([]byte(l), &rec); err != nil {
-					// A SIGKILL may cut the last line; the resume repairs it.
-					if tc.sig == syscall.SIGKILL && i == len(lines)-1 {
-						continue
-					}
-					t.Errorf("results.jsonl line %d is not a JSON record: %v", i+1, err)
-				}
-			}
+			checkResults(t, out, syscall.SIGKILL, false)
+			t.Logf("trial took %s", time.Since(start).Round(100*time.Millisecond))
 		})
 	}
 }
