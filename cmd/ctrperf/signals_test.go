@@ -165,6 +165,8 @@ func (p *signalEngines) Close(context.Context) error {
 
 type signalEngine struct{ p *signalEngines }
 
+func (signalEngine) Ping(context.Context) error { return nil }
+
 func (e signalEngine) Info(context.Context) (engine.Info, error) {
 	return engine.Info{Name: "fake"}, nil
 }

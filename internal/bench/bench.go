@@ -83,6 +83,11 @@ type Options struct {
 	// (deploy, readiness, the driver's own overhead) before it is cut off
 	// and recorded as failed (default 10 min).
 	RunSlack time.Duration
+	// EngineCheck is how often the engine of a running run is pinged
+	// (default 1 s); EngineGrace how long it may go without answering
+	// before the run is failed (default 15 s). An engine that is gone
+	// (socket refused, connection broken) fails the run at once.
+	EngineCheck, EngineGrace time.Duration
 	// Force, when set, gets a step that tears down the run in progress: the
 	// cleanup a second Ctrl-C runs before the process exits at once
 	// (lifecycle.WithForceCleanup).
@@ -321,6 +326,12 @@ func (r *runner) defaults() {
 	}
 	if r.opt.RunSlack <= 0 {
 		r.opt.RunSlack = 10 * time.Minute
+	}
+	if r.opt.EngineCheck <= 0 {
+		r.opt.EngineCheck = time.Second
+	}
+	if r.opt.EngineGrace <= 0 {
+		r.opt.EngineGrace = 15 * time.Second
 	}
 	if r.opt.IsolateStateDir == "" {
 		r.opt.IsolateStateDir = isolate.DefaultStateDir

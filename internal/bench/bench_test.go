@@ -71,10 +71,33 @@ type fakeEngine struct {
 func (e *fakeEngine) Info(context.Context) (engine.Info, error) {
 	return engine.Info{Name: e.name}, nil
 }
+func (e *fakeEngine) Ping(ctx context.Context) error {
+	e.p.mu.Lock()
+	down, hang := e.p.down, e.p.hang
+	e.p.mu.Unlock()
+	switch {
+	case hang:
+		<-ctx.Done()
+		return ctx.Err()
+	case down:
+		return errEngineGone
+	}
+	return nil
+}
+
+// errEngineGone is what an engine call returns when dockerd is gone.
+var errEngineGone = fmt.Errorf("cannot connect to unix:///run/fake/docker.sock: %w", engine.ErrUnreachable)
+
 func (e *fakeEngine) Deploy(ctx context.Context, spec engine.DeploySpec) (*engine.Target, error) {
 	e.p.mu.Lock()
 	defer e.p.mu.Unlock()
 	e.p.deployed = append(e.p.deployed, spec.RunID)
+	if e.p.dieOnDeploy {
+		e.p.dieOnDeploy, e.p.down = false, true
+	}
+	if e.p.down {
+		return nil, fmt.Errorf("deploy %s: create network: %w", spec.RunID, errEngineGone)
+	}
 	if e.p.deployErr != nil {
 		return nil, e.p.deployErr
 	}
@@ -88,6 +111,9 @@ func (e *fakeEngine) Teardown(ctx context.Context, t *engine.Target) error {
 	defer e.p.mu.Unlock()
 	if ctx.Err() != nil {
 		e.p.teardownCtxErr = append(e.p.teardownCtxErr, t.RunID)
+	}
+	if e.p.down || e.p.hang {
+		return fmt.Errorf("teardown %s: %w", t.RunID, errEngineGone)
 	}
 	e.p.tornDown = append(e.p.tornDown, t.RunID)
 	return nil
@@ -103,6 +129,14 @@ type fakeProvider struct {
 	tornDown       []string
 	teardownCtxErr []string
 	closed         int
+	// down: the engine is gone (socket refused); hang: it takes every
+	// ping without answering. Asked for the engine in either state, the
+	// provider restarts it when restarts is set (counting restarted), as
+	// Engines does with a private engine, and reports it dead otherwise.
+	down, hang, restarts bool
+	restarted            int
+	// dieOnDeploy: the engine dies in the next Deploy.
+	dieOnDeploy bool
 }
 
 func (p *fakeProvider) Engine(ctx context.Context, rt engine.Runtime, spec engine.EngineSpec) (engine.Engine, engine.Info, error) {
@@ -115,6 +149,13 @@ func (p *fakeProvider) Engine(ctx context.Context, rt engine.Runtime, spec engin
 	p.calls[key]++
 	if err := p.err[spec.Key()]; err != nil {
 		return nil, engine.Info{}, err
+	}
+	if p.down || p.hang {
+		if !p.restarts {
+			return nil, engine.Info{}, fmt.Errorf("engine %s stopped answering and did not answer again within 1s: %w", key, errEngineGone)
+		}
+		p.down, p.hang = false, false
+		p.restarted++
 	}
 	e := &fakeEngine{name: key, p: p}
 	return e, engine.Info{Runtime: string(rt), Name: key}, nil

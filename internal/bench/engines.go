@@ -28,6 +28,10 @@ type Engines struct {
 	// (roots for tests).
 	DaemonOptions []daemon.Option
 	HostOptions   []engine.HostOption
+	// EngineWait bounds how long Engine waits for an engine that stopped
+	// answering and is not ctrperf's to restart (the user's) to answer
+	// again (default 30 s).
+	EngineWait time.Duration
 
 	mu      sync.Mutex
 	host    *engine.Host
@@ -44,11 +48,33 @@ type engineEntry struct {
 	eng  engine.Engine
 	info engine.Info
 	err  error
+	// d is the Docker engine's daemon, nil for the host.
+	d engineDaemon
 }
 
-// Engine returns the engine for a runtime and spec. A failure is
-// remembered: an engine that cannot start now will not start for the next
-// run either, and trying again costs minutes.
+// engineDaemon is what Engine needs of a daemon to tell a live engine
+// from a dead one and to bring a dead one back (*daemon.Daemon).
+type engineDaemon interface {
+	Name() string
+	Ping(ctx context.Context, timeout time.Duration) error
+	Restartable() bool
+	Restart(ctx context.Context) error
+}
+
+var _ engineDaemon = (*daemon.Daemon)(nil)
+
+// enginePingTimeout bounds the check that a cached engine still answers.
+const enginePingTimeout = 3 * time.Second
+
+// Engine returns the engine for a runtime and spec, one that answers. A
+// failure to start is remembered: an engine that cannot start now will
+// not start for the next run either, and trying again costs minutes. An
+// engine handed out before is asked first whether it still answers: a
+// private engine of ctrperf's that died is restarted, the user's engine is
+// waited for (EngineWait); one that stays dead is remembered as such, so
+// the remaining runs of its configurations are not_run with the reason.
+// Teardown after an engine fault comes here too, for an engine that
+// answers again.
 func (e *Engines) Engine(ctx context.Context, rt engine.Runtime, spec engine.EngineSpec) (engine.Engine, engine.Info, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -57,10 +83,18 @@ func (e *Engines) Engine(ctx context.Context, rt engine.Runtime, spec engine.Eng
 	}
 	key := string(rt) + "/" + spec.Key()
 	if en, ok := e.entries[key]; ok {
+		if en.err == nil && en.d != nil {
+			if err := e.answering(ctx, en.d); err != nil {
+				if ctx.Err() != nil {
+					return nil, engine.Info{}, err // cancelled: the engine may still come back
+				}
+				en.err = err
+			}
+		}
 		return en.eng, en.info, en.err
 	}
 	en := &engineEntry{}
-	en.eng, en.info, en.err = e.open(ctx, rt, spec)
+	en.eng, en.info, en.d, en.err = e.open(ctx, rt, spec)
 	if en.err != nil && ctx.Err() != nil {
 		// Cancelled, not broken: do not remember.
 		return nil, engine.Info{}, en.err
@@ -69,39 +103,74 @@ func (e *Engines) Engine(ctx context.Context, rt engine.Runtime, spec engine.Eng
 	return en.eng, en.info, en.err
 }
 
-func (e *Engines) open(ctx context.Context, rt engine.Runtime, spec engine.EngineSpec) (engine.Engine, engine.Info, error) {
+// answering makes sure an engine handed out before still answers: it is
+// pinged with a short deadline; when it does not answer, a private engine
+// of this process is restarted, any other is given EngineWait to answer
+// again. Never reused as if alive when it is not.
+func (e *Engines) answering(ctx context.Context, d engineDaemon) error {
+	err := d.Ping(ctx, enginePingTimeout)
+	if err == nil {
+		return nil
+	}
+	if d.Restartable() {
+		if rerr := d.Restart(ctx); rerr != nil {
+			return fmt.Errorf("engine %s stopped answering (%v) and could not be restarted: %w", d.Name(), err, rerr)
+		}
+		return nil
+	}
+	wait := e.EngineWait
+	if wait <= 0 {
+		wait = 30 * time.Second
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	tick := time.NewTicker(min(time.Second, wait/4+1))
+	defer tick.Stop()
+	for {
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("engine %s stopped answering and did not answer again within %s: %w", d.Name(), wait, err)
+		case <-tick.C:
+			if err = d.Ping(wctx, enginePingTimeout); err == nil {
+				return nil
+			}
+		}
+	}
+}
+
+func (e *Engines) open(ctx context.Context, rt engine.Runtime, spec engine.EngineSpec) (engine.Engine, engine.Info, engineDaemon, error) {
 	switch rt {
 	case engine.RuntimeHost:
 		if e.host == nil {
 			e.host = engine.NewHost(e.HostOptions...)
 		}
 		info, err := e.host.Info(ctx)
-		return e.host, info, err
+		return e.host, info, nil, err
 	case engine.RuntimeDocker:
 	default:
-		return nil, engine.Info{}, fmt.Errorf("unknown runtime %q", rt)
+		return nil, engine.Info{}, nil, fmt.Errorf("unknown runtime %q", rt)
 	}
 	def, err := e.defaultDaemon(ctx)
 	if err != nil {
-		return nil, engine.Info{}, err
+		return nil, engine.Info{}, nil, err
 	}
 	if spec.IsDefault() {
 		eng, info, err := dockerOn(ctx, def)
 		if err != nil {
-			return nil, engine.Info{}, err
+			return nil, engine.Info{}, nil, err
 		}
-		return e.prepared(eng, def, nil), info, nil
+		return e.prepared(eng, def, nil), info, def, nil
 	}
 	d, err := daemon.Start(ctx, spec, e.RunID, e.DaemonOptions...)
 	if err != nil {
-		return nil, engine.Info{}, err
+		return nil, engine.Info{}, nil, err
 	}
 	e.daemons = append(e.daemons, d)
 	eng, info, err := dockerOn(ctx, d)
 	if err != nil {
-		return nil, engine.Info{}, err
+		return nil, engine.Info{}, nil, err
 	}
-	return e.prepared(eng, def, d), info, nil
+	return e.prepared(eng, def, d), info, d, nil
 }
 
 func (e *Engines) prepared(eng engine.Engine, def, private *daemon.Daemon) engine.Engine {
@@ -227,4 +296,3 @@ func SystemObservers(opts ...observe.Option) ObserverFactory {
 		return observe.New(o...)
 	}
 }
-

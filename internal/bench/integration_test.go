@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,27 +102,7 @@ func TestBenchHostVsDockerDocker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cli := rootDocker(t, ctx, "host runtime cgroups")
-
-	root, err := image.ModuleRoot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const pkg = "./internal/engine/testdata/tinyhttp"
-	bin := filepath.Join(t.TempDir(), "tinyhttp")
-	goBin := "go"
-	build := exec.CommandContext(ctx, goBin, "build", "-trimpath", "-o", bin, pkg)
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build tinyhttp: %v\n%s", err, out)
-	}
-	res, err := image.BuildGo(ctx, cli, image.GoImage{Name: "benchtest-tinyhttp", Ref: "ctrperf-benchtest-tinyhttp:latest", Package: pkg, ModuleDir: root},
-		image.WithLabels(map[string]string{engine.LabelManaged: "true"}))
-	if err != nil {
-		t.Fatalf("build image: %v", err)
-	}
-	wl := &tinyWorkload{image: res.Ref, bin: bin}
-	workload.Register(&tinyWorkload{}) // for plan validation
+	wl := newTinyWorkload(t, ctx, cli)
 
 	p, err := ParsePlan("tiny.yaml", []byte(`
 name: tiny
@@ -217,6 +198,33 @@ configurations:
 	if recs[0].Engine.Name == "" || (recs[0].Config == "host") != (recs[0].Engine.Runtime == string(engine.RuntimeHost)) {
 		t.Errorf("engine info %+v for %s", recs[0].Engine, recs[0].Config)
 	}
+}
+
+var registerTiny sync.Once
+
+// newTinyWorkload builds tinyhttp as a host binary and as an image on
+// the default engine, and makes the name benchtiny known to plans.
+func newTinyWorkload(t *testing.T, ctx context.Context, cli *client.Client) *tinyWorkload {
+	t.Helper()
+	root, err := image.ModuleRoot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pkg = "./internal/engine/testdata/tinyhttp"
+	bin := filepath.Join(t.TempDir(), "tinyhttp")
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, pkg)
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build tinyhttp: %v\n%s", err, out)
+	}
+	res, err := image.BuildGo(ctx, cli, image.GoImage{Name: "benchtest-tinyhttp", Ref: "ctrperf-benchtest-tinyhttp:latest", Package: pkg, ModuleDir: root},
+		image.WithLabels(map[string]string{engine.LabelManaged: "true"}))
+	if err != nil {
+		t.Fatalf("build image: %v", err)
+	}
+	registerTiny.Do(func() { workload.Register(&tinyWorkload{}) }) // for plan validation
+	return &tinyWorkload{image: res.Ref, bin: bin}
 }
 
 // rootDocker returns a client of the reachable Docker engine, or skips (fails

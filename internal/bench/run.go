@@ -27,11 +27,20 @@ type run struct {
 
 	// ctx is the plan's: its end interrupts the run, which is then not
 	// recorded. rctx adds the run's own budget: a hung deploy or driver
-	// must not stall the whole plan, so its expiry fails the run.
-	ctx    context.Context
-	rctx   context.Context
-	cancel context.CancelFunc
-	budget time.Duration
+	// must not stall the whole plan, so its expiry fails the run. The
+	// engine watch cancels rctx with an *EngineFault as its cause when the
+	// engine stops answering.
+	ctx         context.Context
+	rctx        context.Context
+	cancel      context.CancelFunc
+	cancelCause context.CancelCauseFunc
+	budget      time.Duration
+
+	// watch pings the engine from the deploy to the end of the drive;
+	// fault is what it (or a failed phase) found: the run is failed with
+	// it, and teardown first waits for the engine to answer again.
+	watch *engineWatch
+	fault *EngineFault
 
 	wcfg workload.Config
 	// eng and target are set by deploy before the run is handed to the
@@ -62,7 +71,11 @@ func (r *runner) newRun(ctx context.Context, planned plan.Run, cfg *plan.Configu
 		},
 		budget: r.p.Warmup + r.p.Duration + r.opt.RunSlack,
 	}
-	rn.rctx, rn.cancel = context.WithTimeout(ctx, rn.budget)
+	var base context.Context
+	base, rn.cancelCause = context.WithCancelCause(ctx)
+	var cancelBudget context.CancelFunc
+	rn.rctx, cancelBudget = context.WithTimeout(base, rn.budget)
+	rn.cancel = func() { cancelBudget(); rn.cancelCause(nil) }
 	return rn
 }
 
@@ -81,6 +94,7 @@ func (rn *run) perform() *results.RunRecord {
 	}
 	rn.startObserver()
 	m, driveErr := rn.drive()
+	rn.endWatch(driveErr)
 	isoErr := rn.stopIsolateAfterDrive()
 	series := rn.stopObserver()
 	return rn.record(m, series, driveErr, isoErr)
@@ -106,6 +120,11 @@ func (rn *run) deploy() error {
 	}
 	rn.rec.Engine = &info
 	rn.r.engines[info.Name] = info
+	name := info.Name
+	if name == "" {
+		name = string(rn.cfg.Runtime)
+	}
+	rn.watch = watchEngine(eng, name, "deploy", rn.r.opt.EngineCheck, rn.r.opt.EngineGrace, rn.cancelCause)
 	rn.wcfg = workload.ConfigFor(rn.cfg)
 	services, err := rn.r.wl.Services(rn.wcfg)
 	if err != nil {
@@ -135,6 +154,7 @@ func (rn *run) startIsolate() error {
 	}
 	pr := rn.r.opt.Progress
 	pr.Phase("starting isolate controller")
+	rn.watch.setPhase("isolate controller")
 	s := &isolateSession{spec: rn.cfg.Isolate}
 	ctl, err := rn.r.opt.Isolate(rn.rctx, IsolateRequest{Engine: rn.eng, RunID: rn.id, Spec: rn.cfg.Isolate,
 		StateDir: rn.r.opt.IsolateStateDir, LogDir: filepath.Join(rn.r.opt.Out, "isolate"), Events: s.event, Warn: pr.Warn})
@@ -162,6 +182,7 @@ func (rn *run) startObserver() {
 func (rn *run) drive() (*results.Measurement, error) {
 	pr := rn.r.opt.Progress
 	pr.Phase("warming up")
+	rn.watch.setPhase("drive")
 	env := workload.Env{
 		Engine: rn.eng, Target: rn.target, Config: rn.wcfg, Window: workload.WindowOf(rn.r.p),
 		Started: func() {
@@ -213,6 +234,10 @@ func (rn *run) record(m *results.Measurement, series *results.Series, driveErr, 
 	if rn.interrupted() {
 		return nil
 	}
+	if rn.fault != nil {
+		rn.rec.System = series
+		return rn.finish(results.StatusFailed, rn.fault)
+	}
 	if driveErr != nil {
 		rn.rec.System = series
 		return rn.finish(results.StatusFailed, rn.explain("drive", driveErr))
@@ -242,10 +267,26 @@ func (rn *run) abort(err error) *results.RunRecord {
 		rn.r.notRun[rn.cfg.Name] = string(reason)
 		return rn.finish(results.StatusNotRun, reason)
 	}
+	if f := rn.endWatch(err); f != nil {
+		err = f
+	}
 	if rn.interrupted() {
 		return nil
 	}
 	return rn.finish(results.StatusFailed, err)
+}
+
+// endWatch stops watching the engine once the run no longer drives it and
+// keeps the fault, if the engine failed the run: found by the watch, or,
+// after a phase failed, by a look at that failure and a ping.
+func (rn *run) endWatch(failure error) *EngineFault {
+	if failure != nil {
+		rn.fault = rn.watch.check(rn.rctx, failure)
+	} else {
+		rn.fault = rn.watch.found()
+	}
+	rn.watch.stop()
+	return rn.fault
 }
 
 func (rn *run) finish(st results.Status, err error) *results.RunRecord {
@@ -272,16 +313,30 @@ func (rn *run) explain(stage string, err error) error {
 // teardown ends the run after its record is stored (a kill during teardown
 // must not lose it), with a context of its own: after Ctrl-C the plan's is
 // gone.
+//
+// After an engine fault nothing can be removed through the engine until it
+// answers again: the provider restarts a private engine of ctrperf's or
+// waits, within bounds, for the user's; when it stays dead, what the run
+// deployed is left to `ctrperf clean`, with a note saying so.
 func (rn *run) teardown() {
 	defer rn.cancel()
+	rn.watch.stop() // a run that ended early; safe to repeat
 	if rn.target == nil {
 		return // nothing deployed
 	}
-	rn.r.opt.Progress.Phase("tearing down")
+	pr := rn.r.opt.Progress
+	pr.Phase("tearing down")
 	tctx, cancel := lifecycle.Detached(rn.ctx, rn.r.opt.TeardownTimeout)
 	defer cancel()
+	if f := rn.fault; f != nil {
+		if _, _, err := rn.r.opt.Engines.Engine(tctx, rn.cfg.Runtime, rn.cfg.Engine); err != nil {
+			pr.Warn(fmt.Sprintf("run %s is not torn down: %v; remove what is left with `ctrperf clean` once the engine answers (or after restarting it)", rn.id, err))
+			return
+		}
+		pr.Warn(fmt.Sprintf("engine %s answers again (a private engine of ctrperf's is restarted); tearing down run %s", f.Engine, rn.id))
+	}
 	if err := rn.release(tctx); err != nil {
-		rn.r.opt.Progress.Warn(fmt.Sprintf("teardown of run %s failed: %v; remove what is left with `ctrperf clean`", rn.id, err))
+		pr.Warn(fmt.Sprintf("teardown of run %s failed: %v; remove what is left with `ctrperf clean`", rn.id, err))
 	}
 }
 

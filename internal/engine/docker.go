@@ -113,6 +113,29 @@ func (d *Docker) Info(ctx context.Context) (Info, error) {
 	return out, nil
 }
 
+// Ping asks the engine for an answer within ctx.
+func (d *Docker) Ping(ctx context.Context) error {
+	if _, err := d.cli.Ping(ctx); err != nil {
+		return fmt.Errorf("docker engine %s: ping: %w", d.name, err)
+	}
+	return nil
+}
+
+// ErrUnreachable marks an error of an engine that is not there to answer;
+// engines other than Docker (and fakes) wrap it, Docker's SDK has its own.
+var ErrUnreachable = errors.New("engine unreachable")
+
+// Unreachable says whether err is an engine call that found no engine on
+// the other end: the socket refuses connections or is gone, or the
+// connection broke mid-request (EOF, reset), as when dockerd dies or
+// restarts. A slow engine (a deadline) is not unreachable.
+func Unreachable(err error) bool {
+	if err == nil || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	return errors.Is(err, ErrUnreachable) || client.IsErrConnectionFailed(err)
+}
+
 // Close stops a private engine; the default engine is left alone.
 func (d *Docker) Close(ctx context.Context) error {
 	if d.closer == nil {

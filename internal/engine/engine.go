@@ -176,6 +176,10 @@ type Info = results.EngineInfo
 // Engine deploys workloads. Implementations: Host and Docker.
 type Engine interface {
 	Info(ctx context.Context) (Info, error)
+	// Ping reports whether the engine still answers: nil, or why not
+	// (Unreachable tells an engine that is gone from one that is slow).
+	// The host always answers.
+	Ping(ctx context.Context) error
 	Deploy(ctx context.Context, spec DeploySpec) (*Target, error)
 	// Exec runs argv inside a deployed service (host: as a child in the
 	// service's cgroup; docker: docker exec) and waits for it.

@@ -318,6 +318,9 @@ func (h *Host) Exec(ctx context.Context, t *Target, service string, argv []strin
 	return res, nil
 }
 
+// Ping: the host always answers.
+func (h *Host) Ping(context.Context) error { return nil }
+
 // Teardown stops the run's processes (SIGTERM to each process group, then
 // SIGKILL), removes its cgroups, mounts, data and state file. It works from
 // the state file when t carries no bookkeeping (another process deployed).

@@ -118,6 +118,50 @@ func revive(ctx context.Context, o Options, st *State) (*Daemon, error) {
 	return d, nil
 }
 
+// Ping asks the engine for an answer within timeout.
+func (d *Daemon) Ping(ctx context.Context, timeout time.Duration) error {
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if _, err := d.cli.Ping(pctx); err != nil {
+		return fmt.Errorf("engine %s at %s does not answer: %w", d.name, d.host, err)
+	}
+	return nil
+}
+
+// Restartable says whether Restart may start the engine again: a private
+// engine this process started. The user's engine, and a private one
+// another process shares with us, are not ours to restart.
+func (d *Daemon) Restartable() bool { return d.owned }
+
+// Restart starts the dockerd of a private engine this process started
+// again after it died (or stopped answering): whatever of its old
+// processes survived is stopped (containerd, shims and the containers of
+// the run it served), dockerd is spawned with its recorded flags on its
+// own state, socket and data root, and Restart returns once it answers.
+// The Daemon and its client stay the same, so engines built on it keep
+// working; their open connections to the old dockerd are dropped.
+func (d *Daemon) Restart(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return fmt.Errorf("restart engine %s: already closed", d.name)
+	}
+	if !d.owned {
+		return fmt.Errorf("restart engine %s: not started by this process", d.name)
+	}
+	// The new process is ours like the first: Close stops it by the
+	// state's pid, which spawnDockerd updated in d.st.
+	nd, err := revive(ctx, d.o, d.st)
+	if nd != nil && nd.cli != nil {
+		nd.cli.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("restart engine %s: %w", d.name, err)
+	}
+	_ = d.cli.Close() // idle connections to the dead dockerd
+	return nil
+}
+
 // predefinedNetworks cannot be removed and go with the engine's bridge.
 var predefinedNetworks = map[string]bool{"bridge": true, "host": true, "none": true}
 
