@@ -45,6 +45,8 @@ type benchRunFlags struct {
 	quiet   bool
 	only    []string
 	observe bool
+	// allowConcurrent runs beside another live `bench run`.
+	allowConcurrent bool
 }
 
 func newBenchRunCmd() *cobra.Command {
@@ -57,7 +59,17 @@ run), OUT/meta.json and OUT/env.json.
 
 Ctrl-C stops after tearing the current run down; the interrupted run is not
 recorded and 'ctrperf bench run --resume OUT' redoes it and finishes the plan
-(PLAN may be left out then: OUT/plan.yaml is used).`,
+(PLAN may be left out then: OUT/plan.yaml is used).
+
+A bench run owns what it creates: it keeps an owner record (pid, start
+time, host, command, output directory, its run-id prefix <plan>-<session>)
+under /run/ctrperf/owners, locked for as long as it lives, so that
+'ctrperf clean' in another terminal leaves its containers, networks,
+namespaces, cgroups and private engines alone. Two bench runs on one
+machine disturb each other's numbers: a second one refuses (exit 1) and
+names the first, unless --allow-concurrent, which OUT/env.json records and
+the report warns about. 'ctrperf load' and 'ctrperf observe' own nothing
+and run beside anything.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runBench(cmd, args, f) },
 	}
@@ -68,6 +80,7 @@ recorded and 'ctrperf bench run --resume OUT' redoes it and finishes the plan
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress output, only warnings and the summary")
 	fl.StringSliceVar(&f.only, "only", nil, "run only these configurations (and the baseline)")
 	fl.BoolVar(&f.observe, "observe", true, "sample the system (CPU, disks, interrupts, containers) during runs")
+	fl.BoolVar(&f.allowConcurrent, "allow-concurrent", false, "run even though another bench run is running on this machine (recorded in env.json, warned in the report)")
 	return cmd
 }
 
@@ -104,21 +117,27 @@ func runBench(cmd *cobra.Command, args []string, f benchRunFlags) error {
 
 	// A second Ctrl-C exits at once, after tearing down the run in progress
 	// and stopping private engines (the stack runs last pushed first).
-	engines := &bench.Engines{RunID: "bench-" + p.Name}
+	session := bench.NewSession(p)
+	engines := &bench.Engines{RunID: session}
 	force := &lifecycle.Stack{}
 	force.Push("stop private engines", engines.Close)
 	ctx, stop := lifecycle.SignalContext(cmd.Context(), lifecycle.WithForceCleanup(force, 30*time.Second))
 	defer stop()
+	owners := ownersDir(cmd)
 	fmt.Fprintf(stdout, "writing to %s\n", out)
 	opts := bench.Options{
 		Out: out, Resume: f.resume != "", Engines: engines, Force: force,
 		Progress: progressFor(stdout, cmd.ErrOrStderr(), f.quiet),
 		Quick:    f.quick, Only: f.only,
+		Session: session, Owners: &owners, AllowConcurrent: f.allowConcurrent,
 	}
 	if f.observe {
 		opts.Observers = bench.SystemObservers()
 	}
 	_, err = bench.Run(ctx, p, opts)
+	if errors.Is(err, bench.ErrConcurrent) {
+		return &exitError{code: 1, msg: err.Error()}
+	}
 	if errors.Is(err, bench.ErrInterrupted) {
 		return &exitError{code: 130, msg: err.Error()}
 	}

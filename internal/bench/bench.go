@@ -34,6 +34,7 @@ import (
 	"ctrperf/internal/isolate"
 	"ctrperf/internal/kernel"
 	"ctrperf/internal/lifecycle"
+	"ctrperf/internal/owner"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 	"ctrperf/internal/workload"
@@ -96,6 +97,17 @@ type Options struct {
 	// IsolateStateDir is the isolate controller's state directory
 	// (default isolate.DefaultStateDir, the machine's; tests give their own).
 	IsolateStateDir string
+	// Session is the run-id prefix of this invocation, <plan>-<hex>
+	// (NewSession); empty makes one. Private engines are named after it.
+	Session string
+	// Owners, when set, is where the session records itself as the owner of
+	// everything it creates (owner.DefaultDir on a real machine), so that
+	// `ctrperf clean` leaves it alone; and where it finds another live
+	// session, which it refuses (ErrConcurrent) unless AllowConcurrent.
+	Owners *owner.Dir
+	// AllowConcurrent runs beside other live sessions; recorded in
+	// OUT/env.json and warned about in the report.
+	AllowConcurrent bool
 }
 
 // Summary is what happened in one invocation.
@@ -116,6 +128,10 @@ type Summary struct {
 // before every run was done.
 var ErrInterrupted = errors.New("interrupted")
 
+// ErrConcurrent is returned (wrapped) when another `bench run` is live on
+// this machine: two sessions disturb each other's measurements.
+var ErrConcurrent = errors.New("another bench run is running")
+
 // Run executes the plan into opt.Out. It returns the summary and, if the
 // plan could not be completed, why: ErrInterrupted after a cancellation,
 // or the failure to write results. Failed and not_run runs are not errors:
@@ -135,6 +151,13 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (*Summary, error) {
 	}
 	r.wl = wl
 	runs := p.Runs()
+	// Ownership before anything exists: a `ctrperf clean` started now must
+	// already see whose the first object is.
+	conc, release, err := r.own()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	done, err := prepareOut(opt.Out, p, opt.Resume, r.meta())
 	if err != nil {
 		return nil, err
@@ -144,7 +167,7 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (*Summary, error) {
 		return nil, err
 	}
 	defer store.Close()
-	if err := writeEnv(opt.Out, r.opt.Env(ctx), nil); err != nil {
+	if err := writeEnv(opt.Out, r.opt.Env(ctx), nil, conc); err != nil {
 		return nil, err
 	}
 
@@ -152,7 +175,6 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (*Summary, error) {
 	if opt.Force != nil {
 		opt.Force.Push("tear down the run in progress", r.forceTeardown)
 	}
-	r.session = newSessionID()
 	pr := r.opt.Progress
 	pr.Begin(p, len(runs), len(done))
 	load1, _ := Loadavg(r.opt.ProcRoot)
@@ -167,7 +189,7 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (*Summary, error) {
 		}
 	}()
 	defer func() {
-		if err := writeEnv(opt.Out, nil, r.engines); err != nil {
+		if err := writeEnv(opt.Out, nil, r.engines, nil); err != nil {
 			pr.Warn(fmt.Sprintf("recording engine facts: %v", err))
 		}
 	}()
@@ -239,7 +261,8 @@ type runner struct {
 	opt     Options
 	p       *plan.Plan
 	wl      workload.Workload
-	session string
+	session string // run-id prefix <plan>-<hex>
+	owner   *owner.Owner
 	// notRun remembers configurations that cannot run at all, so their
 	// later runs are recorded without trying (and failing slowly) again.
 	notRun map[string]string
@@ -310,6 +333,55 @@ func (r *runner) defaults() {
 	if r.opt.Isolate == nil {
 		r.opt.Isolate = DockerIsolator
 	}
+	r.session = r.opt.Session
+	if r.session == "" {
+		r.session = NewSession(r.p)
+	}
+}
+
+// own makes this invocation the owner of its session, after refusing when
+// another session is live (unless AllowConcurrent). It returns what
+// env.json records about concurrency (nil: nothing to record) and the
+// release to defer.
+func (r *runner) own() (*results.Concurrency, func(), error) {
+	if r.opt.Owners == nil {
+		return nil, func() {}, nil
+	}
+	live, err := r.opt.Owners.Live(owner.KindBench)
+	if err != nil && len(live) == 0 && !r.opt.AllowConcurrent {
+		// An unreadable record may be a live session's: say so rather than guess.
+		return nil, nil, fmt.Errorf("checking for other bench runs: %w", err)
+	}
+	var conc *results.Concurrency
+	if r.opt.AllowConcurrent {
+		conc = &results.Concurrency{AllowConcurrent: true}
+		for _, s := range live {
+			conc.Beside = append(conc.Beside, s.Record.String())
+		}
+	} else if len(live) > 0 {
+		s := live[0]
+		return nil, nil, fmt.Errorf("%w: %s; wait for it to finish, or pass --allow-concurrent to measure beside it (recorded in env.json and warned about in the report)",
+			ErrConcurrent, s.Record.String())
+	}
+	o, err := r.opt.Owners.Acquire(owner.Record{Kind: owner.KindBench, Session: r.session, Out: r.opt.Out, AllowConcurrent: r.opt.AllowConcurrent})
+	if err != nil {
+		return nil, nil, fmt.Errorf("record the owner of session %s: %w", r.session, err)
+	}
+	r.owner = o
+	return conc, func() {
+		if err := o.Release(); err != nil {
+			r.opt.Progress.Warn(fmt.Sprintf("releasing the owner record: %v; `ctrperf clean` treats it as orphaned once this process is gone", err))
+		}
+	}, nil
+}
+
+// claim records a run id in the owner record before anything of the run
+// exists (its client namespace is named by a hash of it).
+func (r *runner) claim(runID string) error {
+	if r.owner == nil {
+		return nil
+	}
+	return r.owner.Add(runID)
 }
 
 var unsafeName = regexp.MustCompile(`[^a-z0-9-]+`)
@@ -317,20 +389,22 @@ var unsafeName = regexp.MustCompile(`[^a-z0-9-]+`)
 // runID is unique per run and invocation and safe as part of a container,
 // network or namespace name: <plan>-<session>-<index>.
 func (r *runner) runID(run plan.Run) string {
-	name := strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(r.p.Name), "-"), "-")
+	return fmt.Sprintf("%s-%03d", r.session, run.Index)
+}
+
+// NewSession names one invocation of a plan, <plan>-<6 hex digits>: the
+// prefix of its run ids, of its private engines' names and its owner record.
+func NewSession(p *plan.Plan) string {
+	name := strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(p.Name), "-"), "-")
 	if len(name) > 16 {
 		name = name[:16]
 	}
 	if name == "" {
 		name = "plan"
 	}
-	return fmt.Sprintf("%s-%s-%03d", name, r.session, run.Index)
-}
-
-func newSessionID() string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return name + "-" + hex.EncodeToString(b[:])
 }
 
 // planWarnings are hints before the first run: too few repetitions for a
