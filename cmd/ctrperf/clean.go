@@ -15,6 +15,7 @@ import (
 	"ctrperf/internal/engine"
 	"ctrperf/internal/engine/daemon"
 	"ctrperf/internal/lifecycle"
+	"ctrperf/internal/owner"
 )
 
 type cleanFlags struct {
@@ -69,16 +70,17 @@ func runClean(ctx context.Context, cmd *cobra.Command, f cleanFlags) error {
 		return &exitError{code: 1, msg: fmt.Sprintf("cannot read every owner record (%v); remove the broken record or clean with --force", err)}
 	}
 
+	relist := func() (owner.Owners, error) { return ownersDir(cmd).List() }
 	if f.force && !f.dryRun {
 		// Say what breaks before breaking it: the same sweep, dry, unforced.
-		look := engine.NewOwnership(owners, false)
+		look := engine.NewOwnership(owners, false).Refreshing(relist)
 		_, _ = sweep(ctx, io.Discard, f.runID, true, look)
 		if w := breaks(look.Found()); w != "" {
 			fmt.Fprint(errOut, w)
 		}
 	}
 
-	own := engine.NewOwnership(owners, f.force)
+	own := engine.NewOwnership(owners, f.force).Refreshing(relist)
 	removed, err := sweep(ctx, errOut, f.runID, f.dryRun, own)
 
 	found := own.Found()

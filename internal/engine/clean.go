@@ -99,7 +99,8 @@ var generatorGroupRe = regexp.MustCompile(`^` + regexp.QuoteMeta(GeneratorCgroup
 // a killed ctrperf left behind. They belong to no run, so every clean
 // removes the empty ones. A group that still holds processes belongs to a
 // ctrperf that is running: it is left alone, and counts as left behind
-// only when everything is cleaned (runID "").
+// only when everything is cleaned (runID "") without an Ownership; with
+// one, a group is its generator's, live while that process runs.
 func cleanGeneratorCgroups(cgroupRoot, runID string, dry bool, own *Ownership) ([]string, error) {
 	var dirs []string
 	for _, pattern := range []string{
@@ -201,19 +202,12 @@ func cleanRun(ctx context.Context, cli client.APIClient, runID, bindRoot string,
 	if own != nil {
 		// Namespace and veth names are hashes of run ids: the owners'
 		// recorded run ids name them.
-		ids := own.externalRunIDs()
-		idOf := func(name string) string {
-			if id, ok := ids[name]; ok {
-				return id
-			}
-			return runID
-		}
 		presentNS, presentLinks, _ := listExternal()
 		nss = slices.DeleteFunc(nss, func(n string) bool {
-			return !slices.Contains(presentNS, n) || own.Keep("netns "+n, idOf(n))
+			return !slices.Contains(presentNS, n) || own.keepExternal("netns "+n, n, runID)
 		})
 		links = slices.DeleteFunc(links, func(l string) bool {
-			return !slices.Contains(presentLinks, l) || own.Keep("veth "+l, idOf(l))
+			return !slices.Contains(presentLinks, l) || own.keepExternal("veth "+l, l, runID)
 		})
 	}
 	if dry {

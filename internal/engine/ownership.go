@@ -28,6 +28,29 @@ type Ownership struct {
 	procRoot string
 	found    []Object
 	seen     map[string]bool
+	refresh  func() (owner.Owners, error)
+}
+
+// Refreshing re-reads the owners with list before calling an object
+// orphaned: a bench run that started after the first reading owns objects
+// the sweep may find.
+func (o *Ownership) Refreshing(list func() (owner.Owners, error)) *Ownership {
+	o.refresh = list
+	return o
+}
+
+// describe is owners.Describe, read again on a miss.
+func (o *Ownership) describe(runID func() string) (string, bool, string) {
+	id := runID()
+	live, who := o.owners.Describe(id)
+	if !live && o.refresh != nil {
+		if ow, err := o.refresh(); err == nil {
+			o.owners = ow
+			id = runID()
+			live, who = o.owners.Describe(id)
+		}
+	}
+	return id, live, who
 }
 
 // NewOwnership decides by owners; force removes live objects too.
@@ -58,8 +81,24 @@ func (o *Ownership) Keep(what, runID string) bool {
 	if o == nil {
 		return false
 	}
-	live, who := o.owners.Describe(runID)
+	_, live, who := o.describe(func() string { return runID })
 	return o.note(Object{What: what, RunID: runID, Live: live, Owner: who})
+}
+
+// keepExternal decides a client namespace or host veth: its name is a
+// hash of a run id, found among the run ids owners recorded (else
+// fallback, the run being cleaned).
+func (o *Ownership) keepExternal(what, name, fallback string) bool {
+	if o == nil {
+		return false
+	}
+	id, live, who := o.describe(func() string {
+		if id, ok := o.externalRunIDs()[name]; ok {
+			return id
+		}
+		return fallback
+	})
+	return o.note(Object{What: what, RunID: id, Live: live, Owner: who})
 }
 
 // KeepShared decides an object every session may use (the shared default
