@@ -38,10 +38,10 @@ experiment, are in plans/.`,
 	return cmd
 }
 
-// defaultEngines are the real engines of a plan: the host, the user's
-// Docker engine and private ones (named after the plan for `ctrperf clean`).
-func defaultEngines(planName string) bench.EngineProvider {
-	return &bench.Engines{RunID: "bench-" + planName}
+// defaultEngines are the real engines of a session: the host, the user's
+// Docker engine and private ones (named after the session, which owns them).
+func defaultEngines(session string) bench.EngineProvider {
+	return &bench.Engines{RunID: session}
 }
 
 type benchRunFlags struct {
@@ -51,11 +51,13 @@ type benchRunFlags struct {
 	quiet   bool
 	only    []string
 	observe bool
+	// allowConcurrent runs beside another live `bench run`.
+	allowConcurrent bool
 }
 
 // newBenchRunCmd builds `bench run`; engines gives the engine provider of a
 // plan (tests give fakes).
-func newBenchRunCmd(engines func(planName string) bench.EngineProvider) *cobra.Command {
+func newBenchRunCmd(engines func(session string) bench.EngineProvider) *cobra.Command {
 	var f benchRunFlags
 	cmd := &cobra.Command{
 		Use:   "run [PLAN]",
@@ -78,7 +80,17 @@ with one error naming the file and the errno, after tearing the run down;
 the run whose record was lost is not recorded. Free space and continue with
 --resume OUT. A record cut short by a crash is removed by --resume (its bytes
 kept in OUT/results.jsonl.partial) and skipped with a warning by 'ctrperf
-report'.`,
+report'.
+
+A bench run owns what it creates: it keeps an owner record (pid, start
+time, host, command, output directory, its run-id prefix <plan>-<session>)
+under /run/ctrperf/owners, locked for as long as it lives, so that
+'ctrperf clean' in another terminal leaves its containers, networks,
+namespaces, cgroups and private engines alone. Two bench runs on one
+machine disturb each other's numbers: a second one refuses (exit 1) and
+names the first, unless --allow-concurrent, which OUT/env.json records and
+the report warns about. 'ctrperf load' and 'ctrperf observe' own nothing
+and run beside anything.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runBench(cmd, args, f, engines) },
 	}
@@ -89,6 +101,7 @@ report'.`,
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress output, only warnings and the summary")
 	fl.StringSliceVar(&f.only, "only", nil, "run only these configurations (and the baseline)")
 	fl.BoolVar(&f.observe, "observe", true, "sample the system (CPU, disks, interrupts, containers) during runs")
+	fl.BoolVar(&f.allowConcurrent, "allow-concurrent", false, "run even though another bench run is running on this machine (recorded in env.json, warned in the report)")
 	return cmd
 }
 
@@ -125,22 +138,29 @@ func runBench(cmd *cobra.Command, args []string, f benchRunFlags, newEngines fun
 
 	// SIGINT, SIGTERM and SIGHUP stop the plan; a second one exits after
 	// tearing down the run in progress and stopping private engines (the
-	// stack runs last pushed first).
-	engines := newEngines(p.Name)
+	// stack runs last pushed first). Private engines are named after the
+	// session, which owns them (`ctrperf clean` leaves a live one alone).
+	session := bench.NewSession(p)
+	engines := newEngines(session)
 	force := &lifecycle.Stack{}
 	force.Push("stop private engines", engines.Close)
 	ctx, stop := lifecycle.SignalContext(cmd.Context(), lifecycle.WithForceCleanup(force, 30*time.Second))
 	defer stop()
+	owners := ownersDir(cmd)
 	fmt.Fprintf(stdout, "writing to %s\n", out)
 	opts := bench.Options{
 		Out: out, Resume: f.resume != "", Engines: engines, Force: force,
 		Progress: progressFor(stdout, cmd.ErrOrStderr(), f.quiet),
 		Quick:    f.quick, Only: f.only,
+		Session: session, Owners: &owners, AllowConcurrent: f.allowConcurrent,
 	}
 	if f.observe {
 		opts.Observers = bench.SystemObservers()
 	}
 	_, err = bench.Run(ctx, p, opts)
+	if errors.Is(err, bench.ErrConcurrent) {
+		return &exitError{code: 1, msg: err.Error()}
+	}
 	if errors.Is(err, bench.ErrInterrupted) {
 		return &exitError{code: 130, msg: err.Error()}
 	}

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/owner"
 	"ctrperf/internal/results"
 	"ctrperf/internal/workload"
 )
@@ -80,5 +82,37 @@ func TestBenchCLI(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "out")); !os.IsNotExist(err) {
 		t.Errorf("a refused plan created its output directory (%v)", err)
+	}
+}
+
+// TestBenchRunRefusesBesideALiveRun: a second bench run on the machine
+// exits 1 naming the live one, before it creates anything.
+func TestBenchRunRefusesBesideALiveRun(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	os.WriteFile(good, []byte("name: g\nworkload: clitest\nbaseline: bare\nconfigurations:\n  - name: bare\n    runtime: host\n"), 0o644)
+	owners := owner.Dir{Path: filepath.Join(dir, "owners")}
+	first, err := owners.Acquire(owner.Record{Kind: owner.KindBench, Session: "g-123456", Out: "out/first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Release()
+	var out, errb bytes.Buffer
+	root := newRootCmd()
+	root.SetArgs([]string{"--owners-dir", owners.Path, "bench", "run", "--quiet", "--out", filepath.Join(dir, "out"), good})
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	err = root.Execute()
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != 1 {
+		t.Fatalf("exit %v, want 1", err)
+	}
+	for _, want := range []string{"another bench run is running", "pid " + strconv.Itoa(os.Getpid()), "output out/first", "--allow-concurrent"} {
+		if !strings.Contains(ee.msg, want) {
+			t.Errorf("message %q lacks %q", ee.msg, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out", results.FileName)); !os.IsNotExist(err) {
+		t.Errorf("the refused run wrote results (%v)", err)
 	}
 }

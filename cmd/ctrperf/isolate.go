@@ -373,7 +373,13 @@ func newIsolateRestoreCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "restore",
 		Short: "Put back everything a crashed controller changed, from its checkpoint",
-		Args:  cobra.NoArgs,
+		Long: `Puts back every cpuset, CPU class, IRQ affinity and RPS mask a crashed
+controller changed, from the checkpoint in its state directory, and removes
+the checkpoint. It refuses while a controller is live: the controller's
+owner record in the state directory (pid, start time, command) is held by
+a lock for as long as it runs, the same rule 'ctrperf clean' uses for bench
+runs; stop that controller instead (it restores on exit).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 			if err != nil {

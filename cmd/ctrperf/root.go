@@ -2,6 +2,8 @@ package main
 
 import (
 	"github.com/spf13/cobra"
+
+	"ctrperf/internal/owner"
 )
 
 func newRootCmd() *cobra.Command {
@@ -15,6 +17,10 @@ ctrperf isolate keeps quiet containers fast when a neighbour gets hot.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// Where `bench run` records that it owns what it creates and `clean`
+	// looks; hidden: only tests need another place.
+	root.PersistentFlags().String(ownersDirFlag, owner.DefaultDir, "directory of owner records")
+	_ = root.PersistentFlags().MarkHidden(ownersDirFlag)
 	root.AddCommand(
 		newBenchCmd(),
 		newReportCmd(),
@@ -28,4 +34,12 @@ ctrperf isolate keeps quiet containers fast when a neighbour gets hot.`,
 		newVersionCmd(),
 	)
 	return root
+}
+
+const ownersDirFlag = "owners-dir"
+
+// ownersDir is the owners directory the command was given.
+func ownersDir(cmd *cobra.Command) owner.Dir {
+	p, _ := cmd.Flags().GetString(ownersDirFlag)
+	return owner.Dir{Path: p}
 }

@@ -35,6 +35,7 @@ import (
 	"ctrperf/internal/isolate"
 	"ctrperf/internal/kernel"
 	"ctrperf/internal/lifecycle"
+	"ctrperf/internal/owner"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 	"ctrperf/internal/workload"
@@ -105,6 +106,17 @@ type Options struct {
 	// OpenStore opens the record store of the output directory; nil means
 	// results.OpenStore (tests give a store whose disk fails).
 	OpenStore func(dir string) (*results.Store, error)
+	// Session is the run-id prefix of this invocation, <plan>-<hex>
+	// (NewSession); empty makes one. Private engines are named after it.
+	Session string
+	// Owners, when set, is where the session records itself as the owner of
+	// everything it creates (owner.DefaultDir on a real machine), so that
+	// `ctrperf clean` leaves it alone; and where it finds another live
+	// session, which it refuses (ErrConcurrent) unless AllowConcurrent.
+	Owners *owner.Dir
+	// AllowConcurrent runs beside other live sessions; recorded in
+	// OUT/env.json and warned about in the report.
+	AllowConcurrent bool
 }
 
 // Summary is what happened in one invocation.
@@ -124,6 +136,10 @@ type Summary struct {
 // ErrInterrupted is returned (wrapped) when the context ended the plan
 // before every run was done.
 var ErrInterrupted = errors.New("interrupted")
+
+// ErrConcurrent is returned (wrapped) when another `bench run` is live on
+// this machine: two sessions disturb each other's measurements.
+var ErrConcurrent = errors.New("another bench run is running")
 
 // Run executes the plan into opt.Out. It returns the summary and, if the
 // plan could not be completed, why: ErrInterrupted after a cancellation,
@@ -146,6 +162,13 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (_ *Summary, err error)
 	}
 	r.wl = wl
 	runs := p.Runs()
+	// Ownership before anything exists: a `ctrperf clean` started now must
+	// already see whose the first object is.
+	conc, release, err := r.own()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	done, repaired, err := prepareOut(opt.Out, p, opt.Resume, r.meta())
 	if err != nil {
 		return nil, err
@@ -155,7 +178,7 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (_ *Summary, err error)
 		return nil, r.outFault(fsutil.Explain(err))
 	}
 	defer store.Close()
-	if err := writeEnv(opt.Out, r.opt.Env(ctx), nil); err != nil {
+	if err := writeEnv(opt.Out, r.opt.Env(ctx), nil, conc); err != nil {
 		return nil, r.outFault(err)
 	}
 
@@ -163,7 +186,6 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (_ *Summary, err error)
 	if opt.Force != nil {
 		opt.Force.Push("tear down the run in progress", r.forceTeardown)
 	}
-	r.session = newSessionID()
 	pr := r.opt.Progress
 	pr.Begin(p, len(runs), len(done))
 	load1, _ := Loadavg(r.opt.ProcRoot)
@@ -178,7 +200,7 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (_ *Summary, err error)
 		}
 	}()
 	defer func() {
-		werr := writeEnv(opt.Out, nil, r.engines)
+		werr := writeEnv(opt.Out, nil, r.engines, nil)
 		switch {
 		case werr == nil:
 		case err == nil:
@@ -262,7 +284,8 @@ type runner struct {
 	opt     Options
 	p       *plan.Plan
 	wl      workload.Workload
-	session string
+	session string // run-id prefix <plan>-<hex>
+	owner   *owner.Owner
 	// notRun remembers configurations that cannot run at all, so their
 	// later runs are recorded without trying (and failing slowly) again.
 	notRun map[string]string
@@ -342,6 +365,10 @@ func (r *runner) defaults() {
 	if r.opt.OpenStore == nil {
 		r.opt.OpenStore = results.OpenStore
 	}
+	r.session = r.opt.Session
+	if r.session == "" {
+		r.session = NewSession(r.p)
+	}
 }
 
 // outFault is the one message that stops a plan whose output directory
@@ -354,25 +381,72 @@ func (r *runner) outFault(err error) error {
 	return fmt.Errorf("plan %s stopped: %w; %s and continue with `ctrperf bench run --resume %s`", r.p.Name, err, how, r.opt.Out)
 }
 
+// own makes this invocation the owner of its session, after refusing when
+// another session is live (unless AllowConcurrent). It returns what
+// env.json records about concurrency (nil: nothing to record) and the
+// release to defer.
+func (r *runner) own() (*results.Concurrency, func(), error) {
+	if r.opt.Owners == nil {
+		return nil, func() {}, nil
+	}
+	live, err := r.opt.Owners.Live(owner.KindBench)
+	if err != nil && len(live) == 0 && !r.opt.AllowConcurrent {
+		// An unreadable record may be a live session's: say so rather than guess.
+		return nil, nil, fmt.Errorf("checking for other bench runs: %w", err)
+	}
+	var conc *results.Concurrency
+	if r.opt.AllowConcurrent {
+		conc = &results.Concurrency{AllowConcurrent: true}
+		for _, s := range live {
+			conc.Beside = append(conc.Beside, s.Record.String())
+		}
+	} else if len(live) > 0 {
+		s := live[0]
+		return nil, nil, fmt.Errorf("%w: %s; wait for it to finish, or pass --allow-concurrent to measure beside it (recorded in env.json and warned about in the report)",
+			ErrConcurrent, s.Record.String())
+	}
+	o, err := r.opt.Owners.Acquire(owner.Record{Kind: owner.KindBench, Session: r.session, Out: r.opt.Out, AllowConcurrent: r.opt.AllowConcurrent})
+	if err != nil {
+		return nil, nil, fmt.Errorf("record the owner of session %s: %w", r.session, err)
+	}
+	r.owner = o
+	return conc, func() {
+		if err := o.Release(); err != nil {
+			r.opt.Progress.Warn(fmt.Sprintf("releasing the owner record: %v; `ctrperf clean` treats it as orphaned once this process is gone", err))
+		}
+	}, nil
+}
+
+// claim records a run id in the owner record before anything of the run
+// exists (its client namespace is named by a hash of it).
+func (r *runner) claim(runID string) error {
+	if r.owner == nil {
+		return nil
+	}
+	return r.owner.Add(runID)
+}
+
 var unsafeName = regexp.MustCompile(`[^a-z0-9-]+`)
 
 // runID is unique per run and invocation and safe as part of a container,
 // network or namespace name: <plan>-<session>-<index>.
 func (r *runner) runID(run plan.Run) string {
-	name := strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(r.p.Name), "-"), "-")
+	return fmt.Sprintf("%s-%03d", r.session, run.Index)
+}
+
+// NewSession names one invocation of a plan, <plan>-<6 hex digits>: the
+// prefix of its run ids, of its private engines' names and its owner record.
+func NewSession(p *plan.Plan) string {
+	name := strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(p.Name), "-"), "-")
 	if len(name) > 16 {
 		name = name[:16]
 	}
 	if name == "" {
 		name = "plan"
 	}
-	return fmt.Sprintf("%s-%s-%03d", name, r.session, run.Index)
-}
-
-func newSessionID() string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return name + "-" + hex.EncodeToString(b[:])
 }
 
 // planWarnings are hints before the first run: too few repetitions for a

@@ -24,9 +24,9 @@ import (
 
 // Files in an output directory besides results.jsonl.
 const (
-	PlanFile = "plan.yaml" // the plan as run, itself a valid plan
-	MetaFile = "meta.json" // what --resume checks
-	EnvFile  = "env.json"  // environment facts
+	PlanFile = "plan.yaml"         // the plan as run, itself a valid plan
+	MetaFile = "meta.json"         // what --resume checks
+	EnvFile  = results.EnvFileName // environment facts
 )
 
 // Meta identifies the plan an output directory belongs to.
@@ -209,14 +209,16 @@ func cpuModel(cpuinfo string) string {
 
 // envDoc is OUT/env.json: the machine's facts and every engine the runs used.
 type envDoc struct {
-	Machine json.RawMessage `json:"machine,omitempty"`
-	Engines []engine.Info   `json:"engines,omitempty"`
+	Machine     json.RawMessage      `json:"machine,omitempty"`
+	Engines     []engine.Info        `json:"engines,omitempty"`
+	Concurrency *results.Concurrency `json:"concurrency,omitempty"`
 }
 
 // writeEnv records machine facts (when machine is non-nil and the file
-// does not have them yet: a resumed plan keeps the facts of its start) and
-// merges engines into the engine list.
-func writeEnv(dir string, machine any, engines map[string]engine.Info) error {
+// does not have them yet: a resumed plan keeps the facts of its start),
+// merges engines into the engine list, and adds what conc says (an
+// invocation that ran beside others; kept across resumes).
+func writeEnv(dir string, machine any, engines map[string]engine.Info, conc *results.Concurrency) error {
 	path := filepath.Join(dir, EnvFile)
 	var doc envDoc
 	if b, err := os.ReadFile(path); err == nil {
@@ -230,6 +232,13 @@ func writeEnv(dir string, machine any, engines map[string]engine.Info) error {
 			return fmt.Errorf("encode environment facts: %w", err)
 		}
 		doc.Machine = b
+	}
+	if conc != nil {
+		if doc.Concurrency == nil {
+			doc.Concurrency = &results.Concurrency{}
+		}
+		doc.Concurrency.AllowConcurrent = doc.Concurrency.AllowConcurrent || conc.AllowConcurrent
+		doc.Concurrency.Beside = append(doc.Concurrency.Beside, conc.Beside...)
 	}
 	for _, name := range slices.Sorted(maps.Keys(engines)) {
 		i := slices.IndexFunc(doc.Engines, func(e engine.Info) bool { return e.Name == name })

@@ -132,6 +132,9 @@ func (rn *run) deploy() error {
 	}
 
 	pr.Phase("deploying")
+	if err := rn.r.claim(rn.id); err != nil {
+		return fmt.Errorf("record run %s in the owner record: %w", rn.id, err)
+	}
 	spec := engine.DeploySpec{RunID: rn.id, Network: rn.cfg.Network, Data: rn.cfg.Data, Services: services}
 	target, err := eng.Deploy(rn.rctx, spec)
 	if target == nil {

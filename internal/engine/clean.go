@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -30,7 +31,12 @@ type cleanConfig struct {
 	hostData   string
 	cgroupRoot string
 	procRoot   string
+	own        *Ownership
 }
+
+// CleanOwners leaves alone what live owners hold (unless o forces) and
+// records every object with its owner in o.
+func CleanOwners(o *Ownership) CleanOption { return func(c *cleanConfig) { c.own = o } }
 
 // CleanDryRun lists what Clean would remove without removing it.
 func CleanDryRun() CleanOption { return func(c *cleanConfig) { c.dryRun = true } }
@@ -67,17 +73,17 @@ func Clean(ctx context.Context, cli client.APIClient, runID string, opts ...Clea
 		o(&cfg)
 	}
 	var errs []error
-	removed, err := cleanRun(ctx, cli, runID, cfg.bindRoot, cfg.dryRun)
+	removed, err := cleanRun(ctx, cli, runID, cfg.bindRoot, cfg.dryRun, cfg.own)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	h := NewHost(WithHostStateDir(cfg.hostState), WithHostDataRoot(cfg.hostData), WithCgroupRoot(cfg.cgroupRoot), WithHostProcRoot(cfg.procRoot))
-	hr, err := h.cleanStates(ctx, runID, cfg.dryRun)
+	hr, err := h.cleanStates(ctx, runID, cfg.dryRun, cfg.own)
 	removed = append(removed, hr...)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	gr, err := cleanGeneratorCgroups(cfg.cgroupRoot, runID, cfg.dryRun)
+	gr, err := cleanGeneratorCgroups(cfg.cgroupRoot, runID, cfg.dryRun, cfg.own)
 	removed = append(removed, gr...)
 	if err != nil {
 		errs = append(errs, err)
@@ -93,8 +99,9 @@ var generatorGroupRe = regexp.MustCompile(`^` + regexp.QuoteMeta(GeneratorCgroup
 // a killed ctrperf left behind. They belong to no run, so every clean
 // removes the empty ones. A group that still holds processes belongs to a
 // ctrperf that is running: it is left alone, and counts as left behind
-// only when everything is cleaned (runID "").
-func cleanGeneratorCgroups(cgroupRoot, runID string, dry bool) ([]string, error) {
+// only when everything is cleaned (runID "") without an Ownership; with
+// one, a group is its generator's, live while that process runs.
+func cleanGeneratorCgroups(cgroupRoot, runID string, dry bool, own *Ownership) ([]string, error) {
 	var dirs []string
 	for _, pattern := range []string{
 		filepath.Join(cgroupRoot, "*", NamePrefix, GeneratorCgroupPrefix+"*"), // v1, any hierarchy
@@ -115,7 +122,13 @@ func cleanGeneratorCgroups(cgroupRoot, runID string, dry bool) ([]string, error)
 			continue // gone meanwhile, or reached again through a co-mounted hierarchy's symlink
 		}
 		seen[real] = true
-		if pids := readPids(filepath.Join(d, "cgroup.procs")); len(pids) > 0 {
+		pids := readPids(filepath.Join(d, "cgroup.procs"))
+		if own != nil {
+			pid, _ := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), GeneratorCgroupPrefix))
+			if own.keepGenerator("cgroup "+d, pid, len(pids) > 0) || len(pids) > 0 {
+				continue // a forced clean still cannot remove a group with processes
+			}
+		} else if len(pids) > 0 {
 			if runID == "" {
 				errs = append(errs, fmt.Errorf("generator cgroup %s still holds processes %v (a ctrperf still running?)", d, pids))
 			}
@@ -133,18 +146,19 @@ func cleanGeneratorCgroups(cgroupRoot, runID string, dry bool) ([]string, error)
 }
 
 // cleanRun removes a run's Docker objects (by label), bind directories and
-// client namespace; runID "" means every run. Teardown and Clean share it.
-func cleanRun(ctx context.Context, cli client.APIClient, runID, bindRoot string, dry bool) ([]string, error) {
+// client namespace; runID "" means every run. Teardown and Clean share it;
+// own (nil for a teardown) keeps what live owners hold.
+func cleanRun(ctx context.Context, cli client.APIClient, runID, bindRoot string, dry bool, own *Ownership) ([]string, error) {
 	var removed []string
 	var errs []error
 	if cli != nil {
-		r, err := cleanDocker(ctx, cli, runID, dry)
+		r, err := cleanDocker(ctx, cli, runID, dry, own)
 		removed = append(removed, r...)
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	r, err := removeLoopbackRules(ctx, execIPTables, runID, dry)
+	r, err := removeLoopbackRules(ctx, execIPTables, runID, dry, own)
 	removed = append(removed, r...)
 	if err != nil {
 		errs = append(errs, err)
@@ -160,6 +174,9 @@ func cleanRun(ctx context.Context, cli client.APIClient, runID, bindRoot string,
 	}
 	for _, dir := range bindDirs {
 		if _, err := os.Lstat(dir); err != nil {
+			continue
+		}
+		if own.Keep("bind directory "+dir, filepath.Base(dir)) {
 			continue
 		}
 		if !dry {
@@ -181,6 +198,17 @@ func cleanRun(ctx context.Context, cli client.APIClient, runID, bindRoot string,
 		if err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if own != nil {
+		// Namespace and veth names are hashes of run ids: the owners'
+		// recorded run ids name them.
+		presentNS, presentLinks, _ := listExternal()
+		nss = slices.DeleteFunc(nss, func(n string) bool {
+			return !slices.Contains(presentNS, n) || own.keepExternal("netns "+n, n, runID)
+		})
+		links = slices.DeleteFunc(links, func(l string) bool {
+			return !slices.Contains(presentLinks, l) || own.keepExternal("veth "+l, l, runID)
+		})
 	}
 	if dry {
 		_, present, _ := listExternal()
@@ -204,7 +232,7 @@ func cleanRun(ctx context.Context, cli client.APIClient, runID, bindRoot string,
 	return removed, errors.Join(errs...)
 }
 
-func cleanDocker(ctx context.Context, cli client.APIClient, runID string, dry bool) ([]string, error) {
+func cleanDocker(ctx context.Context, cli client.APIClient, runID string, dry bool, own *Ownership) ([]string, error) {
 	f := filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))
 	if runID != "" {
 		f.Add("label", LabelRun+"="+runID)
@@ -220,6 +248,9 @@ func cleanDocker(ctx context.Context, cli client.APIClient, runID string, dry bo
 		if len(c.Names) > 0 {
 			name = strings.TrimPrefix(c.Names[0], "/")
 		}
+		if own.Keep("container "+name, c.Labels[LabelRun]) {
+			continue
+		}
 		if !dry {
 			if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("remove container %s: %w", name, err))
@@ -233,6 +264,9 @@ func cleanDocker(ctx context.Context, cli client.APIClient, runID string, dry bo
 		errs = append(errs, fmt.Errorf("list ctrperf networks: %w", err))
 	}
 	for _, n := range ns {
+		if own.Keep("network "+n.Name, n.Labels[LabelRun]) {
+			continue
+		}
 		if !dry {
 			if err := cli.NetworkRemove(ctx, n.ID); err != nil && !cerrdefs.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("remove network %s: %w", n.Name, err))
@@ -246,6 +280,9 @@ func cleanDocker(ctx context.Context, cli client.APIClient, runID string, dry bo
 		errs = append(errs, fmt.Errorf("list ctrperf volumes: %w", err))
 	}
 	for _, v := range vs.Volumes {
+		if own.Keep("volume "+v.Name, v.Labels[LabelRun]) {
+			continue
+		}
 		if !dry {
 			if err := cli.VolumeRemove(ctx, v.Name, true); err != nil && !cerrdefs.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("remove volume %s: %w", v.Name, err))

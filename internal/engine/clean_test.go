@@ -64,7 +64,7 @@ func TestCleanGeneratorCgroups(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			removed, err := cleanGeneratorCgroups(root, tc.runID, tc.dry)
+			removed, err := cleanGeneratorCgroups(root, tc.runID, tc.dry, nil)
 			if tc.wantErr == "" && err != nil {
 				t.Fatal(err)
 			}

@@ -156,7 +156,7 @@ func (d *Docker) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err er
 	}
 	// Teardown works by label, so a second deploy under a live run id would
 	// take the first one down with it on failure: refuse before creating.
-	if left, err := cleanDocker(ctx, d.cli, spec.RunID, true); err != nil {
+	if left, err := cleanDocker(ctx, d.cli, spec.RunID, true, nil); err != nil {
 		return nil, fmt.Errorf("deploy %s: %w", spec.RunID, err)
 	} else if len(left) > 0 {
 		return nil, fmt.Errorf("deploy %s: the run id is already in use on docker engine %s (%s); use a new run id or `ctrperf clean --run %s`", spec.RunID, d.name, strings.Join(left, ", "), spec.RunID)
@@ -632,7 +632,7 @@ func (d *Docker) Teardown(ctx context.Context, t *Target) error {
 	if st, ok := t.Private.(*dockerState); ok && st.ext != nil {
 		st.ext.close()
 	}
-	_, err := cleanRun(ctx, d.cli, t.RunID, d.bindRoot, false)
+	_, err := cleanRun(ctx, d.cli, t.RunID, d.bindRoot, false, nil)
 	return err
 }
 

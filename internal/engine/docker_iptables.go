@@ -90,7 +90,7 @@ func addLoopbackRule(ctx context.Context, run iptablesRunner, runID string, port
 
 // removeLoopbackRules deletes the loopback rules of a run (runID "": of
 // every run). No iptables binary means no rule was ever added.
-func removeLoopbackRules(ctx context.Context, run iptablesRunner, runID string, dry bool) ([]string, error) {
+func removeLoopbackRules(ctx context.Context, run iptablesRunner, runID string, dry bool, own *Ownership) ([]string, error) {
 	out, err := run(ctx, "-t", "nat", "-S", "OUTPUT")
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) {
@@ -101,6 +101,9 @@ func removeLoopbackRules(ctx context.Context, run iptablesRunner, runID string, 
 	var removed []string
 	var errs []error
 	for _, r := range parseLoopbackRules(bytes.NewReader(out), runID) {
+		if own.Keep(fmt.Sprintf("iptables rule nat OUTPUT 127.0.0.1:%d of run %s", r.Port, r.RunID), r.RunID) {
+			continue
+		}
 		if !dry {
 			if _, err := run(ctx, append([]string{"-t", "nat", "-D", "OUTPUT"}, loopbackRule(r.RunID, r.Port)...)...); err != nil {
 				errs = append(errs, err)

@@ -79,7 +79,7 @@ func (h *Host) loadState(path string) (hostState, error) {
 }
 
 // cleanStates undoes host runs from their state files (runID "" = all).
-func (h *Host) cleanStates(ctx context.Context, runID string, dry bool) ([]string, error) {
+func (h *Host) cleanStates(ctx context.Context, runID string, dry bool, own *Ownership) ([]string, error) {
 	var paths []string
 	if runID != "" {
 		paths = []string{h.statePath(runID)}
@@ -99,6 +99,9 @@ func (h *Host) cleanStates(ctx context.Context, runID string, dry bool) ([]strin
 		}
 		if err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		if own.Keep("host run "+st.RunID+" (processes, cgroups, mounts, data)", st.RunID) {
 			continue
 		}
 		r, err := h.destroy(ctx, st, dry, nil)

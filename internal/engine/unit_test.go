@@ -489,7 +489,7 @@ func TestLoopbackRulesRoundTrip(t *testing.T) {
 	// What iptables -S prints back for the added rule must parse and delete
 	// with exactly the same arguments.
 	f.list = "-A OUTPUT " + strings.Join(loopbackRule("run-a", 32803)[:11], " ") + ` "ctrperf.run=run-a" -j RETURN` + "\n"
-	removed, err := removeLoopbackRules(context.Background(), f.run, "run-a", false)
+	removed, err := removeLoopbackRules(context.Background(), f.run, "run-a", false, nil)
 	if err != nil || len(removed) != 1 {
 		t.Fatalf("remove = %v, %v", removed, err)
 	}
@@ -498,7 +498,7 @@ func TestLoopbackRulesRoundTrip(t *testing.T) {
 		t.Errorf("delete = %q, want the added rule %q", del, added)
 	}
 	f.err = errors.New("xtables lock held")
-	if _, err := removeLoopbackRules(context.Background(), f.run, "run-a", false); err == nil {
+	if _, err := removeLoopbackRules(context.Background(), f.run, "run-a", false, nil); err == nil {
 		t.Error("iptables failure not reported")
 	}
 }

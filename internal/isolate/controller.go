@@ -19,6 +19,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	"k8s.io/utils/cpuset"
+
+	"ctrperf/internal/owner"
 )
 
 // Managed is a container the controller manages.
@@ -903,24 +905,17 @@ func threadCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// Lock takes the one-writer-at-a-time lock at path (flock). Release it by
-// closing the returned file.
-func Lock(path string) (*os.File, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("create lock directory: %w", err)
+// Lock makes this process the one writer of stateDir: an owner record
+// (internal/owner, kind isolate) whose flock is held for as long as it
+// lives, so that a second controller, or a restore, refuses by the same
+// rule `ctrperf clean` decides liveness by. Release it by closing it.
+func Lock(stateDir string) (*owner.Owner, error) {
+	o, err := (owner.Dir{Path: stateDir}).Acquire(owner.Record{Kind: owner.KindIsolate, Session: "controller"})
+	var held *owner.HeldError
+	if errors.As(err, &held) {
+		return nil, fmt.Errorf("another ctrperf isolate holds %s (%s): only one writer at a time", stateDir, held.Holder.Record)
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open lock %s: %w", path, err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		b, _ := os.ReadFile(path)
-		f.Close()
-		return nil, fmt.Errorf("another ctrperf isolate holds %s (pid %s): only one writer at a time", path, string(b))
-	}
-	_ = f.Truncate(0)
-	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())), 0)
-	return f, nil
+	return o, err
 }
 
 // ckptCopy is a copy of the checkpoint in memory (tests, status).

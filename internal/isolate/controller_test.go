@@ -359,7 +359,7 @@ func TestControllerChurnForgetsGoneContainers(t *testing.T) {
 }
 
 func TestLockOneWriter(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "isolate.lock")
+	p := t.TempDir()
 	f, err := Lock(p)
 	if err != nil {
 		t.Fatal(err)

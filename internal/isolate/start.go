@@ -148,7 +148,7 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 			r.release()
 		}
 	}()
-	f, err := Lock(filepath.Join(o.StateDir, "lock"))
+	f, err := Lock(o.StateDir)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +250,7 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 // its next step and leave its checkpoint wrong.
 func RestoreStateDir(ctx context.Context, cli client.APIClient, stateDir string, roots kernel.Roots, emit func(Event)) (restored bool, err error) {
 	roots = roots.WithDefaults()
-	lock, err := Lock(filepath.Join(stateDir, "lock"))
+	lock, err := Lock(stateDir)
 	if err != nil {
 		return false, fmt.Errorf("%w; stop it (it restores on exit) instead of restoring under it", err)
 	}

@@ -62,8 +62,29 @@ func Load(dir string, opts ...Option) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load report from %s: %w", dir, err)
 	}
+	if conc, err := results.ReadConcurrency(dir); err != nil {
+		warn = append(warn, Warning{Message: fmt.Sprintf("cannot tell whether other bench runs ran beside this one: %v", err)})
+	} else if w, ok := concurrencyWarning(conc); ok {
+		warn = append(warn, w)
+	}
 	rep.Warnings = append(warn, rep.Warnings...)
 	return rep, nil
+}
+
+// concurrencyWarning says that the plan ran with --allow-concurrent, and
+// beside which sessions.
+func concurrencyWarning(c *results.Concurrency) (Warning, bool) {
+	if c == nil || !c.AllowConcurrent {
+		return Warning{}, false
+	}
+	msg := "the plan ran with --allow-concurrent"
+	if len(c.Beside) > 0 {
+		msg += " beside another bench run (" + strings.Join(c.Beside, "; ") + ")"
+	} else {
+		msg += " (no other bench run was running when it started, one may have started later)"
+	}
+	return Warning{Message: msg + ": runs that overlapped share CPUs, disks and the engine with it, and their numbers are disturbed",
+		Advice: "rerun the plan alone for numbers to rely on"}, true
 }
 
 // planBaseline reads the baseline name from the plan a run directory was

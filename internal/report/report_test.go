@@ -409,3 +409,39 @@ func TestEmptyHistogramsRenderAsJSON(t *testing.T) {
 		t.Errorf("error_rate %v, want 1", got)
 	}
 }
+
+// TestLoadWarnsOfConcurrentRuns: --allow-concurrent, recorded in env.json,
+// is a warning in the report.
+func TestLoadWarnsOfConcurrentRuns(t *testing.T) {
+	for _, tc := range []struct {
+		desc, env, want string
+	}{
+		{"beside another session", `{"concurrency":{"allow_concurrent":true,"beside":["pid 7 (ctrperf bench run x), output out/A"]}}`, "beside another bench run (pid 7"},
+		{"allowed but alone at start", `{"concurrency":{"allow_concurrent":true}}`, "no other bench run was running"},
+		{"not allowed", `{"machine":{}}`, ""},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFixture(t, dir, onlyConfigs(genRecords(t), "host", "docker-published"), "")
+			if err := os.WriteFile(filepath.Join(dir, results.EnvFileName), []byte(tc.env), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Load(dir, testStats)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, w := range rep.Warnings {
+				if strings.Contains(w.Message, "--allow-concurrent") {
+					found = tc.want != "" && strings.Contains(w.Message, tc.want)
+					if !found {
+						t.Errorf("warning %q, want one containing %q", w.Message, tc.want)
+					}
+				}
+			}
+			if tc.want != "" && !found {
+				t.Errorf("no --allow-concurrent warning in %+v", rep.Warnings)
+			}
+		})
+	}
+}

@@ -342,11 +342,20 @@ func List(opts ...Option) ([]Listed, error) {
 // loop devices and unmounts mounts of ctrperf's that no state mentions any
 // more (a start killed between two steps). It returns what it removed.
 func CleanAll(ctx context.Context, runID string, opts ...Option) ([]string, error) {
+	return CleanEngines(ctx, runID, nil, opts...)
+}
+
+// CleanEngines is CleanAll leaving alone the engines keep says to keep (a
+// live session's; nil keeps none). Their loop images and mounts stay too.
+func CleanEngines(ctx context.Context, runID string, keep func(State) bool, opts ...Option) ([]string, error) {
 	o := buildOptions(opts)
 	sts, errs := listStates(o)
 	var done []string
 	for _, st := range sts {
 		if runID != "" && st.RunID != runID {
+			continue
+		}
+		if keep != nil && keep(*st) {
 			continue
 		}
 		d, err := cleanEngine(ctx, o, st)

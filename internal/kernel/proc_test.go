@@ -1,0 +1,54 @@
+package kernel
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseStatStartTime(t *testing.T) {
+	const tail = " S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10"
+	tests := []struct {
+		desc, stat string
+		want       uint64
+		err        string
+	}{
+		{"plain command", "42 (sleep)" + tail, 987654, ""},
+		{"a command name with spaces and a parenthesis", "42 (a) b c)" + tail, 987654, ""},
+		{"too few fields", "42 (sleep) S 1 42", 0, "fields after the command name"},
+		{"not a number", "42 (sleep) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 soon 1000", 0, `starttime "soon"`},
+		{"no command name", "garbage", 0, "no command name"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			got, err := parseStatStartTime(strings.NewReader(tc.stat))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want it to contain %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("parseStatStartTime = %d, %v; want %d", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestProcStartTime(t *testing.T) {
+	proc := t.TempDir()
+	os.MkdirAll(filepath.Join(proc, "42"), 0o755)
+	if err := os.WriteFile(filepath.Join(proc, "42", "stat"), []byte("42 (x) S 1 42 42 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 555 1 1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ProcStartTime(proc, 42); err != nil || got != 555 {
+		t.Errorf("ProcStartTime(42) = %d, %v; want 555", got, err)
+	}
+	if _, err := ProcStartTime(proc, 43); err == nil {
+		t.Error("ProcStartTime of a missing process: no error")
+	}
+	if _, err := ProcStartTime(ProcMount, os.Getpid()); err != nil {
+		t.Errorf("ProcStartTime of this process: %v", err)
+	}
+}
