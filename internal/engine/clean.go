@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -252,7 +253,7 @@ func cleanDocker(ctx context.Context, cli client.APIClient, runID string, dry bo
 			continue
 		}
 		if !dry {
-			if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			if err := removeContainer(ctx, cli, c.ID, 200*time.Millisecond); err != nil {
 				errs = append(errs, fmt.Errorf("remove container %s: %w", name, err))
 				continue
 			}
@@ -292,4 +293,35 @@ func cleanDocker(ctx context.Context, cli client.APIClient, runID string, dry bo
 		removed = append(removed, "volume "+v.Name)
 	}
 	return removed, errors.Join(errs...)
+}
+
+// containerRemover is what removeContainer needs of the Engine API.
+type containerRemover interface {
+	ContainerRemove(ctx context.Context, id string, opts container.RemoveOptions) error
+	ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error)
+}
+
+// removeContainer force-removes a container. A container that is already
+// gone is removed; one whose removal is already in progress (a teardown
+// that a SIGKILL cut short had asked for it, and the engine carries on) is
+// waited for, polling every poll, until the engine no longer knows it or
+// ctx ends.
+func removeContainer(ctx context.Context, cli containerRemover, id string, poll time.Duration) error {
+	err := cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	switch {
+	case err == nil || cerrdefs.IsNotFound(err):
+		return nil
+	case !cerrdefs.IsConflict(err) && !strings.Contains(err.Error(), "already in progress"):
+		return err
+	}
+	for {
+		if _, ierr := cli.ContainerInspect(ctx, id); cerrdefs.IsNotFound(ierr) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (still being removed when %v)", err, ctx.Err())
+		case <-time.After(poll):
+		}
+	}
 }
