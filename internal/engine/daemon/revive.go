@@ -11,6 +11,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 
+	"ctrperf/internal/engine"
 	"ctrperf/internal/kernel"
 )
 
@@ -47,7 +48,14 @@ func cleanEngine(ctx context.Context, o Options, st *State) ([]string, error) {
 			if n > 0 {
 				done = append(done, fmt.Sprintf("%s: removed %d containers and networks through the engine", st.Name, n))
 			}
-			if err != nil {
+			switch {
+			case err != nil && engine.Unreachable(err):
+				// Its process lives but its socket is gone: it is shutting
+				// down (a run killed while stopping its engines). The
+				// teardown below stops it and its containers' processes and
+				// removes what they leave; the leftover check is the proof.
+				done = append(done, fmt.Sprintf("%s: engine no longer answers (stopping); its containers go with it", st.Name))
+			case err != nil:
 				errs = append(errs, err)
 			}
 		}
