@@ -190,10 +190,7 @@ func TestBenchKillDocker(t *testing.T) {
 	cli := testenv.Docker(t)
 
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "ctrperf")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build ctrperf: %v\n%s", err, out)
-	}
+	bin := buildCtrperf(t, dir)
 	planFile := filepath.Join(dir, "kill.yaml")
 	if err := os.WriteFile(planFile, []byte(killPlan), 0o644); err != nil {
 		t.Fatal(err)

@@ -291,3 +291,13 @@ func newObjects(before, after []string) []string {
 	}
 	return added
 }
+
+// buildCtrperf builds the ctrperf binary under test into dir.
+func buildCtrperf(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "ctrperf")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build ctrperf: %v\n%s", err, out)
+	}
+	return bin
+}

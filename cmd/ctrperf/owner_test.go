@@ -28,10 +28,7 @@ func TestCleanBesideALiveRunDocker(t *testing.T) {
 	cli := testenv.Docker(t)
 
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "ctrperf")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build ctrperf: %v\n%s", err, out)
-	}
+	bin := buildCtrperf(t, dir)
 	run := func(ctx context.Context, args ...string) (string, error) {
 		out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 		return string(out), err
