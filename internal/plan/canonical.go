@@ -15,16 +15,17 @@ import (
 // identifies the runs for --resume.
 
 type canonPlan struct {
-	Name           string        `yaml:"name"`
-	Description    string        `yaml:"description,omitempty"`
-	Workload       string        `yaml:"workload"`
-	Repetitions    int           `yaml:"repetitions"`
-	Warmup         string        `yaml:"warmup"`
-	Duration       string        `yaml:"duration"`
-	Seed           int64         `yaml:"seed"`
-	Baseline       string        `yaml:"baseline"`
-	LoadCPUSet     string        `yaml:"load_cpuset,omitempty"`
-	Configurations []canonConfig `yaml:"configurations"`
+	Name           string         `yaml:"name"`
+	Description    string         `yaml:"description,omitempty"`
+	Workload       string         `yaml:"workload"`
+	Repetitions    int            `yaml:"repetitions"`
+	Warmup         string         `yaml:"warmup"`
+	Duration       string         `yaml:"duration"`
+	Seed           int64          `yaml:"seed"`
+	Baseline       string         `yaml:"baseline"`
+	LoadCPUSet     string         `yaml:"load_cpuset,omitempty"`
+	Configurations []canonConfig  `yaml:"configurations"`
+	Thresholds     map[string]any `yaml:"thresholds,omitempty"`
 }
 
 type canonConfig struct {
@@ -57,6 +58,7 @@ func (p *Plan) Canonical() ([]byte, error) {
 	for i := range p.Configurations {
 		cp.Configurations = append(cp.Configurations, p.Configurations[i].canonical())
 	}
+	cp.Thresholds = canonicalThresholds(p.Thresholds, p.Configurations)
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)

@@ -85,6 +85,16 @@ func (p *Plan) Describe(w io.Writer) error {
 		}
 		fmt.Fprintln(w)
 	}
+	if len(p.Thresholds) > 0 {
+		fmt.Fprintln(w, "\nthresholds (exit code 3 when a whole interval of a ratio is beyond one):")
+		for _, t := range p.Thresholds {
+			who := "every configuration"
+			if t.Config != "" {
+				who = t.Config
+			}
+			fmt.Fprintf(w, "  %s: %s\n", who, t.Requirement(p.Baseline))
+		}
+	}
 	est := time.Duration(len(runs)) * (p.Warmup + p.Duration)
 	_, err := fmt.Fprintf(w, "\nmeasuring time at least %s (plus deploy and teardown of every run)\n", est)
 	return err

@@ -62,6 +62,10 @@ type Plan struct {
 	// Quicked says it was applied.
 	Quick   *Quick
 	Quicked bool
+	// Thresholds are the plan's CI gates, checked by `bench run` at the end
+	// and by `report` (exit code 3 when one is broken). They do not change
+	// the runs, so they are left out of Hash.
+	Thresholds []Threshold
 }
 
 // Knobs are what distinguishes one configuration from another.
@@ -136,7 +140,7 @@ func Parse(file string, data []byte, opt Options) (*Plan, error) {
 }
 
 var topKeys = []string{"name", "description", "workload", "load", "app", "repetitions",
-	"warmup", "duration", "seed", "baseline", "load_cpuset", "configurations", "matrix", "quick"}
+	"warmup", "duration", "seed", "baseline", "load_cpuset", "configurations", "matrix", "quick", "thresholds"}
 
 var configKeys = []string{"name", "runtime", "engine", "network", "data", "topology", "resources", "isolate", "app", "load"}
 
@@ -280,6 +284,11 @@ func (d *decoder) parse(data []byte, opt Options) *Plan {
 				d.errorf(pr.value, "baseline", "%q names no configuration; expected %s", s, oneOf(names(configs)))
 			}
 		}
+	}
+
+	if pr, ok := top["thresholds"]; ok {
+		p.Thresholds = d.thresholds(pr.value, "thresholds")
+		d.checkThresholds(p.Thresholds, configs, p.Baseline)
 	}
 
 	if pr, ok := top["quick"]; ok {
@@ -571,7 +580,9 @@ func names(cs []Configuration) []string {
 // with the same hash produce the same runs in the same order, which is what
 // --resume needs to know.
 func (p *Plan) Hash() (string, error) {
-	b, err := p.Canonical()
+	cp := *p
+	cp.Thresholds = nil // a changed gate is still the same runs
+	b, err := cp.Canonical()
 	if err != nil {
 		return "", err
 	}
