@@ -17,6 +17,7 @@ import (
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/fsutil"
+	"ctrperf/internal/kernel"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 	"ctrperf/internal/version"
@@ -165,22 +166,14 @@ func finishedRuns(p *plan.Plan, recs []results.RunRecord) (map[int]bool, error) 
 	return done, nil
 }
 
-// Env is the minimal set of environment facts written to OUT/env.json.
-type Env struct {
-	Time      time.Time `json:"time"`
-	Hostname  string    `json:"hostname,omitempty"`
-	Kernel    string    `json:"kernel,omitempty"`
-	Machine   string    `json:"machine,omitempty"`
-	CPUs      int       `json:"cpus"`
-	MemTotal  uint64    `json:"mem_total_bytes,omitempty"`
-	GoVersion string    `json:"go_version"`
-	Ctrperf   string    `json:"ctrperf_version"`
-	CPUModel  string    `json:"cpu_model,omitempty"`
-}
+// Env is the machine section of OUT/env.json (results.Machine, which the
+// report reads).
+type Env = results.Machine
 
 // GatherEnv collects what a reader of the results needs to know about the
-// machine. procRoot is where /proc is mounted.
-func GatherEnv(_ context.Context, procRoot string) any {
+// machine: kernel, CPU model and count, memory, cgroup layout. roots are
+// where /proc and the cgroup mount are.
+func GatherEnv(_ context.Context, roots kernel.Roots) any {
 	e := Env{Time: time.Now().UTC(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Ctrperf: version.Version}
 	e.Hostname, _ = os.Hostname()
 	var u unix.Utsname
@@ -188,23 +181,14 @@ func GatherEnv(_ context.Context, procRoot string) any {
 		e.Kernel = unix.ByteSliceToString(u.Release[:])
 		e.Machine = unix.ByteSliceToString(u.Machine[:])
 	}
-	var si unix.Sysinfo_t
-	if unix.Sysinfo(&si) == nil {
+	if m, err := kernel.MemTotal(roots.Proc); err == nil {
+		e.MemTotal = m
+	} else if si := (unix.Sysinfo_t{}); unix.Sysinfo(&si) == nil {
 		e.MemTotal = uint64(si.Totalram) * uint64(si.Unit)
 	}
-	if b, err := os.ReadFile(filepath.Join(procRoot, "cpuinfo")); err == nil {
-		e.CPUModel = cpuModel(string(b))
-	}
+	e.CPUModel, _ = kernel.CPUModel(roots.Proc)
+	e.Cgroups = string(kernel.DetectCgroups(roots.Cgroup).Mode)
 	return e
-}
-
-func cpuModel(cpuinfo string) string {
-	for _, line := range strings.Split(cpuinfo, "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }
 
 // envDoc is OUT/env.json: the machine's facts and every engine the runs used.

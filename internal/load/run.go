@@ -224,6 +224,7 @@ func (r *runner) open(ctx context.Context) error {
 	t0 := time.Now().Add(2 * time.Millisecond)
 	r.mStart = t0.Add(p.Warmup)
 	r.mEnd = r.mStart.Add(p.Duration)
+	r.rec.start = r.mStart
 	var startTimer *time.Timer
 	if p.Warmup > 0 {
 		startTimer = time.AfterFunc(time.Until(r.mStart), r.beginWindow)
@@ -326,6 +327,7 @@ func (r *runner) closed(ctx context.Context) error {
 	t0 := time.Now()
 	r.mStart = t0.Add(p.Warmup)
 	r.mEnd = r.mStart.Add(p.Duration)
+	r.rec.start = r.mStart
 	if p.Warmup == 0 {
 		r.beginWindow()
 	}
@@ -448,6 +450,7 @@ func (r *runner) measurement() (*results.Measurement, error) {
 	if n := r.rec.unknown.Load(); n > 0 {
 		m.Notes = append(m.Notes, fmt.Sprintf("%d observations had an unknown label (driver bug)", n))
 	}
+	m.PerSecond = r.rec.perSecond(window)
 	if x, ok := r.d.(extraMetrics); ok {
 		for k, v := range x.Metrics() {
 			m.Metrics[k] = v

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // EnvFileName is the environment facts file of an output directory
@@ -39,4 +40,45 @@ func ReadConcurrency(dir string) (*Concurrency, error) {
 		return nil, fmt.Errorf("parse %s: %w", filepath.Join(dir, EnvFileName), err)
 	}
 	return doc.Concurrency, nil
+}
+
+// Machine is the machine section of OUT/env.json: what a reader of the
+// results needs to know about where they were measured.
+type Machine struct {
+	Time      time.Time `json:"time"`
+	Hostname  string    `json:"hostname,omitempty"`
+	Kernel    string    `json:"kernel,omitempty"`
+	Machine   string    `json:"machine,omitempty"` // architecture, uname -m
+	CPUs      int       `json:"cpus"`
+	MemTotal  uint64    `json:"mem_total_bytes,omitempty"`
+	GoVersion string    `json:"go_version"`
+	Ctrperf   string    `json:"ctrperf_version"`
+	CPUModel  string    `json:"cpu_model,omitempty"`
+	// Cgroups is the cgroup layout: v1, v2 or hybrid.
+	Cgroups string `json:"cgroups,omitempty"`
+}
+
+// Env is OUT/env.json: the machine, every engine the runs used, and the
+// concurrency section.
+type Env struct {
+	Machine     *Machine     `json:"machine,omitempty"`
+	Engines     []EngineInfo `json:"engines,omitempty"`
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
+}
+
+// ReadEnv reads dir/env.json; nil when there is none.
+func ReadEnv(dir string) (*Env, error) {
+	path := filepath.Join(dir, EnvFileName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var e Env
+	if err := json.Unmarshal(b, &e); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", path, err)
+	}
+	return &e, nil
 }

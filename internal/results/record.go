@@ -79,6 +79,21 @@ type Measurement struct {
 	Tools map[string]string `json:"tools,omitempty"`
 	// Notes are warnings the driver wants in the report.
 	Notes []string `json:"notes,omitempty"`
+	// PerSecond is the measured window second by second, as the load
+	// generator saw it (the k6 picture); empty for tools that report only
+	// totals.
+	PerSecond []Second `json:"per_second,omitempty"`
+}
+
+// Second is one second of the measured window: the requests that completed
+// in it (bucketed by completion) and their latency percentiles.
+type Second struct {
+	T      float64 `json:"t"`     // end of the second, seconds from the window's start
+	Count  int64   `json:"count"` // completed requests, errors included
+	Errors int64   `json:"errors,omitempty"`
+	P50Ms  float64 `json:"p50_ms,omitempty"`
+	P99Ms  float64 `json:"p99_ms,omitempty"`
+	MaxMs  float64 `json:"max_ms,omitempty"`
 }
 
 // EngineInfo describes the engine a run was deployed on, as the engine
