@@ -55,12 +55,21 @@ func Load(dir string, opts ...Option) (*Report, error) {
 	}
 	o := applyOptions(opts)
 	explicit := o.Baseline != ""
-	if !explicit {
-		o.Baseline = planBaseline(filepath.Join(dir, "plan.yaml"))
+	p := loadPlan(filepath.Join(dir, "plan.yaml"))
+	if !explicit && p != nil {
+		o.Baseline = p.Baseline
 	}
 	rep, err := build(recs, o, explicit)
 	if err != nil {
 		return nil, fmt.Errorf("load report from %s: %w", dir, err)
+	}
+	if env, err := results.ReadEnv(dir); err != nil {
+		warn = append(warn, Warning{Message: fmt.Sprintf("cannot tell where the results were measured: %v", err)})
+	} else {
+		rep.Env.addEnvFile(env)
+	}
+	if p != nil && len(p.Thresholds) > 0 {
+		rep.gateErr = rep.CheckThresholds(p.Thresholds)
 	}
 	if conc, err := results.ReadConcurrency(dir); err != nil {
 		warn = append(warn, Warning{Message: fmt.Sprintf("cannot tell whether other bench runs ran beside this one: %v", err)})
@@ -87,15 +96,15 @@ func concurrencyWarning(c *results.Concurrency) (Warning, bool) {
 		Advice: "rerun the plan alone for numbers to rely on"}, true
 }
 
-// planBaseline reads the baseline name from the plan a run directory was
-// made from (its own schema only: a report needs no workload). Any problem
-// means "unknown".
-func planBaseline(path string) string {
+// loadPlan reads the plan a run directory was made from (its own schema
+// only: a report needs no workload) for its baseline and thresholds. Any
+// problem means "unknown": nil.
+func loadPlan(path string) *plan.Plan {
 	p, err := plan.Load(path, plan.Options{})
 	if err != nil {
-		return ""
+		return nil
 	}
-	return p.Baseline
+	return p
 }
 
 func applyOptions(opts []Option) Options {
@@ -165,9 +174,12 @@ func build(recs []results.RunRecord, o Options, baselineExplicit bool) (*Report,
 	for _, c := range rep.Configs {
 		if c != b {
 			c.VsBaseline = compareConfigs(c, b, so.Level)
+			c.OpVsBaseline = compareOperations(c, b, so.Level)
 		}
 	}
 	rep.Warnings = mergeAlike(append(rep.Warnings, crossWarnings(rep)...), len(rep.Configs))
+	rep.Headline = headline(rep)
+	rep.Env = environmentFromRecords(recs, order)
 	return rep, nil
 }
 
@@ -420,6 +432,23 @@ func buildConfig(name string, runs []*results.RunRecord, o Options) (*Config, []
 		}
 	}
 
+	// Each repetition's own figures, for the strip plots: the per-run
+	// metrics, and p50/p99 read from each run's own histogram.
+	c.perRun = perRun
+	for _, d := range ok {
+		c.okRuns = append(c.okRuns, d.rec)
+		if d.hist == nil || d.hist.TotalCount() == 0 {
+			continue
+		}
+		for _, q := range []struct {
+			metric string
+			q      float64
+		}{{results.MetricP50Ms, 50}, {results.MetricP99Ms, 99}} {
+			if _, own := d.metrics[q.metric]; !own {
+				c.perRun[q.metric] = append(c.perRun[q.metric], float64(d.hist.ValueAtQuantile(q.q))/1000)
+			}
+		}
+	}
 	c.representative = representative(ok, c.Metrics[results.MetricThroughput].Median)
 	c.System = summarizeSystem(ok)
 	warn = append(warn, configWarnings(c, ok)...)
@@ -504,6 +533,37 @@ func compareConfigs(c, b *Config, level float64) map[string]stats.Comparison {
 	}
 	return out
 }
+
+// compareOperations is config/baseline per operation both have, for the
+// latency and throughput figures.
+func compareOperations(c, b *Config, level float64) map[string]map[string]stats.Comparison {
+	if !c.OK() || !b.OK() {
+		return nil
+	}
+	out := map[string]map[string]stats.Comparison{}
+	for op, est := range c.Operations {
+		best, ok := b.Operations[op]
+		if !ok {
+			continue
+		}
+		m := map[string]stats.Comparison{}
+		for _, k := range opCompareMetrics {
+			e, has := est[k]
+			be, bhas := best[k]
+			if !has || !bhas {
+				continue
+			}
+			m[k] = stats.CompareReplicates(k, e.Median, be.Median, c.opReps[op][k], b.opReps[op][k], e.N, be.N, level)
+		}
+		if len(m) > 0 {
+			out[op] = m
+		}
+	}
+	return out
+}
+
+// opCompareMetrics are compared per operation.
+var opCompareMetrics = []string{results.MetricP50Ms, results.MetricP99Ms, results.MetricThroughput}
 
 func sortedKeys[V any](m map[string]V) []string {
 	ks := make([]string, 0, len(m))

@@ -23,6 +23,8 @@ type Comparison struct {
 	OnlyFirst  []string  `json:"only_first,omitempty"`
 	OnlySecond []string  `json:"only_second,omitempty"`
 	Warnings   []Warning `json:"warnings"`
+	// Gates are the --fail-on rules, checked (CheckFailOn).
+	Gates []GateResult `json:"gates,omitempty"`
 }
 
 // ConfigComparison is one configuration in both sets.
@@ -170,5 +172,9 @@ func comparisonSections(c *Comparison) []section {
 				fmtRatio(mc.Ratio.Ratio), fmtRatioCI(mc.Ratio), verdictText(mc.Ratio, mc.First.N, mc.Second.N)})
 		}
 	}
-	return []section{head, s, warningSection(c.Warnings)}
+	out := []section{head, s}
+	if g, ok := gateSection("Gates (--fail-on)", "a rule is broken only when the whole interval of the ratio is beyond it", c.Gates); ok {
+		out = append(out, g)
+	}
+	return append(out, warningSection(c.Warnings))
 }

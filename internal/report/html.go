@@ -67,8 +67,7 @@ type htmlPage struct {
 
 func renderHTML(w io.Writer, rep *Report) error {
 	p := htmlPage{R: rep}
-	secs := textSections(rep)
-	p.Head = secs[0].Lines
+	p.Head = headSection(rep).Lines
 	agg := aggregateSection(rep)
 	p.AggHeader = agg.Header[:len(agg.Header)-1] // status goes under the name
 	for _, r := range agg.Rows {

@@ -20,11 +20,11 @@ func Render(w io.Writer, rep *Report, format string) error {
 	var err error
 	switch format {
 	case "table":
-		err = renderText(w, textSections(rep), false)
+		err = renderText(w, textSections(rep, false), false)
 	case "summary":
 		err = renderText(w, summarySections(rep), false)
 	case "md", "markdown":
-		err = renderText(w, textSections(rep), true)
+		err = renderText(w, textSections(rep, true), true)
 	case "json":
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")

@@ -23,9 +23,25 @@ type Report struct {
 	// Resamples and Level describe the bootstrap behind every interval.
 	Resamples int       `json:"resamples"`
 	Level     float64   `json:"level"`
-	Configs   []*Config `json:"configs"`
-	Warnings  []Warning `json:"warnings"`
+	// Headline is what the report answers first, in words: one line per
+	// configuration, naming only differences whose interval excludes 1.
+	Headline []string `json:"headline"`
+	// Env is where the results were measured (OUT/env.json and the
+	// records' engines); nil when nothing is known.
+	Env      *Environment `json:"env,omitempty"`
+	Configs  []*Config    `json:"configs"`
+	Warnings []Warning    `json:"warnings"`
+	// Thresholds are the plan's gates, checked (Load reads them from
+	// OUT/plan.yaml).
+	Thresholds []GateResult `json:"thresholds,omitempty"`
+
+	gateErr error // what checking the plan's thresholds found (Gate)
 }
+
+// Gate is the outcome of the plan's thresholds as Load checked them: nil
+// when none is broken (or the plan has none), a *ThresholdError when one
+// is, another error when a rule could not be checked at all.
+func (r *Report) Gate() error { return r.gateErr }
 
 // Config is one configuration: its runs, metrics, comparison with the
 // baseline and per-operation metrics.
@@ -45,6 +61,9 @@ type Config struct {
 	VsBaseline map[string]stats.Comparison `json:"vs_baseline,omitempty"`
 	// Operations holds the same metrics per operation.
 	Operations map[string]map[string]stats.Estimate `json:"operations,omitempty"`
+	// OpVsBaseline is, per operation both have, the ratio to the
+	// baseline's same operation (latency and throughput).
+	OpVsBaseline map[string]map[string]stats.Comparison `json:"op_vs_baseline,omitempty"`
 	// System is the observers' summary over all successful runs.
 	System []SystemFigure `json:"system,omitempty"`
 
@@ -55,6 +74,11 @@ type Config struct {
 	// representative is the successful run whose throughput is closest to
 	// the median: its timelines stand for the configuration in plots.
 	representative *results.RunRecord
+	// perRun holds each successful repetition's own value per metric (p50
+	// and p99 read from its own histogram), for strip plots; okRuns are
+	// those repetitions.
+	perRun map[string][]float64
+	okRuns []*results.RunRecord
 }
 
 // OK reports whether the configuration has numbers at all.

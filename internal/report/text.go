@@ -20,6 +20,9 @@ type section struct {
 	Header []string
 	Rows   [][]string
 	Lines  []string // for lists (warnings)
+	// Bullets makes Lines a list in Markdown (an untitled section is the
+	// report's answer: plain lines on a terminal).
+	Bullets bool
 }
 
 // cut shortens long cells (error messages) for the terminal table; the full
@@ -31,17 +34,52 @@ func cut(s string, n int) string {
 	return string([]rune(s)[:n-1]) + "…"
 }
 
-func textSections(rep *Report) []section {
-	var out []section
+// headSection is the report's title block: what was compared and how the
+// figures were computed.
+func headSection(rep *Report) section {
 	head := fmt.Sprintf("plan %s", orDash(rep.Plan))
 	if rep.Workload != "" {
 		head += ", workload " + rep.Workload
 	}
 	head += fmt.Sprintf(", baseline %s, %d configurations", rep.Baseline, len(rep.Configs))
-	out = append(out, section{Title: "ctrperf report", Lines: []string{head,
-		fmt.Sprintf("Figures are medians across repetitions; latencies come from histograms merged over all repetitions; intervals are %.0f%% percentile-bootstrap intervals (%d resamples of whole runs).", rep.Level*100, rep.Resamples)}})
+	return section{Title: "ctrperf report", Lines: []string{head,
+		fmt.Sprintf("Figures are medians across repetitions; latencies come from histograms merged over all repetitions; intervals are %.0f%% percentile-bootstrap intervals (%d resamples of whole runs).", rep.Level*100, rep.Resamples)}}
+}
+
+// answerSection is the report's first lines: the headline, then the
+// gates that are broken.
+func answerSection(rep *Report) section {
+	s := section{Lines: append([]string{}, rep.Headline...), Bullets: true}
+	for _, g := range rep.Thresholds {
+		if g.Broken() {
+			s.Lines = append(s.Lines, "THRESHOLD BROKEN: "+g.String())
+		}
+	}
+	return s
+}
+
+// textSections are the table and Markdown report. The terminal form starts
+// with the answer itself; Markdown with its title, then the answer.
+func textSections(rep *Report, md bool) []section {
+	var out []section
+	if md {
+		a, h := answerSection(rep), headSection(rep)
+		a.Title, h.Title = h.Title, ""
+		if rep.Plan != "" {
+			a.Title += ": " + rep.Plan
+		}
+		out = append(out, a, h)
+	} else {
+		out = append(out, answerSection(rep), headSection(rep))
+	}
+	if lines := envLines(rep.Env); len(lines) > 0 {
+		out = append(out, section{Title: "Environment", Lines: lines})
+	}
 	out = append(out, aggregateSection(rep))
 	if s, ok := summarySection(rep); ok {
+		out = append(out, s)
+	}
+	if s, ok := thresholdSection(rep); ok {
 		out = append(out, s)
 	}
 	if s, ok := otherSection(rep); ok {
@@ -54,16 +92,22 @@ func textSections(rep *Report) []section {
 	return out
 }
 
-// summarySections are the short form: the headline comparison and what to
-// be careful about. With the baseline alone there is nothing to compare, so
-// the aggregate stands in.
+func thresholdSection(rep *Report) (section, bool) {
+	return gateSection("Thresholds", "the plan's gates; a rule is broken only when the whole interval of the ratio is beyond it (exit code 3)", rep.Thresholds)
+}
+
+// summarySections are the short form: the answer, the headline comparison
+// and what to be careful about. With the baseline alone there is nothing
+// to compare, so the aggregate stands in.
 func summarySections(rep *Report) []section {
-	all := textSections(rep)
-	out := []section{all[0]}
+	out := []section{answerSection(rep), headSection(rep)}
 	if s, ok := summarySection(rep); ok {
 		out = append(out, s)
 	} else {
 		out = append(out, aggregateSection(rep))
+	}
+	if s, ok := thresholdSection(rep); ok {
+		out = append(out, s)
 	}
 	return append(out, warningSection(rep.Warnings))
 }
@@ -253,6 +297,7 @@ func renderText(w io.Writer, secs []section, md bool) error {
 			b.WriteString("\n")
 		}
 		switch {
+		case s.Title == "":
 		case md && i == 0:
 			fmt.Fprintf(&b, "# %s\n\n", s.Title)
 		case md:
@@ -268,7 +313,7 @@ func renderText(w io.Writer, secs []section, md bool) error {
 			}
 		}
 		for _, l := range s.Lines {
-			if md && s.Header == nil && s.Title == "Warnings" {
+			if md && s.Header == nil && (s.Title == "Warnings" || s.Bullets) {
 				fmt.Fprintf(&b, "- %s\n", mdEscape(l))
 			} else if md {
 				fmt.Fprintf(&b, "%s\n\n", mdEscape(l))

@@ -1,0 +1,147 @@
+package report
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"ctrperf/internal/results"
+)
+
+// Environment is where the results were measured: the machine as bench
+// recorded it in OUT/env.json, and each engine the runs used with the
+// configurations that used it.
+type Environment struct {
+	Machine *results.Machine `json:"machine,omitempty"`
+	// Start is when the first run started (the date when env.json is
+	// missing).
+	Start   time.Time   `json:"start,omitempty"`
+	Engines []EngineUse `json:"engines,omitempty"`
+}
+
+// EngineUse is an engine and the configurations whose runs it served.
+type EngineUse struct {
+	results.EngineInfo
+	Configs []string `json:"configs,omitempty"`
+}
+
+// environmentFromRecords gathers the engines the records name (as each
+// engine reported itself at the start of a run), in configuration order.
+func environmentFromRecords(recs []results.RunRecord, order []string) *Environment {
+	env := &Environment{}
+	idx := map[string]int{}
+	for _, name := range order {
+		for i := range recs {
+			r := &recs[i]
+			if r.Config != name {
+				continue
+			}
+			if env.Start.IsZero() || (!r.Start.IsZero() && r.Start.Before(env.Start)) {
+				env.Start = r.Start
+			}
+			if r.Engine == nil {
+				continue
+			}
+			i, seen := idx[r.Engine.Name]
+			if !seen {
+				i = len(env.Engines)
+				idx[r.Engine.Name] = i
+				env.Engines = append(env.Engines, EngineUse{EngineInfo: *r.Engine})
+			}
+			if !slices.Contains(env.Engines[i].Configs, name) {
+				env.Engines[i].Configs = append(env.Engines[i].Configs, name)
+			}
+		}
+	}
+	return env
+}
+
+// addEnvFile adds what OUT/env.json knows: the machine, and engines no
+// successful run named (a private engine whose runs all failed).
+func (e *Environment) addEnvFile(f *results.Env) {
+	if f == nil {
+		return
+	}
+	e.Machine = f.Machine
+	for _, eng := range f.Engines {
+		if !slices.ContainsFunc(e.Engines, func(u EngineUse) bool { return u.Name == eng.Name }) {
+			e.Engines = append(e.Engines, EngineUse{EngineInfo: eng})
+		}
+	}
+}
+
+// envLines are the environment block, one fact per line.
+func envLines(e *Environment) []string {
+	if e == nil {
+		return nil
+	}
+	var out []string
+	m := e.Machine
+	date := e.Start
+	if m != nil && !m.Time.IsZero() {
+		date = m.Time
+	}
+	var first []string
+	if !date.IsZero() {
+		first = append(first, "measured "+date.UTC().Format("2006-01-02 15:04 MST"))
+	}
+	if m != nil {
+		if m.Hostname != "" {
+			first = append(first, "on "+m.Hostname)
+		}
+		first = append(first, "with ctrperf "+orDash(m.Ctrperf)+" ("+orDash(m.GoVersion)+")")
+	}
+	if len(first) > 0 {
+		out = append(out, strings.Join(first, " "))
+	}
+	if m != nil {
+		k := "kernel " + orDash(m.Kernel)
+		if m.Machine != "" {
+			k += " " + m.Machine
+		}
+		if m.Cgroups != "" {
+			k += ", cgroup " + m.Cgroups
+		}
+		out = append(out, k)
+		cpu := fmt.Sprintf("%d CPUs", m.CPUs)
+		if m.CPUModel != "" {
+			cpu += " (" + m.CPUModel + ")"
+		}
+		if m.MemTotal > 0 {
+			cpu += fmt.Sprintf(", memory %.1f GiB", float64(m.MemTotal)/(1<<30))
+		}
+		out = append(out, cpu)
+	} else {
+		out = append(out, "machine: unknown (no env.json beside the results)")
+	}
+	for _, eng := range e.Engines {
+		if eng.Runtime != "docker" {
+			continue
+		}
+		out = append(out, engineLine(eng))
+	}
+	return out
+}
+
+func engineLine(e EngineUse) string {
+	name := "Docker engine " + e.Name
+	if e.Private {
+		name += " (private, started by ctrperf)"
+	}
+	parts := []string{"version " + orDash(e.Version), "storage driver " + orDash(e.StorageDriver)}
+	if e.BackingFS != "" {
+		parts[1] += " on " + e.BackingFS
+	}
+	if e.UserlandProxy != nil {
+		parts = append(parts, "userland proxy "+map[bool]string{true: "on", false: "off"}[*e.UserlandProxy])
+	}
+	if e.DataRoot != "" {
+		parts = append(parts, "data root "+e.DataRoot)
+	}
+	line := name + ": " + strings.Join(parts, ", ")
+	if len(e.Configs) > 0 {
+		line += " — used by " + strings.Join(e.Configs, ", ")
+	}
+	return line
+}
