@@ -14,6 +14,7 @@ import (
 	"ctrperf/internal/bench"
 	"ctrperf/internal/lifecycle"
 	"ctrperf/internal/plan"
+	"ctrperf/internal/report"
 )
 
 func newBenchCmd() *cobra.Command {
@@ -163,6 +164,15 @@ func runBench(cmd *cobra.Command, args []string, f benchRunFlags, newEngines fun
 	}
 	if errors.Is(err, bench.ErrInterrupted) {
 		return &exitError{code: 130, msg: err.Error()}
+	}
+	if err == nil && len(p.Thresholds) > 0 {
+		// The gates, on everything in OUT (a resumed plan included); the
+		// summary above has already shown them.
+		rep, lerr := report.Load(out)
+		if lerr != nil {
+			return lerr
+		}
+		return thresholdExit(rep.Gate())
 	}
 	return err
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"ctrperf/internal/plan"
 	"ctrperf/internal/report"
 	"ctrperf/internal/stats"
 )
@@ -17,6 +19,7 @@ type compareFlags struct {
 	output    string
 	resamples int
 	seed      uint64
+	failOn    []string
 }
 
 func newCompareCmd() *cobra.Command {
@@ -28,7 +31,13 @@ func newCompareCmd() *cobra.Command {
 for every configuration present in both, each metric's median in OUT1 and
 OUT2 and the ratio OUT2/OUT1 with a 95% bootstrap interval (each set
 resampled independently) and a verdict. An interval that contains 1 is
-"no measurable difference".`,
+"no measurable difference".
+
+--fail-on makes it a CI gate: 'p99_ms>+10%' fails (exit code 3) when the
+OUT2/OUT1 ratio of p99_ms is above 1.10 for some configuration — its whole
+interval, so noise that merely straddles +10% does not fail the job.
+'throughput_per_s<-5%' fails on a drop of more than 5%; 'CONFIG:p99_ms>1.2x'
+limits a rule to one configuration. Repeat the flag for several rules.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runCompare(cmd.OutOrStdout(), args[0], args[1], f)
@@ -39,6 +48,7 @@ resampled independently) and a verdict. An interval that contains 1 is
 	fl.StringVarP(&f.output, "output", "o", "", "write to this file instead of standard output")
 	fl.IntVar(&f.resamples, "resamples", stats.DefaultResamples, "bootstrap resamples per interval")
 	fl.Uint64Var(&f.seed, "seed", 1, "bootstrap seed")
+	fl.StringArrayVar(&f.failOn, "fail-on", nil, "exit 3 when a ratio's whole interval is beyond this change, e.g. 'p99_ms>+10%' or 'throughput_per_s<-5%' (repeatable)")
 	return cmd
 }
 
@@ -49,9 +59,21 @@ func runCompare(stdout io.Writer, first, second string, f compareFlags) error {
 	if f.resamples < 100 {
 		return &exitError{code: 2, msg: fmt.Sprintf("--resamples %d is too few for a 95%% interval (use 1000 or more)", f.resamples)}
 	}
+	var rules []plan.Threshold
+	for _, r := range f.failOn {
+		t, err := plan.ParseFailOn(r)
+		if err != nil {
+			return &exitError{code: 2, msg: err.Error()}
+		}
+		rules = append(rules, t)
+	}
 	c, err := report.CompareDirs(first, second, report.WithStats(stats.Options{Resamples: f.resamples, Seed: f.seed}))
 	if err != nil {
 		return err
+	}
+	var gateErr error
+	if len(rules) > 0 {
+		gateErr = c.CheckFailOn(rules)
 	}
 	if err := writeRendered(stdout, f.output, func(w io.Writer) error { return report.RenderComparison(w, c, f.format) }); err != nil {
 		return err
@@ -59,5 +81,15 @@ func runCompare(stdout io.Writer, first, second string, f compareFlags) error {
 	if f.output != "" {
 		fmt.Fprintln(stdout, "comparison written to", f.output)
 	}
-	return nil
+	return thresholdExit(gateErr)
+}
+
+// thresholdExit turns a broken gate into exit code 3 with the broken rules
+// named; other errors pass through.
+func thresholdExit(err error) error {
+	var te *report.ThresholdError
+	if errors.As(err, &te) {
+		return &exitError{code: te.ExitCode(), msg: te.Error()}
+	}
+	return err
 }

@@ -36,7 +36,11 @@ warnings with advice.
 
 Formats: table (terminal), md, json, csv (one row per config x operation x
 metric), html (one self-contained file with plots; written to
-OUT/report.html unless -o is given).`,
+OUT/report.html unless -o is given). The first lines answer in words: per
+configuration, the differences from the baseline whose interval excludes 1.
+
+When the plan has thresholds: (see plans/README.md), they are checked and
+the command exits 3 when one is broken, naming it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runReport(cmd.OutOrStdout(), args[0], f) },
 	}
@@ -74,7 +78,7 @@ func runReport(stdout io.Writer, dir string, f reportFlags) error {
 	if out != "" {
 		fmt.Fprintln(stdout, "report written to", out)
 	}
-	return nil
+	return thresholdExit(rep.Gate())
 }
 
 // writeRendered renders into memory first, so that a failed render never

@@ -43,10 +43,11 @@ func environmentFromRecords(recs []results.RunRecord, order []string) *Environme
 			if r.Engine == nil {
 				continue
 			}
-			i, seen := idx[r.Engine.Name]
+			key := r.Engine.Runtime + "/" + r.Engine.Name
+			i, seen := idx[key]
 			if !seen {
 				i = len(env.Engines)
-				idx[r.Engine.Name] = i
+				idx[key] = i
 				env.Engines = append(env.Engines, EngineUse{EngineInfo: *r.Engine})
 			}
 			if !slices.Contains(env.Engines[i].Configs, name) {
@@ -65,7 +66,7 @@ func (e *Environment) addEnvFile(f *results.Env) {
 	}
 	e.Machine = f.Machine
 	for _, eng := range f.Engines {
-		if !slices.ContainsFunc(e.Engines, func(u EngineUse) bool { return u.Name == eng.Name }) {
+		if !slices.ContainsFunc(e.Engines, func(u EngineUse) bool { return u.Name == eng.Name && u.Runtime == eng.Runtime }) {
 			e.Engines = append(e.Engines, EngineUse{EngineInfo: eng})
 		}
 	}

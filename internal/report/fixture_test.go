@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -102,7 +103,12 @@ func genRecordsFrom(t testing.TB, configs []fixtureConfig, seed uint64) []result
 				rec.Status, rec.Error = results.StatusFailed, "deploy ticketd: container exited with code 137 (out of memory?)"
 			default:
 				rec.Status = results.StatusOK
-				rec.Engine = &results.EngineInfo{Runtime: fc.knobs["runtime"].(string), Name: "default"}
+				rec.Engine = &results.EngineInfo{Runtime: "host", Name: "host"}
+				if fc.knobs["runtime"] == "docker" {
+					proxy := true
+					rec.Engine = &results.EngineInfo{Runtime: "docker", Name: "default", Version: "20.10.24+dfsg1", StorageDriver: "overlay2",
+						DataRoot: "/var/lib/docker", BackingFS: "extfs", UserlandProxy: &proxy}
+				}
 				rec.Result = genMeasurement(t, r, fc, rep, duration)
 				rec.System = genSeries(r, fc)
 			}
@@ -157,6 +163,15 @@ func genMeasurement(t testing.TB, r *rand.Rand, fc fixtureConfig, rep int, durat
 		}
 		o.Histogram = enc
 		m.Operations[op.name] = o
+	}
+	// The window second by second, from its own stream so that the rest of
+	// the fixture does not move when this changes.
+	pr := rand.New(rand.NewPCG(uint64(rep), uint64(len(fc.name))))
+	for i := 1; i <= int(duration); i++ {
+		n := int64(rate*float64(len(fixtureOps))*(0.9+0.2*pr.Float64())) + 1
+		med := fc.latencyMs / runFactor * (0.9 + 0.2*pr.Float64())
+		m.PerSecond = append(m.PerSecond, results.Second{T: float64(i), Count: n,
+			P50Ms: med, P99Ms: med * (3 + 2*pr.Float64()), MaxMs: med * 8})
 	}
 	return m
 }
@@ -218,6 +233,19 @@ func writeFixture(t testing.TB, dir string, recs []results.RunRecord, baseline s
 		}
 	}
 	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	env := results.Env{Machine: &results.Machine{Time: time.Date(2026, 11, 21, 9, 59, 0, 0, time.UTC), Hostname: "bench1",
+		Kernel: "6.1.0-28-amd64", Machine: "x86_64", CPUs: 2, MemTotal: 8 << 30, GoVersion: "go1.24.0", Ctrperf: "v0.9.0",
+		CPUModel: "Intel(R) Xeon(R) CPU E5-2680 v4 @ 2.40GHz", Cgroups: "v2"}}
+	proxy := true
+	env.Engines = []results.EngineInfo{{Runtime: "docker", Name: "default", Version: "20.10.24+dfsg1", StorageDriver: "overlay2",
+		DataRoot: "/var/lib/docker", BackingFS: "extfs", UserlandProxy: &proxy}}
+	b, err := json.MarshalIndent(env, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, results.EnvFileName), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if baseline != "" {

@@ -117,7 +117,10 @@ func checkGates(rules []plan.Threshold, configs []comparable, reference string) 
 				continue // the configuration's own rule for this metric replaces it
 			}
 			matched = true
-			g := GateResult{Config: c.name, Metric: rule.Metric, Rule: rule.Requirement(reference), Text: rule.Text}
+			g := GateResult{Config: c.name, Metric: rule.Metric, Rule: rule.Text, Text: rule.Text}
+			if reference != "" {
+				g.Rule = rule.Requirement(reference)
+			}
 			cmp, has := c.ratios[rule.Metric]
 			switch {
 			case c.status != "":
@@ -196,14 +199,17 @@ func (c *Comparison) CheckFailOn(rules []plan.Threshold) error {
 	for _, cc := range c.Configs {
 		x := comparable{name: cc.Name, ratios: map[string]stats.Comparison{}}
 		if len(cc.Metrics) == 0 {
-			x.status = "first " + cc.StatusFirst + ", second " + cc.StatusSecond
+			x.status = "first " + cc.StatusFirst
+			if strings.HasPrefix(cc.StatusFirst, "ok") {
+				x.status = "second " + cc.StatusSecond
+			}
 		}
 		for m, mc := range cc.Metrics {
 			x.ratios[m] = mc.Ratio
 		}
 		cs = append(cs, x)
 	}
-	gs, err := checkGates(rules, cs, "first")
+	gs, err := checkGates(rules, cs, "") // the rules as written: 'p99_ms>+10%'
 	c.Gates = gs
 	if err != nil {
 		return err

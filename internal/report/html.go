@@ -22,7 +22,7 @@ var htmlPercentiles = func() []float64 {
 
 // htmlSummaryMetrics are the summary's columns: the seed's final table (90%
 // line, error %, KB/s) plus the primary rate and the p99 tail.
-var htmlSummaryMetrics = []string{results.MetricThroughput, results.MetricP90Ms, results.MetricP99Ms, results.MetricErrorRate, results.MetricKBPerS}
+var htmlSummaryMetrics = []string{results.MetricThroughput, results.MetricP50Ms, results.MetricP90Ms, results.MetricP99Ms, results.MetricErrorRate, results.MetricKBPerS}
 
 type htmlVerdict struct {
 	Metric, Baseline, Value, Ratio, CI, Verdict, Class string
@@ -30,9 +30,22 @@ type htmlVerdict struct {
 
 type htmlSummaryRow struct {
 	Config, Colour, Status string
+	Caveat                 string // the sample-size caveat of its verdicts
 	Knobs                  string
 	Failed                 bool
 	Cells                  []htmlVerdict
+}
+
+// htmlOpRow is one operation of one configuration against the baseline's.
+type htmlOpRow struct {
+	Config, Colour, Op string
+	Cells              []htmlVerdict
+}
+
+// htmlWindow is one configuration's measured window, second by second.
+type htmlWindow struct {
+	Config, Colour, Run string
+	Throughput, Latency template.HTML
 }
 
 type htmlSmall struct {
@@ -63,11 +76,28 @@ type htmlPage struct {
 	System        *section
 	Smalls        []htmlSmall
 	Coverage      string
+	Headline      []string
+	Broken        []string
+	Env           []string
+	OpCols        []string
+	OpRows        []htmlOpRow
+	Windows       []htmlWindow
+	Thresholds    *section
 }
 
 func renderHTML(w io.Writer, rep *Report) error {
 	p := htmlPage{R: rep}
 	p.Head = headSection(rep).Lines
+	p.Headline = rep.Headline
+	for _, g := range rep.Thresholds {
+		if g.Broken() {
+			p.Broken = append(p.Broken, g.String())
+		}
+	}
+	p.Env = envLines(rep.Env)
+	if s, ok := thresholdSection(rep); ok {
+		p.Thresholds = &s
+	}
 	agg := aggregateSection(rep)
 	p.AggHeader = agg.Header[:len(agg.Header)-1] // status goes under the name
 	for _, r := range agg.Rows {
@@ -101,6 +131,9 @@ func renderHTML(w io.Writer, rep *Report) error {
 	for i, c := range rep.Configs {
 		col := colour(i)
 		row := htmlSummaryRow{Config: c.Name, Colour: col, Status: c.status(), Failed: !c.OK(), Knobs: knobText(c.Knobs)}
+		if c.OK() && b != nil && b.OK() {
+			row.Caveat = runsCaveat(min(c.Runs, b.Runs))
+		}
 		for _, m := range p.SummaryCols {
 			cell := htmlVerdict{Metric: metricLabel(m)}
 			if e, ok := c.Metrics[m]; ok {
@@ -123,6 +156,11 @@ func renderHTML(w io.Writer, rep *Report) error {
 
 		thr = append(thr, dotFor(c, results.MetricThroughput, col, c.Name == rep.Baseline))
 		p99 = append(p99, dotFor(c, results.MetricP99Ms, col, c.Name == rep.Baseline))
+		if c.OK() {
+			if w, ok := windowFor(c, col); ok {
+				p.Windows = append(p.Windows, w)
+			}
+		}
 		if c.pooled != nil {
 			h := c.pooled.Merged()
 			cv := curve{Label: c.Name, Colour: col}
@@ -144,8 +182,9 @@ func renderHTML(w io.Writer, rep *Report) error {
 			})
 		}
 	}
-	p.Throughput = template.HTML(dotPlot("Throughput per configuration: median and 95% CI across repetitions", "throughput (per second)", thr))
-	p.P99 = template.HTML(dotPlot("p99 latency per configuration: merged histogram and 95% CI", "p99 latency (ms)", p99))
+	p.OpCols, p.OpRows = opRows(rep)
+	p.Throughput = template.HTML(dotPlot("Throughput per configuration: median, 95% CI and each repetition", "throughput (per second)", thr))
+	p.P99 = template.HTML(dotPlot("p99 latency per configuration: merged histogram, 95% CI and each repetition's own p99", "p99 latency (ms)", p99))
 	if len(curves) > 0 {
 		p.Percentiles = template.HTML(percentilePlot("Latency by percentile (all operations, merged over repetitions)", curves))
 	}
@@ -185,8 +224,73 @@ func dotFor(c *Config, m, col string, baseline bool) dotRow {
 		r.Missing = "not measured"
 	default:
 		r.Value, r.Lo, r.Hi = e.Median, e.CILow, e.CIHigh
+		r.Points = c.perRun[m]
 	}
 	return r
+}
+
+// opRows are the per-operation ratios: each operation's latency and rate
+// against the baseline's same operation.
+func opRows(rep *Report) ([]string, []htmlOpRow) {
+	b := rep.Config(rep.Baseline)
+	var rows []htmlOpRow
+	for i, c := range rep.Configs {
+		if c == b || len(c.OpVsBaseline) == 0 {
+			continue
+		}
+		for _, op := range sortedKeys(c.OpVsBaseline) {
+			row := htmlOpRow{Config: c.Name, Colour: colour(i), Op: op}
+			for _, m := range opCompareMetrics {
+				cell := htmlVerdict{Metric: metricLabel(m)}
+				if cmp, ok := c.OpVsBaseline[op][m]; ok {
+					if cmp.Ratio != nil {
+						cell.Ratio = fmtX(*cmp.Ratio)
+						if cmp.CILow != nil {
+							cell.CI = fmtXCI(*cmp.Ratio, *cmp.CILow, *cmp.CIHigh)
+						}
+					}
+					cell.Verdict = cmp.Verdict
+					cell.Class = verdictClass(m, cmp)
+				}
+				row.Cells = append(row.Cells, cell)
+			}
+			rows = append(rows, row)
+		}
+	}
+	return mapStrings(opCompareMetrics, metricLabel), rows
+}
+
+// windowFor draws the measured window of a configuration's representative
+// run second by second (the k6 picture): completed requests per second,
+// and their p50 and p99.
+func windowFor(c *Config, col string) (htmlWindow, bool) {
+	r := c.representative
+	if r == nil || r.Result == nil || len(r.Result.PerSecond) == 0 {
+		for _, o := range c.okRuns {
+			if o.Result != nil && len(o.Result.PerSecond) > 0 {
+				r = o
+				break
+			}
+		}
+	}
+	if r == nil || r.Result == nil || len(r.Result.PerSecond) == 0 {
+		return htmlWindow{}, false
+	}
+	var rate, p50, p99 timeline
+	rate.Name, p50.Name, p99.Name = "requests/s", "p50", "p99"
+	for _, s := range r.Result.PerSecond {
+		rate.T = append(rate.T, s.T)
+		rate.V = append(rate.V, float64(s.Count))
+		if s.Count > 0 {
+			p50.T, p50.V = append(p50.T, s.T), append(p50.V, s.P50Ms)
+			p99.T, p99.V = append(p99.T, s.T), append(p99.V, s.P99Ms)
+		}
+	}
+	return htmlWindow{Config: c.Name, Colour: col,
+		Run:        fmt.Sprintf("run %s, repetition %d", r.RunID, r.Repetition+1),
+		Throughput: template.HTML(windowPlot("Requests completed per second", []timeline{rate})),
+		Latency:    template.HTML(windowPlot("Latency per second (ms)", []timeline{p50, p99})),
+	}, true
 }
 
 // verdictClass colours a verdict: better, worse, or neither.
@@ -259,29 +363,54 @@ svg .legend { font-size: 13px; }
 svg .legend-s { font-size: 11px; }
 svg .missing { font-size: 13px; fill: var(--worse); font-style: italic; }
 .note { color: var(--muted); font-size: 13px; }
+.answer ul { margin: 0; padding-left: 20px; font-size: 16px; }
+.answer li { margin: 4px 0; }
+.env h3 { font-size: 14px; margin: 0 0 4px; color: var(--muted); }
+.env ul { margin: 0; padding-left: 20px; font-size: 13.5px; }
+.caveat { color: var(--worse); font-size: 12px; white-space: normal; }
 footer { color: var(--muted); font-size: 12.5px; margin-top: 40px; border-top: 1px solid var(--line); padding-top: 12px; }
 </style>
 </head>
 <body>
 <main>
 <h1>ctrperf report{{if .R.Plan}}: {{.R.Plan}}{{end}}</h1>
+<div class="card answer"><ul>{{range .Headline}}<li>{{.}}</li>{{end}}{{range .Broken}}<li class="failed">THRESHOLD BROKEN: {{.}}</li>{{end}}</ul></div>
 {{range .Head}}<p class="sub">{{.}}</p>{{end}}
+{{if .Env}}<div class="card env"><h3>Environment</h3><ul>{{range .Env}}<li>{{.}}</li>{{end}}</ul></div>{{end}}
 
 <h2>Versus the baseline <em>{{.R.Baseline}}</em></h2>
 <div class="card">
 <table class="summary">
 <tr><th class="l">configuration</th>{{range .SummaryLabels}}<th>{{.}}</th>{{end}}</tr>
 {{range .Summary}}<tr>
-<td class="cfgcell"><span class="swatch" style="background:{{.Colour}}"></span><b>{{.Config}}</b>{{if .Knobs}}<div class="knobs">{{.Knobs}}</div>{{end}}<div class="status{{if .Failed}} failed{{end}}">{{.Status}}</div></td>
+<td class="cfgcell"><span class="swatch" style="background:{{.Colour}}"></span><b>{{.Config}}</b>{{if .Knobs}}<div class="knobs">{{.Knobs}}</div>{{end}}<div class="status{{if .Failed}} failed{{end}}">{{.Status}}</div>{{if .Caveat}}<div class="caveat">{{.Caveat}}</div>{{end}}</td>
 {{range .Cells}}<td title="{{.Metric}}: 95% CI {{.CI}}"><div class="cell">{{if .Value}}<span class="v">{{.Value}}</span>{{if .Ratio}}<span class="ci">{{.Ratio}}</span>{{else}}<span class="ci">CI {{.CI}}</span>{{end}}{{if .Verdict}}<span class="badge {{.Class}}">{{.Verdict}}</span>{{end}}{{else}}–{{end}}</div></td>{{end}}
 </tr>{{end}}
 </table>
 <p class="note">Each cell: the configuration's median, then ×ratio to the baseline with the ratio's 95% interval in brackets (both sides resampled independently), then the verdict. An interval that contains 1 is “no measurable difference”, never a win or a loss. The baseline row shows each median's own interval; hover a cell for any configuration's.</p>
 </div>
 
+{{with .Thresholds}}<h2>Thresholds</h2>
+<div class="card"><table class="text-last">
+<tr>{{range $i, $h := .Header}}<th{{if lt $i 2}} class="l"{{end}}>{{$h}}</th>{{end}}</tr>
+{{range .Rows}}<tr>{{range $i, $c := .}}<td{{if lt $i 2}} class="l"{{end}}{{if eq $c "BROKEN"}} class="failed"{{end}}>{{$c}}</td>{{end}}</tr>{{end}}
+</table><p class="note">{{.Note}}</p></div>{{end}}
+
+{{if .OpRows}}<h2>Per operation, versus the baseline</h2>
+<div class="card"><table class="summary">
+<tr><th class="l">configuration</th><th class="l">operation</th>{{range .OpCols}}<th>{{.}} ratio</th>{{end}}</tr>
+{{range .OpRows}}<tr><td class="l"><span class="swatch" style="background:{{.Colour}}"></span>{{.Config}}</td><td class="l">{{.Op}}</td>
+{{range .Cells}}<td title="{{.Metric}}"><div class="cell">{{if .Ratio}}<span class="v">{{.Ratio}}</span>{{if .CI}}<span class="ci">{{.CI}}</span>{{end}}<span class="badge {{.Class}}">{{.Verdict}}</span>{{else}}–{{end}}</div></td>{{end}}</tr>
+{{end}}</table>
+<p class="note">Each operation's median latency, p99 and rate divided by the baseline's same operation, with the 95% interval of the ratio.</p></div>{{end}}
+
 <h2>Throughput</h2>
 <div class="card">{{.Throughput}}</div>
 <div class="card">{{.P99}}</div>
+
+{{if .Windows}}<h2>Over the measured window</h2>
+<p class="note">Second by second, as the load generator saw it, in each configuration's representative run (throughput nearest the median): requests completed in each second and their p50 and p99.</p>
+<div class="grid">{{range .Windows}}<div class="small"><h3><span class="swatch" style="background:{{.Colour}}"></span>{{.Config}}</h3><p class="run">{{.Run}}</p>{{.Throughput}}{{.Latency}}</div>{{end}}</div>{{end}}
 
 {{if .Percentiles}}<h2>Latency percentiles</h2>
 <div class="card">{{.Percentiles}}

@@ -109,6 +109,9 @@ type dotRow struct {
 	Lo, Hi   *float64
 	Missing  string // non-empty: no value, say this instead
 	Baseline bool
+	// Points are the repetitions' own values, drawn as small rings beside
+	// the median (a strip plot): how the runs spread, not only the interval.
+	Points []float64
 }
 
 // dotPlot draws one horizontal row per configuration: a dot at the median
@@ -116,7 +119,7 @@ type dotRow struct {
 // baseline's median. Dots suit medians better than bars: the axis need not
 // start at zero to be honest, but here it does, so ratios read off directly.
 func dotPlot(title, unit string, rows []dotRow) string {
-	const left, right, top, rowH, bottom = 210.0, 30.0, 56.0, 34.0, 46.0
+	const left, right, top, rowH, bottom = 210.0, 30.0, 56.0, 40.0, 46.0
 	w := 1060.0
 	h := top + rowH*float64(len(rows)) + bottom
 	max := 0.0
@@ -127,6 +130,9 @@ func dotPlot(title, unit string, rows []dotRow) string {
 		max = math.Max(max, r.Value)
 		if r.Hi != nil {
 			max = math.Max(max, *r.Hi)
+		}
+		for _, v := range r.Points {
+			max = math.Max(max, v)
 		}
 	}
 	x := linear{0, niceMax(max), left, w - right}
@@ -160,6 +166,12 @@ func dotPlot(title, unit string, rows []dotRow) string {
 			s.line(x0, y, x1, y, r.Colour, 2.5, "")
 			s.line(x0, y-7, x0, y+7, r.Colour, 2.5, "")
 			s.line(x1, y-7, x1, y+7, r.Colour, 2.5, "")
+		}
+		for j, v := range r.Points {
+			// Below the whisker, spread a little so equal runs stay visible.
+			dy := 10 + float64(j%3)*3
+			s.raw(`<circle cx="%.1f" cy="%.1f" r="3.2" fill="none" stroke="%s" stroke-width="1.4" opacity="0.85"><title>%s: repetition value %s</title></circle>`,
+				x.at(v), y+dy, r.Colour, esc(r.Label), fmtNum(v))
 		}
 		s.raw(`<circle cx="%.1f" cy="%.1f" r="6.5" fill="%s" stroke="#fff" stroke-width="1.5"><title>%s</title></circle>`,
 			x.at(r.Value), y, r.Colour, esc(tip))
@@ -283,6 +295,15 @@ func trimFloat(v float64) string {
 
 // timelinePlot is a small multiple: a few series over the seconds of one run.
 func timelinePlot(title string, fixedMax float64, series []timeline) string {
+	return timeAxisPlot(title, fixedMax, series, "seconds into the run")
+}
+
+// windowPlot is a small multiple over the seconds of the measured window.
+func windowPlot(title string, series []timeline) string {
+	return timeAxisPlot(title, 0, series, "seconds into the measured window")
+}
+
+func timeAxisPlot(title string, fixedMax float64, series []timeline, xLabel string) string {
 	const left, right, top, bottom = 40.0, 18.0, 40.0, 34.0
 	w, h := 370.0, 170.0
 	maxV, maxT := 0.0, 0.0
@@ -307,7 +328,7 @@ func timelinePlot(title string, fixedMax float64, series []timeline) string {
 	for _, t := range niceTicks(0, x.d1, 5) {
 		s.text(x.at(t), h-bottom+14, "middle", "tick", tickLabel(t))
 	}
-	s.text((left+w-right)/2, h-6, "middle", "axis", "seconds into the run")
+	s.text((left+w-right)/2, h-6, "middle", "axis", xLabel)
 	for i, tl := range series {
 		xs := make([]float64, len(tl.T))
 		ys := make([]float64, len(tl.V))
