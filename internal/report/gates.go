@@ -107,8 +107,7 @@ func checkGates(rules []plan.Threshold, configs []comparable, reference string) 
 	var out []GateResult
 	var problems []string
 	for _, rule := range rules {
-		measured := false
-		matched := false
+		measured, withResults, matched := false, false, false
 		for _, c := range configs {
 			if rule.Config != "" && rule.Config != c.name {
 				continue
@@ -125,8 +124,8 @@ func checkGates(rules []plan.Threshold, configs []comparable, reference string) 
 			switch {
 			case c.status != "":
 				g.Status = "not checked: " + c.status
-				measured = true
 			case !has:
+				withResults = true
 				g.Status = "not checked: " + rule.Metric + " not measured"
 			default:
 				measured = true
@@ -145,7 +144,7 @@ func checkGates(rules []plan.Threshold, configs []comparable, reference string) 
 		switch {
 		case rule.Config != "" && !matched:
 			problems = append(problems, fmt.Sprintf("threshold %q names configuration %q, which has no results to compare", rule.Text, rule.Config))
-		case matched && !measured:
+		case matched && withResults && !measured:
 			problems = append(problems, fmt.Sprintf("threshold %q: no configuration measured %s (have: %s)", rule.Text, rule.Metric, strings.Join(metricNames(configs), ", ")))
 		}
 	}

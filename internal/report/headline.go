@@ -109,6 +109,7 @@ func headline(rep *Report) []string {
 			continue
 		}
 		var sig, flat, undefined []string
+		why := ""
 		n := c.Runs
 		for _, m := range metrics {
 			cmp, ok := c.VsBaseline[m]
@@ -131,6 +132,7 @@ func headline(rep *Report) []string {
 					r = fmtX(*cmp.Ratio)
 				}
 				undefined = append(undefined, fmt.Sprintf("%s %s", headlineLabel(m), r))
+				why = cmp.Verdict
 			}
 		}
 		caveat := runsCaveat(n)
@@ -145,8 +147,10 @@ func headline(rep *Report) []string {
 			}
 			diff = append(diff, line)
 		case len(undefined) > 0:
-			same = append(same, fmt.Sprintf("%s: %s %s, no interval (%s)", c.Name, strings.Join(undefined, ", "), "of "+b.Name,
-				fmt.Sprintf("%d repetition(s): at least 2 on each side are needed", n)))
+			if n < 2 {
+				why = "only 1 repetition: at least 2 on each side are needed"
+			}
+			same = append(same, fmt.Sprintf("%s: %s of %s, no interval (%s)", c.Name, strings.Join(undefined, ", "), b.Name, why))
 		default:
 			line := fmt.Sprintf("%s: no measurable difference from %s in %s", c.Name, b.Name, orList(flat))
 			if caveat != "" {
