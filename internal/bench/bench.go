@@ -339,7 +339,9 @@ func (r *runner) defaults() {
 		r.opt.Workload = workload.Get
 	}
 	if r.opt.Env == nil {
-		r.opt.Env = func(ctx context.Context) any { return GatherEnv(ctx, kernel.Roots{Proc: r.opt.ProcRoot}.WithDefaults()) }
+		r.opt.Env = func(ctx context.Context) any {
+			return GatherEnv(ctx, kernel.Roots{Proc: r.opt.ProcRoot}.WithDefaults())
+		}
 	}
 	if r.opt.Now == nil {
 		r.opt.Now = time.Now

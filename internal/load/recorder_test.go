@@ -15,7 +15,7 @@ func TestRecorderPerSecond(t *testing.T) {
 	}
 	r.Observe("set", 40*time.Millisecond, 0, "timeout")
 	r.Observe("get", time.Millisecond, 0, KindNotStarted) // no latency, not in the timeline
-	r.start = r.start.Add(-2 * time.Second)                 // now is in second 3
+	r.start = r.start.Add(-2 * time.Second)               // now is in second 3
 	r.Observe("get", 5*time.Millisecond, 0, "")
 
 	secs := r.perSecond(10)

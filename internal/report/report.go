@@ -21,8 +21,8 @@ type Report struct {
 	Workload string `json:"workload,omitempty"`
 	Baseline string `json:"baseline"`
 	// Resamples and Level describe the bootstrap behind every interval.
-	Resamples int       `json:"resamples"`
-	Level     float64   `json:"level"`
+	Resamples int     `json:"resamples"`
+	Level     float64 `json:"level"`
 	// Headline is what the report answers first, in words: one line per
 	// configuration, naming only differences whose interval excludes 1.
 	Headline []string `json:"headline"`
