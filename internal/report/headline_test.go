@@ -201,3 +201,26 @@ func TestThresholds(t *testing.T) {
 		t.Errorf("unknown metric: %v", err)
 	}
 }
+
+// The HTML shows each repetition beside its median (throughput and p99:
+// 16 successful runs, 2 plots) and each configuration's window second by
+// second, on shared scales.
+func TestHTMLStripAndWindow(t *testing.T) {
+	rep := loadFixture(t)
+	var buf bytes.Buffer
+	if err := Render(&buf, rep, "html"); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	if n := strings.Count(page, "repetition value"); n != 32 {
+		t.Errorf("%d repetition points, want 32", n)
+	}
+	if n := strings.Count(page, "<title>Requests completed per second</title>"); n != 4 {
+		t.Errorf("%d window plots, want one per configuration with results (4)", n)
+	}
+	for _, w := range []string{"Over the measured window", "Per operation, versus the baseline", "only 2 runs: intervals are approximate below 5"} {
+		if !strings.Contains(page, w) {
+			t.Errorf("html lacks %q", w)
+		}
+	}
+}

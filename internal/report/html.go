@@ -127,6 +127,7 @@ func renderHTML(w io.Writer, rep *Report) error {
 		}
 	}
 	var thr, p99 []dotRow
+	var windows []windowData
 	var curves []curve
 	for i, c := range rep.Configs {
 		col := colour(i)
@@ -158,7 +159,7 @@ func renderHTML(w io.Writer, rep *Report) error {
 		p99 = append(p99, dotFor(c, results.MetricP99Ms, col, c.Name == rep.Baseline))
 		if c.OK() {
 			if w, ok := windowFor(c, col); ok {
-				p.Windows = append(p.Windows, w)
+				windows = append(windows, w)
 			}
 		}
 		if c.pooled != nil {
@@ -183,6 +184,7 @@ func renderHTML(w io.Writer, rep *Report) error {
 		}
 	}
 	p.OpCols, p.OpRows = opRows(rep)
+	p.Windows = drawWindows(windows)
 	p.Throughput = template.HTML(dotPlot("Throughput per configuration: median, 95% CI and each repetition", "throughput (per second)", thr))
 	p.P99 = template.HTML(dotPlot("p99 latency per configuration: merged histogram, 95% CI and each repetition's own p99", "p99 latency (ms)", p99))
 	if len(curves) > 0 {
@@ -260,10 +262,15 @@ func opRows(rep *Report) ([]string, []htmlOpRow) {
 	return mapStrings(opCompareMetrics, metricLabel), rows
 }
 
-// windowFor draws the measured window of a configuration's representative
-// run second by second (the k6 picture): completed requests per second,
-// and their p50 and p99.
-func windowFor(c *Config, col string) (htmlWindow, bool) {
+// windowData is a configuration's measured window as timelines.
+type windowData struct {
+	htmlWindow
+	rate, p50, p99 timeline
+}
+
+// windowFor takes the measured window of a configuration's representative
+// run (else its first run that has one), second by second.
+func windowFor(c *Config, col string) (windowData, bool) {
 	r := c.representative
 	if r == nil || r.Result == nil || len(r.Result.PerSecond) == 0 {
 		for _, o := range c.okRuns {
@@ -274,23 +281,41 @@ func windowFor(c *Config, col string) (htmlWindow, bool) {
 		}
 	}
 	if r == nil || r.Result == nil || len(r.Result.PerSecond) == 0 {
-		return htmlWindow{}, false
+		return windowData{}, false
 	}
-	var rate, p50, p99 timeline
-	rate.Name, p50.Name, p99.Name = "requests/s", "p50", "p99"
+	w := windowData{htmlWindow: htmlWindow{Config: c.Name, Colour: col,
+		Run: fmt.Sprintf("run %s, repetition %d", r.RunID, r.Repetition+1)}}
+	w.rate.Name, w.p50.Name, w.p99.Name = "requests/s", "p50", "p99"
 	for _, s := range r.Result.PerSecond {
-		rate.T = append(rate.T, s.T)
-		rate.V = append(rate.V, float64(s.Count))
+		w.rate.T = append(w.rate.T, s.T)
+		w.rate.V = append(w.rate.V, float64(s.Count))
 		if s.Count > 0 {
-			p50.T, p50.V = append(p50.T, s.T), append(p50.V, s.P50Ms)
-			p99.T, p99.V = append(p99.T, s.T), append(p99.V, s.P99Ms)
+			w.p50.T, w.p50.V = append(w.p50.T, s.T), append(w.p50.V, s.P50Ms)
+			w.p99.T, w.p99.V = append(w.p99.T, s.T), append(w.p99.V, s.P99Ms)
 		}
 	}
-	return htmlWindow{Config: c.Name, Colour: col,
-		Run:        fmt.Sprintf("run %s, repetition %d", r.RunID, r.Repetition+1),
-		Throughput: template.HTML(windowPlot("Requests completed per second", []timeline{rate})),
-		Latency:    template.HTML(windowPlot("Latency per second (ms)", []timeline{p50, p99})),
-	}, true
+	return w, true
+}
+
+// drawWindows draws every configuration's window on the same scales, so
+// that the small multiples compare at a glance (the k6 picture).
+func drawWindows(ws []windowData) []htmlWindow {
+	var maxRate, maxLat float64
+	for _, w := range ws {
+		for _, v := range w.rate.V {
+			maxRate = math.Max(maxRate, v)
+		}
+		for _, v := range w.p99.V {
+			maxLat = math.Max(maxLat, v)
+		}
+	}
+	out := make([]htmlWindow, len(ws))
+	for i, w := range ws {
+		out[i] = w.htmlWindow
+		out[i].Throughput = template.HTML(windowPlot("Requests completed per second", niceMax(maxRate), []timeline{w.rate}))
+		out[i].Latency = template.HTML(windowPlot("Latency per second (ms)", niceMax(maxLat), []timeline{w.p50, w.p99}))
+	}
+	return out
 }
 
 // verdictClass colours a verdict: better, worse, or neither.

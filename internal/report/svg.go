@@ -299,8 +299,8 @@ func timelinePlot(title string, fixedMax float64, series []timeline) string {
 }
 
 // windowPlot is a small multiple over the seconds of the measured window.
-func windowPlot(title string, series []timeline) string {
-	return timeAxisPlot(title, 0, series, "seconds into the measured window")
+func windowPlot(title string, yMax float64, series []timeline) string {
+	return timeAxisPlot(title, yMax, series, "seconds into the measured window")
 }
 
 func timeAxisPlot(title string, fixedMax float64, series []timeline, xLabel string) string {
