@@ -88,7 +88,7 @@ func (p *Plan) Describe(w io.Writer) error {
 	if len(p.Thresholds) > 0 {
 		fmt.Fprintln(w, "\nthresholds (exit code 3 when a whole interval of a ratio is beyond one):")
 		for _, t := range p.Thresholds {
-			who := "every configuration"
+			who := "every configuration without its own rule"
 			if t.Config != "" {
 				who = t.Config
 			}
