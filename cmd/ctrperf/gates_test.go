@@ -92,3 +92,28 @@ func TestReportThresholdExit(t *testing.T) {
 		t.Fatalf("thresholds met: %v", err)
 	}
 }
+
+// Another --baseline than the plan's: its thresholds, written against the
+// plan's baseline, are not checked (and the report says so).
+func TestReportThresholdsOtherBaseline(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join(fixtureOut, "results.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.jsonl"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := "name: fixture\nworkload: web\nbaseline: host\nconfigurations:\n  - {name: host, runtime: host}\n  - {name: docker-published, runtime: docker}\n" +
+		"thresholds:\n  p99_ms: \"< 1.01 x baseline\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "plan.yaml"), []byte(p), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := runReport(&out, dir, reportFlags{format: "table", baseline: "docker-host-net", resamples: 400, seed: 1}); err != nil {
+		t.Fatalf("thresholds checked against another baseline: %v", err)
+	}
+	if !strings.Contains(out.String(), "the plan's thresholds are not checked") {
+		t.Errorf("report does not say the thresholds were skipped:\n%s", out.String())
+	}
+}

@@ -69,7 +69,11 @@ func Load(dir string, opts ...Option) (*Report, error) {
 		rep.Env.addEnvFile(env)
 	}
 	if p != nil && len(p.Thresholds) > 0 {
-		rep.gateErr = rep.CheckThresholds(p.Thresholds)
+		if rep.Baseline == p.Baseline {
+			rep.gateErr = rep.CheckThresholds(p.Thresholds)
+		} else {
+			warn = append(warn, Warning{Message: fmt.Sprintf("the plan's thresholds are not checked: they are ratios to its baseline %s, not to %s", p.Baseline, rep.Baseline)})
+		}
 	}
 	if conc, err := results.ReadConcurrency(dir); err != nil {
 		warn = append(warn, Warning{Message: fmt.Sprintf("cannot tell whether other bench runs ran beside this one: %v", err)})
