@@ -3,7 +3,6 @@ package report
 import (
 	"bytes"
 	"errors"
-	"html"
 	"regexp"
 	"strings"
 	"testing"
@@ -130,7 +129,7 @@ func TestEnvironmentBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, w := range []string{"kernel 6.1.0-28-amd64", "version 20.10.24+dfsg1", "storage driver overlay2"} {
-		if !strings.Contains(html.UnescapeString(buf.String()), w) {
+		if !strings.Contains(buf.String(), w) { // as written, greppable
 			t.Errorf("html lacks %q", w)
 		}
 	}

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"html"
 	"html/template"
 	"io"
 	"math"
@@ -76,9 +77,9 @@ type htmlPage struct {
 	System        *section
 	Smalls        []htmlSmall
 	Coverage      string
-	Headline      []string
-	Broken        []string
-	Env           []string
+	Headline      []template.HTML
+	Broken        []template.HTML
+	Env           []template.HTML
 	OpCols        []string
 	OpRows        []htmlOpRow
 	Windows       []htmlWindow
@@ -88,13 +89,15 @@ type htmlPage struct {
 func renderHTML(w io.Writer, rep *Report) error {
 	p := htmlPage{R: rep}
 	p.Head = headSection(rep).Lines
-	p.Headline = rep.Headline
+	// Escaped here rather than by the template, which writes "+" as &#43;:
+	// versions like 20.10.24+dfsg1 stay greppable in the file.
+	p.Headline = plainHTML(rep.Headline)
 	for _, g := range rep.Thresholds {
 		if g.Broken() {
-			p.Broken = append(p.Broken, g.String())
+			p.Broken = append(p.Broken, plainHTML([]string{g.String()})...)
 		}
 	}
-	p.Env = envLines(rep.Env)
+	p.Env = plainHTML(envLines(rep.Env))
 	if s, ok := thresholdSection(rep); ok {
 		p.Thresholds = &s
 	}
@@ -191,6 +194,16 @@ func renderHTML(w io.Writer, rep *Report) error {
 		p.Percentiles = template.HTML(percentilePlot("Latency by percentile (all operations, merged over repetitions)", curves))
 	}
 	return htmlTemplate.Execute(w, p)
+}
+
+// plainHTML escapes text for an HTML text node (<, >, &, quotes) and
+// nothing else.
+func plainHTML(lines []string) []template.HTML {
+	out := make([]template.HTML, len(lines))
+	for i, l := range lines {
+		out[i] = template.HTML(html.EscapeString(l))
+	}
+	return out
 }
 
 // knobText lists a configuration's knobs as key=value, keys sorted, so a
