@@ -10,6 +10,7 @@ import (
 
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
+	"ctrperf/internal/workload"
 )
 
 // Progress hears what the runner does. Implementations must be safe for
@@ -20,6 +21,9 @@ type Progress interface {
 	// Phase names what the current run is doing: "starting engine",
 	// "deploying", "warming up", "measuring", "tearing down".
 	Phase(phase string)
+	// Step is a line about the current run's progress within its drive
+	// (a capacity search's steps: rate, p99, error rate, pass or fail).
+	Step(msg string)
 	RunFinished(run plan.Run, rec *results.RunRecord)
 	// Warn is advice the user should read (a failed run, a saturated
 	// generator); it is printed even with --quiet.
@@ -33,6 +37,7 @@ type Discard struct{}
 func (Discard) Begin(*plan.Plan, int, int)               {}
 func (Discard) RunStarted(plan.Run, *plan.Configuration) {}
 func (Discard) Phase(string)                             {}
+func (Discard) Step(string)                              {}
 func (Discard) RunFinished(plan.Run, *results.RunRecord) {}
 func (Discard) Warn(string)                              {}
 func (Discard) End(*Summary)                             {}
@@ -85,6 +90,12 @@ func (l *Lines) RunStarted(run plan.Run, cfg *plan.Configuration) {
 
 func (l *Lines) Phase(string) {}
 
+func (l *Lines) Step(msg string) {
+	if !l.Quiet {
+		fmt.Fprintln(l.W, "  "+msg)
+	}
+}
+
 func (l *Lines) RunFinished(run plan.Run, rec *results.RunRecord) {
 	l.done++
 	if l.Quiet {
@@ -104,10 +115,14 @@ func (l *Lines) Warn(msg string) {
 
 func (l *Lines) End(s *Summary) { writeSummary(l.W, s) }
 
-// headline is the primary rate of an ok run, for progress lines.
+// headline is the primary rate of an ok run, for progress lines; a
+// capacity search's result and cost.
 func headline(rec *results.RunRecord) string {
 	if rec.Status != results.StatusOK || rec.Result == nil {
 		return ""
+	}
+	if c := rec.Result.Capacity; c != nil {
+		return ", capacity " + workload.OutcomeText(c)
 	}
 	if v, ok := rec.Result.Metrics[results.MetricThroughput]; ok {
 		return fmt.Sprintf(", %.1f/s", v)
@@ -187,6 +202,14 @@ func (b *Bar) Phase(phase string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.bar.Describe(b.cur + " " + phase)
+}
+
+func (b *Bar) Step(msg string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_ = b.bar.Clear()
+	fmt.Fprintln(b.W, "  "+b.cur+": "+msg)
+	_ = b.bar.RenderBlank()
 }
 
 func (b *Bar) RunFinished(run plan.Run, rec *results.RunRecord) {

@@ -40,6 +40,9 @@ func textSections(rep *Report) []section {
 	head += fmt.Sprintf(", baseline %s, %d configurations", rep.Baseline, len(rep.Configs))
 	out = append(out, section{Title: "ctrperf report", Lines: []string{head,
 		fmt.Sprintf("Figures are medians across repetitions; latencies come from histograms merged over all repetitions; intervals are %.0f%% percentile-bootstrap intervals (%d resamples of whole runs).", rep.Level*100, rep.Resamples)}})
+	if s, ok := capacitySection(rep); ok {
+		out = append(out, s)
+	}
 	out = append(out, aggregateSection(rep))
 	if s, ok := summarySection(rep); ok {
 		out = append(out, s)
@@ -60,6 +63,9 @@ func textSections(rep *Report) []section {
 func summarySections(rep *Report) []section {
 	all := textSections(rep)
 	out := []section{all[0]}
+	if s, ok := capacitySection(rep); ok {
+		out = append(out, s)
+	}
 	if s, ok := summarySection(rep); ok {
 		out = append(out, s)
 	} else {
