@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -75,10 +76,10 @@ func summarizeCapacity(ok []runData) *Capacity {
 	}
 	var parts []string
 	if c.Below > 0 {
-		parts = append(parts, fmt.Sprintf("below the lowest rate tried (%s/s)%s", fmtNum(c.From), of(c.Below)))
+		parts = append(parts, fmt.Sprintf("below the lowest rate tried (%s/s)%s", fmtRate(c.From), of(c.Below)))
 	}
 	if c.AtLeast > 0 {
-		parts = append(parts, fmt.Sprintf("at least %s/s%s: no rate tried failed, the capacity is a lower bound", fmtNum(c.To), of(c.AtLeast)))
+		parts = append(parts, fmt.Sprintf("at least %s/s%s: no rate tried failed, the capacity is a lower bound", fmtRate(c.To), of(c.AtLeast)))
 	}
 	if c.Bounded > 0 {
 		parts = append(parts, fmt.Sprintf("bisection cut short by max_steps/max_time%s", of(c.Bounded)))
@@ -152,7 +153,7 @@ func capacitySection(rep *Report) (section, bool) {
 			row = append(row, "-", "-", "-", "-", "-", "-", "-", "no capacity search")
 		default:
 			e, has := c.Metrics[results.MetricCapacity]
-			value, ci, ratio, ratioCI, verdict := "below "+fmtNum(capa.From), "-", "-", "-", "no capacity: no rate met the SLO"
+			value, ci, ratio, ratioCI, verdict := "below "+fmtRate(capa.From), "-", "-", "-", "no capacity: no rate met the SLO"
 			if has {
 				value, ci = fmtNum(e.Median), fmtCI(results.MetricCapacity, e.CILow, e.CIHigh)
 				if capa.AtLeast > 0 {
@@ -163,6 +164,9 @@ func capacitySection(rep *Report) (section, bool) {
 					ratio, ratioCI, verdict = "n/a", "n/a", "no baseline capacity"
 					if cmp, ok := c.VsBaseline[results.MetricCapacity]; ok {
 						ratio, ratioCI, verdict = fmtRatio(cmp.Ratio), fmtRatioCI(cmp), verdictText(cmp, e.N, b.Metrics[results.MetricCapacity].N)
+						if capa.AtLeast > 0 || (b.Capacity != nil && b.Capacity.AtLeast > 0) {
+							verdict += " (a side is only a lower bound)"
+						}
 					}
 				}
 			}
@@ -176,3 +180,11 @@ func capacitySection(rep *Report) (section, bool) {
 // capacityMetrics are shown by the capacity section rather than among the
 // other metrics.
 var capacityMetrics = map[string]bool{results.MetricCapacity: true, results.MetricCapacitySteps: true, results.MetricCapacitySearch: true}
+
+// fmtRate prints a rate a plan wrote (from, to) as written: 50, 2.5.
+func fmtRate(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return fmtNum(v)
+}
