@@ -71,9 +71,13 @@ func knobNode(err error, c *Configuration, planNodes map[string]*yaml.Node) (*ya
 	if !errors.As(err, &ke) {
 		return nil, false
 	}
-	for _, nodes := range []map[string]*yaml.Node{c.nodes, planNodes} {
-		if n, found := nestedNode(nodes, ke.Knob); found {
-			return n, true
+	// The configuration's own node first, then the plan's; a path walked
+	// to its end before one that stopped at a key not written there.
+	for _, full := range []bool{true, false} {
+		for _, nodes := range []map[string]*yaml.Node{c.nodes, planNodes} {
+			if n, complete, found := nestedNode(nodes, ke.Knob); found && (complete || !full) {
+				return n, true
+			}
 		}
 	}
 	return nil, false
@@ -82,10 +86,14 @@ func knobNode(err error, c *Configuration, planNodes map[string]*yaml.Node) (*ya
 // nestedNode finds the node of a knob path; for a path into a nested
 // mapping ("load.search.slo.p99_ms") it walks down from the longest prefix
 // that was set ("load.search") as far as the keys exist, so an error inside
-// a nested knob points at its own line.
-func nestedNode(nodes map[string]*yaml.Node, knob string) (*yaml.Node, bool) {
+// a nested knob points at its own line. complete says the walk reached the
+// whole path.
+func nestedNode(nodes map[string]*yaml.Node, knob string) (n *yaml.Node, complete, found bool) {
 	if n, found := nodes[knob]; found {
-		return n, true
+		if k := nodes[knob+keySuffix]; k != nil && isBlock(n) {
+			return k, true, true
+		}
+		return n, true, true
 	}
 	parts := strings.Split(knob, ".")
 	for i := len(parts) - 1; i >= 1; i-- {
@@ -93,29 +101,45 @@ func nestedNode(nodes map[string]*yaml.Node, knob string) (*yaml.Node, bool) {
 		if !found {
 			continue
 		}
+		complete = true
+		line := n
+		if k := nodes[strings.Join(parts[:i], ".")+keySuffix]; k != nil && isBlock(n) {
+			line = k
+		}
 		for _, key := range parts[i:] {
-			child := mappingValue(deref(n), key)
+			keyN, child := mappingValue(deref(n), key)
 			if child == nil {
+				complete = false
 				break
 			}
-			n = child
+			n, line = child, child
+			if isBlock(child) {
+				line = keyN
+			}
 		}
-		return n, true
+		return line, complete, true
 	}
-	return nil, false
+	return nil, false, false
 }
 
-// mappingValue is the value node of key in a mapping node, or nil.
-func mappingValue(n *yaml.Node, key string) *yaml.Node {
+// mappingValue is the key and value nodes of key in a mapping node, or nil.
+func mappingValue(n *yaml.Node, key string) (k, v *yaml.Node) {
 	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
+		return nil, nil
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		if n.Content[i].Value == key {
-			return n.Content[i+1]
+			return n.Content[i], n.Content[i+1]
 		}
 	}
-	return nil
+	return nil, nil
+}
+
+// isBlock says a node is a block-style mapping or list, whose own line is
+// that of its first entry.
+func isBlock(n *yaml.Node) bool {
+	n = deref(n)
+	return n != nil && (n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode) && n.Style&yaml.FlowStyle == 0
 }
 
 // SearchSpec is what the plan and the runner need to know of a capacity

@@ -125,7 +125,7 @@ func capacitySection(rep *Report) (section, bool) {
 		return section{}, false
 	}
 	s := section{Title: "Capacity at the SLO",
-		Note: "the highest offered rate (load.rate's unit per second) that met the SLO, searched in every run: median [95% CI] across runs and ratio to the baseline; each run's other figures are those of its highest passing step, so they compare different offered rates",
+		Note:   "the highest offered rate (load.rate's unit per second) that met the SLO, searched in every run: median [95% CI] across runs and ratio to the baseline; each run's other figures are those of its highest passing step, so they compare different offered rates",
 		Header: []string{"config", "capacity/s", "95% CI", "ratio", "95% CI of ratio", "verdict", "steps/run", "search s/run", "result"}}
 	oneSLO := len(slos) == 1
 	if oneSLO {
