@@ -71,8 +71,8 @@ func (l *Lines) Begin(p *plan.Plan, total, skipped int) {
 	if l.Quiet {
 		return
 	}
-	fmt.Fprintf(l.W, "plan %s: %d runs (%d configurations × %d repetitions), warm-up %s + %s each",
-		p.Name, total, len(p.Configurations), p.Repetitions, p.Warmup, p.Duration)
+	fmt.Fprintf(l.W, "plan %s: %d runs (%d configurations × %d repetitions), warm-up %s + %s each%s",
+		p.Name, total, len(p.Configurations), p.Repetitions, p.Warmup, p.Duration, searchText(p))
 	if skipped > 0 {
 		fmt.Fprintf(l.W, ", %d already done", skipped)
 	}
@@ -114,6 +114,22 @@ func (l *Lines) Warn(msg string) {
 }
 
 func (l *Lines) End(s *Summary) { writeSummary(l.W, s) }
+
+// searchText says that runs search for a capacity, and how many windows
+// a run may take.
+func searchText(p *plan.Plan) string {
+	var n, steps int
+	for i := range p.Configurations {
+		if s, ok := p.Configurations[i].Search(); ok {
+			n++
+			steps = max(steps, s.MaxSteps)
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (×1 to %d: %d of %d configurations search for their capacity, one window per step)", steps, n, len(p.Configurations))
+}
 
 // headline is the primary rate of an ok run, for progress lines; a
 // capacity search's result and cost.
@@ -158,8 +174,8 @@ func (b *Bar) Begin(p *plan.Plan, total, skipped int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.total = total
-	fmt.Fprintf(b.W, "plan %s: %d runs (%d configurations × %d repetitions), warm-up %s + %s each\n",
-		p.Name, total, len(p.Configurations), p.Repetitions, p.Warmup, p.Duration)
+	fmt.Fprintf(b.W, "plan %s: %d runs (%d configurations × %d repetitions), warm-up %s + %s each%s\n",
+		p.Name, total, len(p.Configurations), p.Repetitions, p.Warmup, p.Duration, searchText(p))
 	// Runs finished by an earlier invocation are left out of the bar so
 	// that they do not make the ETA look faster than it will be.
 	b.bar = progressbar.NewOptions(max(total-skipped, 1),

@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"ctrperf/internal/engine"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
+	"ctrperf/internal/testenv"
 )
 
 // server is a fake system under test: below its capacity every request
@@ -418,5 +422,54 @@ func TestSearchKnobs(t *testing.T) {
 	}
 	if _, ok := ld.(plan.Searching).CapacitySearch(); ok {
 		t.Error("a fixed rate reports a search")
+	}
+}
+
+// The web workload's search against a real ticketd on the host: one
+// deployment, a search that passes every rate up to `to` (at least 40/s)
+// and one whose SLO nothing meets (below 5/s), each step a fresh generator
+// window, the observers' start signalled once.
+func TestWebCapacitySearchRoot(t *testing.T) {
+	testenv.RequireRoot(t, "the host runtime's cgroups")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	eng := engine.NewHost()
+	c := Config{Runtime: engine.RuntimeHost, Network: engine.NetworkHost, Data: engine.DataBind,
+		App: map[string]any{"hash_cost": 8, "seed_tickets": 30}}
+	target := deployWith(ctx, t, eng, Web{}, c, "webtest-capacity-"+fmt.Sprint(os.Getpid()))
+	search := func(slo map[string]any) (*results.Measurement, int, []string) {
+		c.Load = map[string]any{"poisson": true, "search": map[string]any{"slo": slo, "from": 5, "to": 40}}
+		var started atomic.Int32
+		var lines []string
+		m, err := Web{}.Drive(ctx, Env{Engine: eng, Target: target, Config: decoded(t, Web{}, c),
+			Window:   Window{Warmup: 500 * time.Millisecond, Duration: 1500 * time.Millisecond},
+			Started:  func() { started.Add(1) },
+			Progress: func(s string) { lines = append(lines, s) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m, int(started.Load()), lines
+	}
+
+	m, started, lines := search(map[string]any{"p99_ms": 5000})
+	if started != 1 {
+		t.Errorf("Started called %d times over %d steps, want once", started, len(m.Capacity.Steps))
+	}
+	if m.Capacity.Outcome != results.CapacityAtLeast || m.Metrics[results.MetricCapacity] != 40 || len(m.Capacity.Steps) != 4 {
+		t.Fatalf("search %+v, metrics %v", m.Capacity, m.Metrics)
+	}
+	if m.Load.TargetRate != 40 || m.Operations[LabelCreateTicket].Count == 0 {
+		t.Errorf("kept measurement at %g/s with %+v", m.Load.TargetRate, m.Operations[LabelCreateTicket])
+	}
+	if len(lines) != 6 || !strings.Contains(lines[4], "capacity step 4: 40/s → p99_ms") || !strings.Contains(lines[5], "at least 40/s") {
+		t.Errorf("progress %q", lines)
+	}
+
+	m, _, _ = search(map[string]any{"p50_ms": 0.001})
+	if m.Capacity.Outcome != results.CapacityBelow || len(m.Capacity.Steps) != 1 {
+		t.Fatalf("search %+v", m.Capacity)
+	}
+	if _, has := m.Metrics[results.MetricCapacity]; has {
+		t.Errorf("capacity_per_s %v for a search that nothing passed", m.Metrics[results.MetricCapacity])
 	}
 }
