@@ -284,7 +284,11 @@ func (s *Search) Check(m *results.Measurement) (figures map[string]float64, pass
 	var broke []string
 	for _, l := range s.SLO {
 		if v := figures[l.Figure]; v > l.Max {
-			broke = append(broke, fmt.Sprintf("%s %s > %s", l.Figure, fmtFigure(l.Figure, v), fmtFigure(l.Figure, l.Max)))
+			limit := strconv.FormatFloat(l.Max, 'g', -1, 64)
+			if l.Figure == results.MetricErrorRate {
+				limit = strconv.FormatFloat(l.Max*100, 'g', -1, 64) + "%"
+			}
+			broke = append(broke, fmt.Sprintf("%s %s > %s", l.Figure, fmtFigure(l.Figure, v), limit))
 		}
 	}
 	return figures, len(broke) == 0, strings.Join(broke, ", ")
@@ -478,7 +482,11 @@ func StepText(i int, st results.CapacityStep) string {
 
 // OutcomeText is a search's result in words, with its cost.
 func OutcomeText(rec *results.CapacitySearch) string {
-	return fmt.Sprintf("%s (%d steps in %s)", outcome(rec), len(rec.Steps),
+	steps := "steps"
+	if len(rec.Steps) == 1 {
+		steps = "step"
+	}
+	return fmt.Sprintf("%s (%d %s in %s)", outcome(rec), len(rec.Steps), steps,
 		(time.Duration(rec.ElapsedS * float64(time.Second))).Round(time.Second))
 }
 
