@@ -32,6 +32,13 @@ noisy (tenants of which some turn hot). A configuration's isolate: knob runs
 the isolate controller during its runs (policy off, paper or strict), so the
 same plan measures the controller off and on.
 
+A load of web or kv with search: {slo: {p99_ms: 50, error_rate: 0.01},
+from: 50, to: 5000} makes every run search for its capacity, the highest
+open-loop rate that meets the SLO (bracket, then bisect; one window per
+step): 'bench run' prints each step and the search's cost, the report shows
+capacity_per_s per configuration with its interval and ratio, or "below the
+lowest rate tried" when none met it.
+
 The plan format is described in plans/README.md; ready plans, one per
 experiment, are in plans/.`,
 	}

@@ -10,6 +10,7 @@ import (
 
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
+	"ctrperf/internal/workload"
 )
 
 // Progress hears what the runner does. Implementations must be safe for
@@ -20,6 +21,9 @@ type Progress interface {
 	// Phase names what the current run is doing: "starting engine",
 	// "deploying", "warming up", "measuring", "tearing down".
 	Phase(phase string)
+	// Step is a line about the current run's progress within its drive
+	// (a capacity search's steps: rate, p99, error rate, pass or fail).
+	Step(msg string)
 	RunFinished(run plan.Run, rec *results.RunRecord)
 	// Warn is advice the user should read (a failed run, a saturated
 	// generator); it is printed even with --quiet.
@@ -33,6 +37,7 @@ type Discard struct{}
 func (Discard) Begin(*plan.Plan, int, int)               {}
 func (Discard) RunStarted(plan.Run, *plan.Configuration) {}
 func (Discard) Phase(string)                             {}
+func (Discard) Step(string)                              {}
 func (Discard) RunFinished(plan.Run, *results.RunRecord) {}
 func (Discard) Warn(string)                              {}
 func (Discard) End(*Summary)                             {}
@@ -66,8 +71,8 @@ func (l *Lines) Begin(p *plan.Plan, total, skipped int) {
 	if l.Quiet {
 		return
 	}
-	fmt.Fprintf(l.W, "plan %s: %d runs (%d configurations × %d repetitions), warm-up %s + %s each",
-		p.Name, total, len(p.Configurations), p.Repetitions, p.Warmup, p.Duration)
+	fmt.Fprintf(l.W, "plan %s: %d runs (%d configurations × %d repetitions), warm-up %s + %s each%s",
+		p.Name, total, len(p.Configurations), p.Repetitions, p.Warmup, p.Duration, searchText(p))
 	if skipped > 0 {
 		fmt.Fprintf(l.W, ", %d already done", skipped)
 	}
@@ -84,6 +89,12 @@ func (l *Lines) RunStarted(run plan.Run, cfg *plan.Configuration) {
 }
 
 func (l *Lines) Phase(string) {}
+
+func (l *Lines) Step(msg string) {
+	if !l.Quiet {
+		fmt.Fprintln(l.W, "  "+msg)
+	}
+}
 
 func (l *Lines) RunFinished(run plan.Run, rec *results.RunRecord) {
 	l.done++
@@ -104,10 +115,30 @@ func (l *Lines) Warn(msg string) {
 
 func (l *Lines) End(s *Summary) { writeSummary(l.W, s) }
 
-// headline is the primary rate of an ok run, for progress lines.
+// searchText says that runs search for a capacity, and how many windows
+// a run may take.
+func searchText(p *plan.Plan) string {
+	var n, steps int
+	for i := range p.Configurations {
+		if s, ok := p.Configurations[i].Search(); ok {
+			n++
+			steps = max(steps, s.MaxSteps)
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (×1 to %d: %d of %d configurations search for their capacity, one window per step)", steps, n, len(p.Configurations))
+}
+
+// headline is the primary rate of an ok run, for progress lines; a
+// capacity search's result and cost.
 func headline(rec *results.RunRecord) string {
 	if rec.Status != results.StatusOK || rec.Result == nil {
 		return ""
+	}
+	if c := rec.Result.Capacity; c != nil {
+		return ", capacity " + workload.OutcomeText(c)
 	}
 	if v, ok := rec.Result.Metrics[results.MetricThroughput]; ok {
 		return fmt.Sprintf(", %.1f/s", v)
@@ -143,8 +174,8 @@ func (b *Bar) Begin(p *plan.Plan, total, skipped int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.total = total
-	fmt.Fprintf(b.W, "plan %s: %d runs (%d configurations × %d repetitions), warm-up %s + %s each\n",
-		p.Name, total, len(p.Configurations), p.Repetitions, p.Warmup, p.Duration)
+	fmt.Fprintf(b.W, "plan %s: %d runs (%d configurations × %d repetitions), warm-up %s + %s each%s\n",
+		p.Name, total, len(p.Configurations), p.Repetitions, p.Warmup, p.Duration, searchText(p))
 	// Runs finished by an earlier invocation are left out of the bar so
 	// that they do not make the ETA look faster than it will be.
 	b.bar = progressbar.NewOptions(max(total-skipped, 1),
@@ -187,6 +218,14 @@ func (b *Bar) Phase(phase string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.bar.Describe(b.cur + " " + phase)
+}
+
+func (b *Bar) Step(msg string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_ = b.bar.Clear()
+	fmt.Fprintln(b.W, "  "+b.cur+": "+msg)
+	_ = b.bar.RenderBlank()
 }
 
 func (b *Bar) RunFinished(run plan.Run, rec *results.RunRecord) {

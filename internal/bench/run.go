@@ -71,6 +71,10 @@ func (r *runner) newRun(ctx context.Context, planned plan.Run, cfg *plan.Configu
 		},
 		budget: r.p.Warmup + r.p.Duration + r.opt.RunSlack,
 	}
+	if s, ok := cfg.Search(); ok {
+		// A capacity search measures up to its max_steps windows.
+		rn.budget = s.MaxDrive(r.p.Warmup+r.p.Duration) + r.opt.RunSlack
+	}
 	var base context.Context
 	base, rn.cancelCause = context.WithCancelCause(ctx)
 	var cancelBudget context.CancelFunc
@@ -193,6 +197,7 @@ func (rn *run) drive() (*results.Measurement, error) {
 			pr.Phase("measuring")
 		},
 		LoadCPUSet: rn.r.p.LoadCPUSet,
+		Progress:   pr.Step,
 	}
 	if iso := rn.iso.Load(); iso != nil {
 		env.HotPhase = iso.hotPhase
@@ -308,7 +313,11 @@ func (rn *run) interrupted() bool { return rn.ctx.Err() != nil }
 // off, the budget.
 func (rn *run) explain(stage string, err error) error {
 	if rn.rctx.Err() == context.DeadlineExceeded && !rn.interrupted() {
-		return fmt.Errorf("%s: run exceeded its budget of %s (warm-up + duration + %s slack): %w", stage, rn.budget, rn.r.opt.RunSlack, err)
+		what := "warm-up + duration"
+		if _, ok := rn.cfg.Search(); ok {
+			what = "the capacity search's steps"
+		}
+		return fmt.Errorf("%s: run exceeded its budget of %s (%s + %s slack): %w", stage, rn.budget, what, rn.r.opt.RunSlack, err)
 	}
 	return fmt.Errorf("%s: %w", stage, err)
 }

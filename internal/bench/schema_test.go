@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"ctrperf/internal/isolate"
 	"ctrperf/internal/plan"
@@ -58,5 +59,74 @@ configurations:
 	}
 	if _, err := plan.Parse("s.yaml", []byte(src), plan.Options{}); err != nil {
 		t.Fatalf("the plan's own schema (no workloads) refuses a good plan: %v", err)
+	}
+}
+
+// A capacity search's errors point at the nested key that is wrong, a
+// search beside a plan-level rate at the search, and bench validate shows
+// the search and what it may cost.
+func TestCapacitySearchPlan(t *testing.T) {
+	src := `name: s
+workload: web
+repetitions: 2
+warmup: 1s
+duration: 4s
+baseline: a
+load:
+  search:
+    slo:
+      p99_ms: 50
+    from: 20
+    to: 400
+    max_steps: 10
+configurations:
+  - name: a
+    runtime: host
+  - name: b
+    runtime: host
+    load:
+      rate: 30
+`
+	_, err := ParsePlan("s.yaml", []byte(src), plan.Options{})
+	if err == nil || !strings.Contains(err.Error(), `s.yaml:8: configurations[1] (b): configuration "b": workload web: load.search with load.rate = 30`) {
+		t.Fatalf("error = %v, want one at the search's line 8", err)
+	}
+	for _, tc := range []struct{ from, to, want string }{
+		{"p99_ms: 50", "p99_ms: -1", `s.yaml:10: configurations[0] (a): configuration "a": workload web: load.search.slo.p99_ms = -1: out of range`},
+		{"p99_ms: 50", "p98_ms: 50", `s.yaml:10: configurations[0] (a): configuration "a": workload web: load.search.slo.p98_ms: unknown knob`},
+		{"to: 400", "to: 20", `s.yaml:12: configurations[0] (a): configuration "a": workload web: load.search.to = 20 is not above from = 20`},
+	} {
+		bad := strings.Replace(strings.Replace(src, "      rate: 30\n", "      poisson: true\n", 1), tc.from, tc.to, 1)
+		if _, err := ParsePlan("s.yaml", []byte(bad), plan.Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error = %v, want %q", tc.to, err, tc.want)
+		}
+	}
+
+	good := strings.Replace(src, "      rate: 30\n", "      poisson: true\n", 1)
+	p, err := ParsePlan("s.yaml", []byte(good), plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := p.Config("a")
+	s, ok := a.Search()
+	if !ok || s.MaxSteps != 10 {
+		t.Fatalf("search %+v %v", s, ok)
+	}
+	// Budget: ten windows of 5 s, each with the session timeout's drain.
+	if got, want := s.MaxDrive(5*time.Second), 10*(5*time.Second+s.StepSlack); got != want {
+		t.Errorf("MaxDrive %s, want %s", got, want)
+	}
+	var out strings.Builder
+	if err := p.Describe(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"load={search:{from:20,max_steps:10,slo:{p99_ms:50},to:400}}",
+		"capacity search:\n  every configuration: highest rate with p99_ms ≤ 50, error_rate ≤ 0.01 (default); 20/s → 400/s ×2 until a step fails, then bisect to 5%; at most 10 steps and 30m0s\n",
+		"measuring time at least 20s, at most 3m20s: capacity searches measure 1 to 10 windows per run",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("bench validate lacks %q:\n%s", want, out.String())
+		}
 	}
 }

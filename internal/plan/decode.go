@@ -164,6 +164,11 @@ func (d *decoder) duration(n *yaml.Node, field string) (time.Duration, bool) {
 	return 0, false
 }
 
+// keySuffix marks the key node of a knob in a nodes map ("load.search" +
+// keySuffix): an error about a block mapping points at its key's line, not
+// at its first entry's.
+const keySuffix = "\x00key"
+
 // anyMap decodes a free-form mapping (workload-specific app and load knobs).
 // When nodes is not nil, each key's value node is kept there under
 // "knob.key" ("app.pool"), so that the workload's errors can point at
@@ -183,6 +188,7 @@ func (d *decoder) anyMap(n *yaml.Node, field, knob string, nodes map[string]*yam
 		out[p.key] = v
 		if nodes != nil {
 			nodes[knob+"."+p.key] = p.value
+			nodes[knob+"."+p.key+keySuffix] = p.keyN
 		}
 	}
 	return out, true

@@ -95,7 +95,66 @@ func (p *Plan) Describe(w io.Writer) error {
 			fmt.Fprintf(w, "  %s: %s\n", who, t.Requirement(p.Baseline))
 		}
 	}
-	est := time.Duration(len(runs)) * (p.Warmup + p.Duration)
-	_, err := fmt.Fprintf(w, "\nmeasuring time at least %s (plus deploy and teardown of every run)\n", est)
+	window := p.Warmup + p.Duration
+	est := time.Duration(len(runs)) * window
+	searches, most := p.describeSearches(w)
+	if searches == 0 {
+		_, err := fmt.Fprintf(w, "\nmeasuring time at least %s (plus deploy and teardown of every run)\n", est)
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\nmeasuring time at least %s, at most %s: capacity searches measure 1 to %d windows per run (plus deploy and teardown of every run)\n",
+		est, most, p.maxSteps())
 	return err
+}
+
+// describeSearches prints the configurations' capacity searches, one line
+// when they all search alike, and returns how many configurations search
+// and the longest the plan's runs may drive.
+func (p *Plan) describeSearches(w io.Writer) (int, time.Duration) {
+	window := p.Warmup + p.Duration
+	var n int
+	var most time.Duration
+	descs := map[string]bool{}
+	for i := range p.Configurations {
+		c := &p.Configurations[i]
+		s, ok := c.Search()
+		if ok {
+			n++
+			descs[s.Description] = true
+			s.StepSlack = 0 // windows only, as the line says
+			most += time.Duration(p.Repetitions) * s.MaxDrive(window)
+		} else {
+			most += time.Duration(p.Repetitions) * window
+		}
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	fmt.Fprintln(w, "\ncapacity search:")
+	if len(descs) == 1 && n == len(p.Configurations) {
+		s, _ := p.Configurations[0].Search()
+		fmt.Fprintf(w, "  every configuration: %s\n", s.Description)
+		return n, most
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for i := range p.Configurations {
+		desc := "none (one window at the load's rate)"
+		if s, ok := p.Configurations[i].Search(); ok {
+			desc = s.Description
+		}
+		fmt.Fprintf(tw, "  %s\t%s\n", p.Configurations[i].Name, desc)
+	}
+	_ = tw.Flush()
+	return n, most
+}
+
+// maxSteps is the most windows any configuration's search measures.
+func (p *Plan) maxSteps() int {
+	m := 1
+	for i := range p.Configurations {
+		if s, ok := p.Configurations[i].Search(); ok {
+			m = max(m, s.MaxSteps)
+		}
+	}
+	return m
 }

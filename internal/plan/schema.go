@@ -2,6 +2,8 @@ package plan
 
 import (
 	"errors"
+	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -69,9 +71,118 @@ func knobNode(err error, c *Configuration, planNodes map[string]*yaml.Node) (*ya
 	if !errors.As(err, &ke) {
 		return nil, false
 	}
-	if n, found := c.nodes[ke.Knob]; found {
-		return n, true
+	// The configuration's own node first, then the plan's; a path walked
+	// to its end before one that stopped at a key not written there.
+	for _, full := range []bool{true, false} {
+		for _, nodes := range []map[string]*yaml.Node{c.nodes, planNodes} {
+			if n, complete, found := nestedNode(nodes, ke.Knob); found && (complete || !full) {
+				return n, true
+			}
+		}
 	}
-	n, found := planNodes[ke.Knob]
-	return n, found
+	return nil, false
+}
+
+// nestedNode finds the node of a knob path; for a path into a nested
+// mapping ("load.search.slo.p99_ms") it walks down from the longest prefix
+// that was set ("load.search") as far as the keys exist, so an error inside
+// a nested knob points at its own line. complete says the walk reached the
+// whole path.
+func nestedNode(nodes map[string]*yaml.Node, knob string) (n *yaml.Node, complete, found bool) {
+	if n, found := nodes[knob]; found {
+		if k := nodes[knob+keySuffix]; k != nil && isBlock(n) {
+			return k, true, true
+		}
+		return n, true, true
+	}
+	parts := strings.Split(knob, ".")
+	for i := len(parts) - 1; i >= 1; i-- {
+		n, found := nodes[strings.Join(parts[:i], ".")]
+		if !found {
+			continue
+		}
+		complete = true
+		line := n
+		if k := nodes[strings.Join(parts[:i], ".")+keySuffix]; k != nil && isBlock(n) {
+			line = k
+		}
+		for _, key := range parts[i:] {
+			keyN, child := mappingValue(deref(n), key)
+			if child == nil {
+				complete = false
+				break
+			}
+			n, line = child, child
+			if isBlock(child) {
+				line = keyN
+			}
+		}
+		return line, complete, true
+	}
+	return nil, false, false
+}
+
+// mappingValue is the key and value nodes of key in a mapping node, or nil.
+func mappingValue(n *yaml.Node, key string) (k, v *yaml.Node) {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil, nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i], n.Content[i+1]
+		}
+	}
+	return nil, nil
+}
+
+// isBlock says a node is a block-style mapping or list, whose own line is
+// that of its first entry.
+func isBlock(n *yaml.Node) bool {
+	n = deref(n)
+	return n != nil && (n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode) && n.Style&yaml.FlowStyle == 0
+}
+
+// SearchSpec is what the plan and the runner need to know of a capacity
+// search (workload.Search, a workload's load.search): a run of such a
+// configuration measures up to MaxSteps windows (warm-up + duration each)
+// instead of one.
+type SearchSpec struct {
+	// Description is the search as bench validate shows it.
+	Description string
+	// MaxSteps bounds the windows measured; MaxTime the search's time (0:
+	// MaxSteps only). A step is started only if it is expected to end
+	// within MaxTime, so a search overruns MaxTime by at most one step.
+	MaxSteps int
+	MaxTime  time.Duration
+	// StepSlack is how long one step may take beyond its window (the load
+	// generator's drain of sessions still in flight).
+	StepSlack time.Duration
+}
+
+// MaxDrive is the longest a run of the search may drive, for a plan's
+// window (warm-up + duration).
+func (s SearchSpec) MaxDrive(window time.Duration) time.Duration {
+	step := window + s.StepSlack
+	d := time.Duration(max(s.MaxSteps, 1)) * step
+	if s.MaxTime > 0 {
+		d = min(d, s.MaxTime+step)
+	}
+	return d
+}
+
+// Searching is implemented by a workload's decoded load
+// (WorkloadKnobs.Load) that may ask for a capacity search.
+type Searching interface {
+	// CapacitySearch returns the search; ok is false when the load
+	// measures one window at a fixed rate or concurrency.
+	CapacitySearch() (s SearchSpec, ok bool)
+}
+
+// Search is the configuration's capacity search, when its decoded load
+// asks for one.
+func (c *Configuration) Search() (SearchSpec, bool) {
+	if s, ok := c.Decoded.Load.(Searching); ok {
+		return s.CapacitySearch()
+	}
+	return SearchSpec{}, false
 }

@@ -236,6 +236,10 @@ func flatMap(m map[string]any) string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
+		if sub, ok := m[k].(map[string]any); ok {
+			fmt.Fprintf(&b, "%s:%s", k, flatMap(sub))
+			continue
+		}
 		fmt.Fprintf(&b, "%s:%v", k, m[k])
 	}
 	b.WriteByte('}')

@@ -453,6 +453,7 @@ func buildConfig(name string, runs []*results.RunRecord, o Options) (*Config, []
 			}
 		}
 	}
+	c.Capacity = summarizeCapacity(ok)
 	c.representative = representative(ok, c.Metrics[results.MetricThroughput].Median)
 	c.System = summarizeSystem(ok)
 	warn = append(warn, configWarnings(c, ok)...)

@@ -37,6 +37,18 @@ func renderCSV(w io.Writer, rep *Report) error {
 				return err
 			}
 		}
+		// A capacity search's outcomes as counts of runs: a configuration
+		// below the lowest rate has no capacity_per_s row, only these.
+		if cp := c.Capacity; cp != nil {
+			for _, kv := range []struct {
+				k string
+				v int
+			}{{"capacity_found_runs", cp.Found}, {"capacity_bounded_runs", cp.Bounded}, {"capacity_at_least_runs", cp.AtLeast}, {"capacity_below_runs", cp.Below}} {
+				if err := cw.Write([]string{c.Name, "", kv.k, strconv.Itoa(kv.v), "", "", "", "", "", "", ""}); err != nil {
+					return err
+				}
+			}
+		}
 		write := func(op, m string, e stats.Estimate, cmp *stats.Comparison) error {
 			row := []string{c.Name, op, m, f(e.Median), fp(e.CILow), fp(e.CIHigh), strconv.Itoa(e.N), "", "", "", ""}
 			if cmp != nil {

@@ -74,6 +74,7 @@ type htmlPage struct {
 	AggHeader     []string
 	Aggregate     []htmlAggRow
 	Other         *section
+	Capacity      *section
 	System        *section
 	Smalls        []htmlSmall
 	Coverage      string
@@ -112,6 +113,9 @@ func renderHTML(w io.Writer, rep *Report) error {
 	}
 	if s, ok := otherSection(rep); ok {
 		p.Other = &s
+	}
+	if s, ok := capacitySection(rep); ok {
+		p.Capacity = &s
 	}
 	if s, ok := systemSection(rep); ok {
 		p.System = &s
@@ -415,6 +419,12 @@ footer { color: var(--muted); font-size: 12.5px; margin-top: 40px; border-top: 1
 <div class="card answer"><ul>{{range .Headline}}<li>{{.}}</li>{{end}}{{range .Broken}}<li class="failed">THRESHOLD BROKEN: {{.}}</li>{{end}}</ul></div>
 {{range .Head}}<p class="sub">{{.}}</p>{{end}}
 {{if .Env}}<div class="card env"><h3>Environment</h3><ul>{{range .Env}}<li>{{.}}</li>{{end}}</ul></div>{{end}}
+
+{{with .Capacity}}<h2>{{.Title}}</h2>
+<div class="card"><table class="text-last">
+<tr>{{range $i, $h := .Header}}<th{{if lt $i 1}} class="l"{{end}}>{{$h}}</th>{{end}}</tr>
+{{range .Rows}}<tr>{{range $i, $c := .}}<td{{if lt $i 1}} class="l"{{end}}>{{$c}}</td>{{end}}</tr>{{end}}
+</table><p class="note">{{.Note}}</p></div>{{end}}
 
 <h2>Versus the baseline <em>{{.R.Baseline}}</em></h2>
 <div class="card">

@@ -151,7 +151,7 @@ func otherMetrics(rep *Report) []string {
 	seen := map[string]bool{}
 	for _, c := range rep.Configs {
 		for k := range c.Metrics {
-			if !standardMetrics[k] {
+			if !standardMetrics[k] && !capacityMetrics[k] {
 				seen[k] = true
 			}
 		}

@@ -66,6 +66,9 @@ type Config struct {
 	OpVsBaseline map[string]map[string]stats.Comparison `json:"op_vs_baseline,omitempty"`
 	// System is the observers' summary over all successful runs.
 	System []SystemFigure `json:"system,omitempty"`
+	// Capacity is what its capacity searches found, when its load searched
+	// (load.search); the capacity is Metrics["capacity_per_s"].
+	Capacity *Capacity `json:"capacity,omitempty"`
 
 	reps     map[string][]float64            // bootstrap replicates per metric
 	opReps   map[string]map[string][]float64 // per operation

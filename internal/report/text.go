@@ -75,6 +75,9 @@ func textSections(rep *Report, md bool) []section {
 	if lines := envLines(rep.Env); len(lines) > 0 {
 		out = append(out, section{Title: "Environment", Lines: lines})
 	}
+	if s, ok := capacitySection(rep); ok {
+		out = append(out, s)
+	}
 	out = append(out, aggregateSection(rep))
 	if s, ok := summarySection(rep); ok {
 		out = append(out, s)
@@ -101,6 +104,9 @@ func thresholdSection(rep *Report) (section, bool) {
 // to compare, so the aggregate stands in.
 func summarySections(rep *Report) []section {
 	out := []section{answerSection(rep), headSection(rep)}
+	if s, ok := capacitySection(rep); ok {
+		out = append(out, s)
+	}
 	if s, ok := summarySection(rep); ok {
 		out = append(out, s)
 	} else {

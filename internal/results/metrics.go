@@ -43,3 +43,12 @@ const (
 	MetricGeneratorLatenessMaxMs = "generator_lateness_max_ms"
 	MetricReaction               = "reaction_s"
 )
+
+// Capacity search (a workload's load.search): the highest offered rate that
+// met the SLO, what the search cost, per run. MetricCapacity is absent when
+// no rate tried met the SLO (Capacity.Outcome CapacityBelow).
+const (
+	MetricCapacity       = "capacity_per_s"
+	MetricCapacitySteps  = "capacity_steps"
+	MetricCapacitySearch = "capacity_search_s"
+)

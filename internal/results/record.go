@@ -79,6 +79,10 @@ type Measurement struct {
 	Tools map[string]string `json:"tools,omitempty"`
 	// Notes are warnings the driver wants in the report.
 	Notes []string `json:"notes,omitempty"`
+	// Capacity is the capacity search that chose this measurement, when
+	// the load asked for one (load.search); the measurement is its highest
+	// passing step's.
+	Capacity *CapacitySearch `json:"capacity,omitempty"`
 	// PerSecond is the measured window second by second, as the load
 	// generator saw it (the k6 picture); empty for tools that report only
 	// totals.

@@ -9,6 +9,7 @@ import (
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/load"
+	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 )
 
@@ -42,8 +43,23 @@ type KVLoad struct {
 	ValueSize   int64   // bytes
 	Keys        int64   // key space
 	Seed        int64
+	// Search, when set, finds the highest open-loop rate that meets an SLO
+	// instead of measuring one window (see capacity.go); Mode is "open".
+	Search *Search
 	// mix is Mix as the generator takes it, read once by ParseKVLoad.
 	mix map[string]float64
+}
+
+// kvStepSlack is how long a kv window may take beyond warm-up + duration:
+// the generator's drain (its 10 s request timeout).
+const kvStepSlack = 11 * time.Second
+
+// CapacitySearch implements plan.Searching.
+func (l KVLoad) CapacitySearch() (plan.SearchSpec, bool) {
+	if l.Search == nil {
+		return plan.SearchSpec{}, false
+	}
+	return l.Search.Spec(kvStepSlack), true
 }
 
 // Defaults: seed 004's memslap (set only, concurrency 4) and memcached's own
@@ -85,8 +101,19 @@ func ParseKVLoad(m map[string]any) (KVLoad, error) {
 	whole(k, "value_size", &l.ValueSize, 1, 1<<20)
 	whole(k, "keys", &l.Keys, 1, 1<<30)
 	whole(k, "seed", &l.Seed, 0, 1<<62)
+	k.search("search", &l.Search)
 	if err := k.err(); err != nil {
 		return l, err
+	}
+	if l.Search != nil {
+		if err := searchConflicts(m, l.Search, "rate", "concurrency", "ops"); err != nil {
+			return l, err
+		}
+		if l.Mode == "closed" && m["mode"] != nil {
+			return l, knobError("load.mode", "load.mode closed with load.search: a capacity search is open loop (leave mode out or write open)")
+		}
+		l.Mode, l.Concurrency = "open", 0
+		return l, nil
 	}
 	switch {
 	case l.Mode == "open" && l.Rate <= 0:
@@ -153,19 +180,21 @@ func (KV) Drive(ctx context.Context, env Env) (*results.Measurement, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kv: %w", err)
 	}
-	d, err := load.NewMemcached(load.MemcachedConfig{Addr: ep.Addr, Mix: l.mix, Keys: int(l.Keys), ValueSize: int(l.ValueSize),
-		Dial: env.Target.Dialer(), Seed: uint64(l.Seed)})
+	if l.Search != nil {
+		// A step where nothing completes, or everything fails, fails the
+		// SLO; it does not end the search.
+		return RunSearch(ctx, env, l.Search, func(ctx context.Context, rate float64, started func()) (*results.Measurement, error) {
+			sl := l
+			sl.Rate = rate
+			p := kvProfile(sl, env)
+			p.Started = started
+			return kvWindow(ctx, env, l, p, ep.Addr)
+		})
+	}
+	m, err := kvWindow(ctx, env, l, kvProfile(l, env), ep.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("kv: %w", err)
+		return m, err
 	}
-	m, err := load.Run(ctx, d, kvProfile(l, env))
-	if err != nil {
-		return m, fmt.Errorf("kv: memcached load against %s: %w", ep.Addr, err)
-	}
-	if m.Tools == nil {
-		m.Tools = map[string]string{}
-	}
-	m.Tools["memcached-driver"] = "ctrperf load (memcached text protocol)"
 	var total, failed int64
 	for _, op := range m.Operations {
 		total += op.Count
@@ -177,5 +206,24 @@ func (KV) Drive(ctx context.Context, env Env) (*results.Measurement, error) {
 	if failed == total {
 		return m, fmt.Errorf("kv: all %d operations against %s failed", total, ep.Addr)
 	}
+	return m, nil
+}
+
+// kvWindow drives one window with a fresh generator (its hit and miss
+// counters are the window's).
+func kvWindow(ctx context.Context, env Env, l KVLoad, p load.Profile, addr string) (*results.Measurement, error) {
+	d, err := load.NewMemcached(load.MemcachedConfig{Addr: addr, Mix: l.mix, Keys: int(l.Keys), ValueSize: int(l.ValueSize),
+		Dial: env.Target.Dialer(), Seed: uint64(l.Seed)})
+	if err != nil {
+		return nil, fmt.Errorf("kv: %w", err)
+	}
+	m, err := load.Run(ctx, d, p)
+	if err != nil {
+		return m, fmt.Errorf("kv: memcached load against %s: %w", addr, err)
+	}
+	if m.Tools == nil {
+		m.Tools = map[string]string{}
+	}
+	m.Tools["memcached-driver"] = "ctrperf load (memcached text protocol)"
 	return m, nil
 }

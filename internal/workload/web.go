@@ -19,6 +19,7 @@ import (
 	"ctrperf/internal/engine"
 	"ctrperf/internal/image"
 	"ctrperf/internal/load"
+	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 )
 
@@ -100,6 +101,18 @@ type WebLoad struct {
 	Seed        uint64
 	User        string // login of the scenario's user
 	Project     int    // project the sessions read and write
+	// Search, when set, finds the highest session rate that meets an SLO
+	// instead of measuring Rate or Concurrency (see capacity.go).
+	Search *Search
+}
+
+// CapacitySearch implements plan.Searching: a step may run its window plus
+// the generator's drain (the session timeout).
+func (l WebLoad) CapacitySearch() (plan.SearchSpec, bool) {
+	if l.Search == nil {
+		return plan.SearchSpec{}, false
+	}
+	return l.Search.Spec(l.Timeout + time.Second), true
 }
 
 // Defaults are seed 000's: 2000 sessions per 60 s, MaxClients 150,
@@ -180,8 +193,16 @@ func ParseWebLoad(m map[string]any) (WebLoad, error) {
 		return nil
 	})
 	whole(k, "project", &l.Project, 1, 100000)
+	k.search("search", &l.Search)
 	if err := k.err(); err != nil {
 		return l, err
+	}
+	if l.Search != nil {
+		if err := searchConflicts(m, l.Search, "rate", "concurrency"); err != nil {
+			return l, err
+		}
+		l.Rate, l.Concurrency = 0, 0 // the search chooses the rate
+		return l, nil
 	}
 	if _, hasC := m["concurrency"]; hasC && l.Concurrency > 0 {
 		if _, hasR := m["rate"]; hasR && l.Rate > 0 {
@@ -438,7 +459,8 @@ func WebScenario(user string, project int) *load.Scenario {
 }
 
 // Drive runs the scenario open loop (or closed loop with load.concurrency)
-// against the app's endpoint, through the target's dialer.
+// against the app's endpoint, through the target's dialer; with
+// load.search, one window per step of a capacity search.
 func (w Web) Drive(ctx context.Context, env Env) (*results.Measurement, error) {
 	if env.Target == nil {
 		return nil, errors.New("web: no target")
@@ -448,22 +470,34 @@ func (w Web) Drive(ctx context.Context, env Env) (*results.Measurement, error) {
 	if err != nil {
 		return nil, fmt.Errorf("web: %w", err)
 	}
+	if ld.Search != nil {
+		return RunSearch(ctx, env, ld.Search, func(ctx context.Context, rate float64, started func()) (*results.Measurement, error) {
+			l := ld
+			l.Rate, l.Concurrency = rate, 0
+			return webWindow(ctx, env, ep.Addr, l, started)
+		})
+	}
+	return webWindow(ctx, env, ep.Addr, ld, env.Started)
+}
+
+// webWindow drives one window (warm-up + duration) with the load ld.
+func webWindow(ctx context.Context, env Env, addr string, ld WebLoad, started func()) (*results.Measurement, error) {
 	dial := load.Dialer(env.Target.Dialer())
-	drv, err := load.NewHTTP(load.HTTPConfig{BaseURL: "http://" + ep.Addr, Scenario: WebScenario(ld.User, ld.Project), Dial: dial, Seed: ld.Seed})
+	drv, err := load.NewHTTP(load.HTTPConfig{BaseURL: "http://" + addr, Scenario: WebScenario(ld.User, ld.Project), Dial: dial, Seed: ld.Seed})
 	if err != nil {
 		return nil, fmt.Errorf("web: scenario: %w", err)
 	}
 	p := load.Profile{Rate: ld.Rate, Poisson: ld.Poisson, Seed: ld.Seed, Concurrency: ld.Concurrency,
 		Warmup: env.Window.Warmup, Duration: env.Window.Duration, Timeout: ld.Timeout, MaxInFlight: ld.MaxInFlight,
-		CPUSet: env.LoadCPUSet, Started: env.Started}
-	before := scrapeQueue(ctx, dial, ep.Addr)
+		CPUSet: env.LoadCPUSet, Started: started}
+	before := scrapeQueue(ctx, dial, addr)
 	m, err := load.Run(ctx, drv, p)
 	if err != nil {
-		return m, fmt.Errorf("web: load against %s: %w", ep.Addr, err)
+		return m, fmt.Errorf("web: load against %s: %w", addr, err)
 	}
 	// The server's own view of refusals (queue timeouts, a full queue)
 	// tells a 503 of MaxClients from one of a broken database.
-	if after := scrapeQueue(ctx, dial, ep.Addr); after != nil && before != nil {
+	if after := scrapeQueue(ctx, dial, addr); after != nil && before != nil {
 		if m.Metrics == nil {
 			m.Metrics = map[string]float64{}
 		}

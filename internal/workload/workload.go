@@ -85,8 +85,14 @@ type Env struct {
 	Config Config
 	Window Window
 	// Started is called when the measured window starts (after warm-up), so
-	// observers can align their samples.
+	// observers can align their samples. A driver that measures several
+	// windows (a capacity search, RunSearch) calls it once, at the first:
+	// the run's system series then covers every window from there, the
+	// warm-ups of the later steps included.
 	Started func()
+	// Progress, when set, hears a line about a long drive's progress (a
+	// capacity search's steps); bench run prints it.
+	Progress func(msg string)
 	// LoadCPUSet pins the load generator, when the plan asks for it.
 	LoadCPUSet string
 	// HotPhase, when set, is called by a workload that turns some of its
