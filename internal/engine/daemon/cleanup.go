@@ -105,6 +105,19 @@ func teardown(ctx context.Context, o Options, st *State, ipt iptablesRunner) ([]
 		}
 	}
 
+	// The jumps this engine's dockerd hooked into the built-in chains,
+	// unless another live private engine made the same (then the last one
+	// to go removes them).
+	if st.IPTables && ipt != nil && len(st.AddedJumps) > 0 {
+		if other := jumpsStillNeeded(o, st); other != "" {
+			note("kept %d iptables jumps into DOCKER: engine %s is still running with the same", len(st.AddedJumps), other)
+		} else if n, err := deleteJumps(ctx, ipt, st.AddedJumps); err != nil {
+			errs = append(errs, err)
+		} else if n > 0 {
+			note("deleted %d iptables jumps into DOCKER", n)
+		}
+	}
+
 	// Directories, only inside ctrperf's own roots whatever the state says,
 	// and never across a mount that is still there.
 	mnts, _ = kernel.Mounts(o.ProcRoot)
@@ -418,4 +431,27 @@ func cleanOrphans(ctx context.Context, o Options, runID string) ([]string, error
 		}
 	}
 	return done, errors.Join(errs...)
+}
+
+// jumpsStillNeeded names another live private engine whose dockerd runs
+// with the same settings (userland proxy off) and so relies on the jumps st
+// added, or returns "".
+func jumpsStillNeeded(o Options, st *State) string {
+	sts, _ := listStates(o)
+	for _, other := range sts {
+		if other.Name == st.Name || !other.IPTables {
+			continue
+		}
+		if up := other.Spec.UserlandProxy; up == nil || *up {
+			continue
+		}
+		pid := other.PID
+		if pid == 0 {
+			pid = readPIDFile(other.PIDFile)
+		}
+		if other.Socket != "" && ownedPID(o.ProcRoot, pid, other.Socket) {
+			return other.Name
+		}
+	}
+	return ""
 }

@@ -263,6 +263,14 @@ func start(ctx context.Context, o Options, st *State) (*Daemon, error) {
 		} else if len(restored) > 0 {
 			d.Warnings = append(d.Warnings, fmt.Sprintf("put back %d iptables rules of other engines that dockerd flushed on start", len(restored)))
 		}
+		if added, err := addedJumps(ctx, ipt, before); err != nil {
+			d.Warnings = append(d.Warnings, err.Error())
+		} else if len(added) > 0 {
+			st.AddedJumps = added
+			if err := writeState(o, st); err != nil {
+				d.Warnings = append(d.Warnings, err.Error())
+			}
+		}
 	}
 	return d, nil
 }

@@ -180,6 +180,19 @@ func TestPrivateBtrfsLoopNoProxyDocker(t *testing.T) {
 	if _, err := netlink.LinkByName("br-" + nw.ID[:12]); err == nil {
 		t.Errorf("Close left the bridge of a user-defined network")
 	}
+	// --userland-proxy=false hooked nat OUTPUT into DOCKER for loopback
+	// too; left behind, that hook sends 127.0.0.1 traffic for the user's
+	// published ports away from their docker-proxy, and it hangs.
+	if len(st.AddedJumps) == 0 {
+		t.Logf("the engine added no jumps into DOCKER (a hook was already there)")
+	}
+	after, err := saveAll(ctx, execIPTables{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if extra := missingRules(jumpRules(after), jumpRules(before)); len(extra) > 0 {
+		t.Errorf("Close left jumps into DOCKER that were not there before: %v", extra)
+	}
 }
 
 // buildSleeperImage imports a FROM-scratch image holding a static sleeper

@@ -264,3 +264,61 @@ func ifacesExist(r ipRule, linkExists func(string) bool) bool {
 	}
 	return true
 }
+
+// jumpRules are the rules of the built-in chains that jump to a DOCKER*
+// chain (dockerd's hooks into PREROUTING and OUTPUT).
+func jumpRules(rules []ipRule) []ipRule {
+	var out []ipRule
+	for _, r := range rules {
+		if strings.HasPrefix(r.Chain, "DOCKER") {
+			continue
+		}
+		for i := 0; i+1 < len(r.Args); i++ {
+			if r.Args[i] == "-j" && strings.HasPrefix(r.Args[i+1], "DOCKER") {
+				out = append(out, r)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// addedJumps are the jumps into DOCKER* chains that exist now and did not
+// before: the ones the engine just started made.
+func addedJumps(ctx context.Context, ipt iptablesRunner, before []ipRule) ([]ipRule, error) {
+	after, err := saveAll(ctx, ipt)
+	if err != nil {
+		return nil, err
+	}
+	return missingRules(jumpRules(after), jumpRules(before)), nil
+}
+
+// deleteJumps removes jumps an engine added, unless another live engine
+// still needs them (wantsJump); a rule already gone is not an error.
+func deleteJumps(ctx context.Context, ipt iptablesRunner, jumps []ipRule) (int, error) {
+	now, err := saveAll(ctx, ipt)
+	if err != nil {
+		return 0, err
+	}
+	have := map[string]bool{}
+	for _, r := range now {
+		have[r.String()] = true
+	}
+	n := 0
+	var errs []error
+	for _, r := range jumps {
+		if !have[r.String()] {
+			continue
+		}
+		args := append([]string{"-w", "-t", r.Table, "-D", r.Chain}, r.Args...)
+		if err := ipt.Run(ctx, args...); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	if len(errs) > 0 {
+		return n, fmt.Errorf("delete iptables jumps: %v", errs)
+	}
+	return n, nil
+}

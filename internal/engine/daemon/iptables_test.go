@@ -169,3 +169,40 @@ func TestRestoreRulesSkipsGoneInterfaces(t *testing.T) {
 		t.Errorf("restored %q, want %q (rules of br-gone left out)", got, want)
 	}
 }
+
+// A dockerd with --userland-proxy=false hooks nat OUTPUT into DOCKER for
+// loopback too, and leaves the hook behind when it stops: the engine
+// records the hooks it added and its teardown removes exactly those.
+func TestAddedJumpsAreRemoved(t *testing.T) {
+	userHook := ipRule{Table: "nat", Chain: "OUTPUT", Args: []string{"!", "-d", "127.0.0.0/8", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "DOCKER"}}
+	preHook := ipRule{Table: "nat", Chain: "PREROUTING", Args: []string{"-m", "addrtype", "--dst-type", "LOCAL", "-j", "DOCKER"}}
+	other := ipRule{Table: "nat", Chain: "POSTROUTING", Args: []string{"-s", "172.17.0.0/16", "-j", "MASQUERADE"}}
+	before := []ipRule{preHook, userHook, other}
+	hairpin := ipRule{Table: "nat", Chain: "OUTPUT", Args: []string{"-m", "addrtype", "--dst-type", "LOCAL", "-j", "DOCKER"}}
+	inChain := ipRule{Table: "nat", Chain: "DOCKER", Args: []string{"-i", "ctrperf1", "-j", "RETURN"}}
+	f := &fakeIPT{rules: []ipRule{preHook, hairpin, userHook, other, inChain}}
+
+	added, err := addedJumps(context.Background(), f, before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(added) != 1 || added[0].String() != hairpin.String() {
+		t.Fatalf("added jumps = %v, want only the loopback hairpin hook", added)
+	}
+	n, err := deleteJumps(context.Background(), f, added)
+	if err != nil || n != 1 {
+		t.Fatalf("deleteJumps = %d, %v; want 1 deleted", n, err)
+	}
+	for _, r := range f.rules {
+		if r.String() == hairpin.String() {
+			t.Errorf("hairpin hook still there: %v", f.rules)
+		}
+	}
+	if len(f.rules) != 4 {
+		t.Errorf("other rules touched: %v", f.rules)
+	}
+	// Gone already (another teardown, or by hand): not an error.
+	if n, err := deleteJumps(context.Background(), f, added); err != nil || n != 0 {
+		t.Errorf("second deleteJumps = %d, %v; want 0, nil", n, err)
+	}
+}

@@ -26,15 +26,21 @@ type State struct {
 	DataRoot string            `json:"data_root"`
 	// KeepDataRoot: the default engine's data root survives so its image
 	// cache does; every other data root is removed with the engine.
-	KeepDataRoot bool       `json:"keep_data_root,omitempty"`
-	PIDFile      string     `json:"pidfile"`
-	LogFile      string     `json:"log_file"`
-	ConfigFile   string     `json:"config_file"`
-	Bridge       string     `json:"bridge"`
-	Subnet       string     `json:"subnet,omitempty"` // CIDR of the bridge, e.g. 10.213.0.1/24
-	IPTables     bool       `json:"iptables"`
-	Loop         *LoopState `json:"loop,omitempty"`
-	Started      time.Time  `json:"started"`
+	KeepDataRoot bool   `json:"keep_data_root,omitempty"`
+	PIDFile      string `json:"pidfile"`
+	LogFile      string `json:"log_file"`
+	ConfigFile   string `json:"config_file"`
+	Bridge       string `json:"bridge"`
+	Subnet       string `json:"subnet,omitempty"` // CIDR of the bridge, e.g. 10.213.0.1/24
+	IPTables     bool   `json:"iptables"`
+	// AddedJumps are the rules this engine's dockerd added to the built-in
+	// chains (nat OUTPUT's jump to DOCKER without the loopback exclusion,
+	// which --userland-proxy=false makes): dockerd leaves them behind when
+	// it stops, and they would then DNAT 127.0.0.1 traffic of every other
+	// engine's published ports away from its docker-proxy.
+	AddedJumps []ipRule   `json:"added_jumps,omitempty"`
+	Loop       *LoopState `json:"loop,omitempty"`
+	Started    time.Time  `json:"started"`
 }
 
 // LoopState is a data root on a loop-mounted image file.
