@@ -3,7 +3,7 @@ package plan
 import (
 	"errors"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Schema is what the plan's own schema leaves to the packages that run it:
