@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 	"github.com/spf13/cobra"
 
 	"ctrperf/internal/engine"
@@ -171,7 +171,7 @@ func sweep(ctx context.Context, errOut io.Writer, runID string, dry bool, own *e
 		// run's) holds no containers of a dead run worth waiting for;
 		// CleanEngines below handles the engines of the run itself.
 		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		_, err = cli.Ping(pctx)
+		_, err = cli.Ping(pctx, client.PingOptions{})
 		cancel()
 		if err != nil {
 			fmt.Fprintf(errOut, "ctrperf clean: private engine %s does not answer, skipping its containers: %v\n", e.Name, err)

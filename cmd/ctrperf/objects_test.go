@@ -13,11 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/volume"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/engine/daemon"
@@ -89,26 +85,26 @@ func dockerObjects(t *testing.T, cli client.APIClient) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var objs []string
-	f := filters.NewArgs(filters.Arg("label", engine.LabelManaged+"=true"))
-	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	f := client.Filters{}.Add("label", engine.LabelManaged+"=true")
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
 		t.Fatalf("list containers: %v", err)
 	}
-	for _, c := range cs {
+	for _, c := range cs.Items {
 		objs = append(objs, "container "+strings.Join(c.Names, ","))
 	}
-	ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
 	if err != nil {
 		t.Fatalf("list networks: %v", err)
 	}
-	for _, n := range ns {
+	for _, n := range ns.Items {
 		objs = append(objs, "network "+n.Name)
 	}
-	vs, err := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
+	vs, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
 	if err != nil {
 		t.Fatalf("list volumes: %v", err)
 	}
-	for _, v := range vs.Volumes {
+	for _, v := range vs.Items {
 		objs = append(objs, "volume "+v.Name)
 	}
 	return objs
@@ -233,12 +229,12 @@ func ctrperfCgroups(t *testing.T, cli client.APIClient) []string {
 	// removed in between shows up once (and fails only if it stays).
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true})
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true})
 	if err != nil {
 		t.Fatalf("list containers: %v", err)
 	}
 	known := map[string]bool{}
-	for _, c := range cs {
+	for _, c := range cs.Items {
 		known[c.ID] = true
 	}
 	var objs []string

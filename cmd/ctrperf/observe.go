@@ -11,8 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 	"github.com/spf13/cobra"
 
 	"ctrperf/internal/engine"
@@ -164,13 +163,14 @@ func followContainers(ctx context.Context, stderr io.Writer, obs *observe.Observ
 func runningContainers(ctx context.Context, cli *client.Client, procRoot string) ([]observe.Container, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	list, err := cli.ContainerList(ctx, container.ListOptions{})
+	list, err := cli.ContainerList(ctx, client.ContainerListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
 	var out []observe.Container
-	for _, c := range list {
-		info, err := cli.ContainerInspect(ctx, c.ID)
+	for _, c := range list.Items {
+		res, err := cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
+		info := res.Container
 		if err != nil || info.State == nil || info.State.Pid == 0 {
 			continue // gone since the list
 		}

@@ -14,9 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-
 	"ctrperf/internal/engine"
 	"ctrperf/internal/engine/daemon"
 	"ctrperf/internal/kernel"
@@ -24,6 +21,8 @@ import (
 	"ctrperf/internal/results"
 	"ctrperf/internal/testenv"
 	"ctrperf/internal/workload"
+
+	"github.com/moby/moby/client"
 )
 
 // TestBenchPrivateEngineKilledDocker kills the private dockerd of a
@@ -145,13 +144,13 @@ configurations:
 		t.Errorf("bridge %s left", st.Bridge)
 	}
 	for _, rec := range recs {
-		list, err := cli.ContainerList(ctx, container.ListOptions{All: true,
-			Filters: filters.NewArgs(filters.Arg("label", engine.LabelRun+"="+rec.RunID))})
+		list, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true,
+			Filters: client.Filters{}.Add("label", engine.LabelRun+"="+rec.RunID)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(list) != 0 {
-			t.Errorf("run %s left %d containers on the default engine", rec.RunID, len(list))
+		if len(list.Items) != 0 {
+			t.Errorf("run %s left %d containers on the default engine", rec.RunID, len(list.Items))
 		}
 	}
 }

@@ -14,9 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/image"
@@ -143,13 +141,13 @@ configurations:
 		if rec.System == nil || len(rec.System.Samples) == 0 {
 			t.Errorf("run %d (%s): no system samples", rec.Index, rec.Config)
 		}
-		list, err := cli.ContainerList(ctx, container.ListOptions{All: true,
-			Filters: filters.NewArgs(filters.Arg("label", engine.LabelRun+"="+rec.RunID))})
+		list, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true,
+			Filters: client.Filters{}.Add("label", engine.LabelRun+"="+rec.RunID)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(list) != 0 {
-			t.Errorf("run %s left %d containers behind", rec.RunID, len(list))
+		if len(list.Items) != 0 {
+			t.Errorf("run %s left %d containers behind", rec.RunID, len(list.Items))
 		}
 	}
 
@@ -172,13 +170,13 @@ configurations:
 	if !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("interrupted Run: %v", err)
 	}
-	list, err := cli.ContainerList(ctx, container.ListOptions{All: true,
-		Filters: filters.NewArgs(filters.Arg("label", engine.LabelRun+"="+interruptedRun))})
+	list, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true,
+		Filters: client.Filters{}.Add("label", engine.LabelRun+"="+interruptedRun)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if interruptedRun == "" || len(list) != 0 {
-		t.Errorf("interrupted run %q left %d containers behind", interruptedRun, len(list))
+	if interruptedRun == "" || len(list.Items) != 0 {
+		t.Errorf("interrupted run %q left %d containers behind", interruptedRun, len(list.Items))
 	}
 	before := readRecords(t, out2)
 	for _, r := range before {

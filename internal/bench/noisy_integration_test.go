@@ -12,13 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-
 	"ctrperf/internal/engine"
 	"ctrperf/internal/isolate"
 	"ctrperf/internal/kernel"
 	"ctrperf/internal/plan"
+
+	"github.com/moby/moby/client"
 )
 
 // TestNoisyStrictIsolateDocker runs the noisy workload through the real
@@ -56,12 +55,12 @@ configurations:
 	cpus := isolate.DockerCgroups(cli, kernel.Roots{})
 	snapshot := func(runID string) map[string]string {
 		t.Helper()
-		list, err := cli.ContainerList(ctx, container.ListOptions{Filters: filters.NewArgs(filters.Arg("label", engine.LabelRun+"="+runID))})
+		list, err := cli.ContainerList(ctx, client.ContainerListOptions{Filters: client.Filters{}.Add("label", engine.LabelRun+"="+runID)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		s := map[string]string{}
-		for _, c := range list {
+		for _, c := range list.Items {
 			set, err := cpus.CPUs(ctx, c.ID)
 			if err != nil {
 				t.Fatalf("cpuset of %s: %v", c.Names, err)
@@ -89,10 +88,9 @@ configurations:
 		if len(before) == 0 {
 			t.Errorf("no containers of run %s before the controller", req.RunID)
 		}
-		list, _ := cli.ContainerList(ctx, container.ListOptions{Filters: filters.NewArgs(
-			filters.Arg("label", engine.LabelRun+"="+req.RunID), filters.Arg("label", engine.LabelService+"=hot1"))})
-		if len(list) == 1 {
-			hotID = list[0].ID
+		list, _ := cli.ContainerList(ctx, client.ContainerListOptions{Filters: client.Filters{}.Add("label", engine.LabelRun+"="+req.RunID).Add("label", engine.LabelService+"=hot1")})
+		if len(list.Items) == 1 {
+			hotID = list.Items[0].ID
 		}
 		inner := req.Events
 		req.Events = func(e isolate.Event) {

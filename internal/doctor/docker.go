@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"ctrperf/internal/engine/daemon"
+
+	"github.com/moby/moby/client"
 )
 
 // engineProber asks the user's engine (DOCKER_HOST or the default socket)
@@ -22,10 +24,11 @@ func (p engineProber) Probe(ctx context.Context) (Docker, error) {
 	}
 	defer eng.Close(ctx)
 	d.Answers = true
-	in, err := eng.Client().Info(ctx)
+	res, err := eng.Client().Info(ctx, client.InfoOptions{})
 	if err != nil {
 		return d, err
 	}
+	in := res.Info
 	d.Version, d.StorageDriver, d.DataRoot, d.CgroupDriver = in.ServerVersion, in.Driver, in.DockerRootDir, in.CgroupDriver
 	for _, kv := range in.DriverStatus {
 		if kv[0] == "Backing Filesystem" {

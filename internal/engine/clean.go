@@ -13,11 +13,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/volume"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 
 	"ctrperf/internal/kernel"
 )
@@ -234,17 +230,17 @@ func cleanRun(ctx context.Context, cli client.APIClient, runID, bindRoot string,
 }
 
 func cleanDocker(ctx context.Context, cli client.APIClient, runID string, dry bool, own *Ownership) ([]string, error) {
-	f := filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))
+	f := client.Filters{}.Add("label", LabelManaged+"=true")
 	if runID != "" {
 		f.Add("label", LabelRun+"="+runID)
 	}
 	var removed []string
 	var errs []error
-	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
 		errs = append(errs, fmt.Errorf("list ctrperf containers: %w", err))
 	}
-	for _, c := range cs {
+	for _, c := range cs.Items {
 		name := c.ID[:12]
 		if len(c.Names) > 0 {
 			name = strings.TrimPrefix(c.Names[0], "/")
@@ -260,32 +256,32 @@ func cleanDocker(ctx context.Context, cli client.APIClient, runID string, dry bo
 		}
 		removed = append(removed, "container "+name)
 	}
-	ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
 	if err != nil {
 		errs = append(errs, fmt.Errorf("list ctrperf networks: %w", err))
 	}
-	for _, n := range ns {
+	for _, n := range ns.Items {
 		if own.Keep("network "+n.Name, n.Labels[LabelRun]) {
 			continue
 		}
 		if !dry {
-			if err := cli.NetworkRemove(ctx, n.ID); err != nil && !cerrdefs.IsNotFound(err) {
+			if _, err := cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("remove network %s: %w", n.Name, err))
 				continue
 			}
 		}
 		removed = append(removed, "network "+n.Name)
 	}
-	vs, err := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
+	vs, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
 	if err != nil {
 		errs = append(errs, fmt.Errorf("list ctrperf volumes: %w", err))
 	}
-	for _, v := range vs.Volumes {
+	for _, v := range vs.Items {
 		if own.Keep("volume "+v.Name, v.Labels[LabelRun]) {
 			continue
 		}
 		if !dry {
-			if err := cli.VolumeRemove(ctx, v.Name, true); err != nil && !cerrdefs.IsNotFound(err) {
+			if _, err := cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("remove volume %s: %w", v.Name, err))
 				continue
 			}
@@ -297,8 +293,8 @@ func cleanDocker(ctx context.Context, cli client.APIClient, runID string, dry bo
 
 // containerRemover is what removeContainer needs of the Engine API.
 type containerRemover interface {
-	ContainerRemove(ctx context.Context, id string, opts container.RemoveOptions) error
-	ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error)
+	ContainerRemove(ctx context.Context, id string, opts client.ContainerRemoveOptions) (client.ContainerRemoveResult, error)
+	ContainerInspect(ctx context.Context, id string, opts client.ContainerInspectOptions) (client.ContainerInspectResult, error)
 }
 
 // removeContainer force-removes a container. A container that is already
@@ -307,7 +303,7 @@ type containerRemover interface {
 // waited for, polling every poll, until the engine no longer knows it or
 // ctx ends.
 func removeContainer(ctx context.Context, cli containerRemover, id string, poll time.Duration) error {
-	err := cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	_, err := cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	switch {
 	case err == nil || cerrdefs.IsNotFound(err):
 		return nil
@@ -315,7 +311,7 @@ func removeContainer(ctx context.Context, cli containerRemover, id string, poll 
 		return err
 	}
 	for {
-		if _, ierr := cli.ContainerInspect(ctx, id); cerrdefs.IsNotFound(ierr) {
+		if _, ierr := cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); cerrdefs.IsNotFound(ierr) {
 			return nil
 		}
 		select {

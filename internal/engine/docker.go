@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,13 +16,11 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/volume"
-	"github.com/docker/docker/client"
-	"github.com/docker/docker/pkg/stdcopy"
-	"github.com/docker/go-connections/nat"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+	"github.com/moby/moby/api/pkg/stdcopy"
 
 	"ctrperf/internal/kernel"
 	"ctrperf/internal/lifecycle"
@@ -99,10 +98,11 @@ func (d *Docker) Client() client.APIClient { return d.cli }
 
 // Info reports the daemon's version and storage.
 func (d *Docker) Info(ctx context.Context) (Info, error) {
-	in, err := d.cli.Info(ctx)
+	res, err := d.cli.Info(ctx, client.InfoOptions{})
 	if err != nil {
 		return Info{}, fmt.Errorf("docker engine %s: info: %w", d.name, err)
 	}
+	in := res.Info
 	out := Info{Runtime: string(RuntimeDocker), Name: d.name, Version: in.ServerVersion, StorageDriver: in.Driver,
 		DataRoot: in.DockerRootDir, UserlandProxy: d.userlandProxy, Private: d.private}
 	for _, kv := range in.DriverStatus {
@@ -115,7 +115,7 @@ func (d *Docker) Info(ctx context.Context) (Info, error) {
 
 // Ping asks the engine for an answer within ctx.
 func (d *Docker) Ping(ctx context.Context) error {
-	if _, err := d.cli.Ping(ctx); err != nil {
+	if _, err := d.cli.Ping(ctx, client.PingOptions{}); err != nil {
 		return fmt.Errorf("docker engine %s: ping: %w", d.name, err)
 	}
 	return nil
@@ -197,7 +197,7 @@ func (d *Docker) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err er
 	// back, so trying again a moment later is safe.
 	for attempt := 0; ; attempt++ {
 		sctx, cancel := step()
-		_, err = d.cli.NetworkCreate(sctx, st.network, network.CreateOptions{Driver: "bridge", Labels: RunLabels(spec.RunID)})
+		_, err = d.cli.NetworkCreate(sctx, st.network, client.NetworkCreateOptions{Driver: "bridge", Labels: RunLabels(spec.RunID)})
 		cancel()
 		if err == nil || attempt >= 5 || !iptablesChainRace(err) || ctx.Err() != nil {
 			break
@@ -293,20 +293,20 @@ func containerConfigs(spec DeploySpec, i int, b Bindings, bindRoot string, ext *
 			netName: {Aliases: []string{s.Name}},
 		}}
 		if i == 0 && (spec.Network == NetworkPublished || spec.Network == NetworkPublishedExternal) {
-			hostIP := "127.0.0.1"
+			hostIP := netip.AddrFrom4([4]byte{127, 0, 0, 1})
 			if spec.Network == NetworkPublishedExternal {
 				if ext == nil {
 					return nil, nil, nil, errors.New("published-external without a client namespace")
 				}
-				hostIP = ext.HostIP.String()
+				hostIP = ext.HostIP
 			}
-			cfg.ExposedPorts = nat.PortSet{}
-			hc.PortBindings = nat.PortMap{}
+			cfg.ExposedPorts = network.PortSet{}
+			hc.PortBindings = network.PortMap{}
 			for _, p := range s.Ports {
-				port := nat.Port(strconv.Itoa(p) + "/tcp")
+				port, _ := network.PortFrom(uint16(p), network.TCP)
 				cfg.ExposedPorts[port] = struct{}{}
 				// HostPort "" lets the daemon pick a free port atomically.
-				hc.PortBindings[port] = []nat.PortBinding{{HostIP: hostIP, HostPort: ""}}
+				hc.PortBindings[port] = []network.PortBinding{{HostIP: hostIP, HostPort: ""}}
 			}
 		}
 	}
@@ -325,7 +325,7 @@ func (d *Docker) deployService(ctx context.Context, t *Target, spec DeploySpec, 
 			labels := RunLabels(spec.RunID)
 			labels[LabelService] = s.Name
 			sctx, cancel := step()
-			_, err := d.cli.VolumeCreate(sctx, volume.CreateOptions{Name: name, Labels: labels})
+			_, err := d.cli.VolumeCreate(sctx, client.VolumeCreateOptions{Name: name, Labels: labels})
 			cancel()
 			if err != nil {
 				return fmt.Errorf("service %q: create volume %s: %w", s.Name, name, err)
@@ -346,7 +346,7 @@ func (d *Docker) deployService(ctx context.Context, t *Target, spec DeploySpec, 
 		return err
 	}
 	sctx, cancel := step()
-	created, err := d.cli.ContainerCreate(sctx, cfg, hc, nc, nil, name)
+	created, err := d.cli.ContainerCreate(sctx, client.ContainerCreateOptions{Config: cfg, HostConfig: hc, NetworkingConfig: nc, Name: name})
 	cancel()
 	if err != nil {
 		return fmt.Errorf("service %q: create container %s from %s: %w", s.Name, name, s.Image, err)
@@ -356,13 +356,14 @@ func (d *Docker) deployService(ctx context.Context, t *Target, spec DeploySpec, 
 	idx := len(t.Containers) - 1
 
 	sctx, cancel = step()
-	err = d.cli.ContainerStart(sctx, created.ID, container.StartOptions{})
+	_, err = d.cli.ContainerStart(sctx, created.ID, client.ContainerStartOptions{})
 	cancel()
 	if err != nil {
 		return fmt.Errorf("service %q: start container %s: %w", s.Name, name, err)
 	}
 	sctx, cancel = step()
-	in, err := d.cli.ContainerInspect(sctx, created.ID)
+	inr, err := d.cli.ContainerInspect(sctx, created.ID, client.ContainerInspectOptions{})
+	in := inr.Container
 	cancel()
 	if err != nil {
 		return fmt.Errorf("service %q: inspect container %s: %w", s.Name, name, err)
@@ -375,7 +376,9 @@ func (d *Docker) deployService(ctx context.Context, t *Target, spec DeploySpec, 
 	}
 	if in.NetworkSettings != nil {
 		if ep := in.NetworkSettings.Networks[st.network]; ep != nil {
-			c.IP = ep.IPAddress
+			if ep.IPAddress.IsValid() {
+				c.IP = ep.IPAddress.String()
+			}
 		}
 	}
 	if c.PID > 0 {
@@ -434,10 +437,11 @@ func (d *Docker) deployService(ctx context.Context, t *Target, spec DeploySpec, 
 		return fmt.Errorf("service %q ready check: %w", s.Name, err)
 	}
 	alive := func(ctx context.Context) error {
-		in, err := d.cli.ContainerInspect(ctx, created.ID)
+		inr, err := d.cli.ContainerInspect(ctx, created.ID, client.ContainerInspectOptions{})
 		if err != nil {
 			return fmt.Errorf("inspect: %w", err)
 		}
+		in := inr.Container
 		if in.State != nil && !in.State.Running {
 			return fmt.Errorf("container exited with status %d", in.State.ExitCode)
 		}
@@ -477,11 +481,12 @@ func publishedAddr(in container.InspectResponse, port int) (string, error) {
 	if in.NetworkSettings == nil {
 		return "", errors.New("no network settings")
 	}
-	bs := in.NetworkSettings.Ports[nat.Port(strconv.Itoa(port)+"/tcp")]
+	p, _ := network.PortFrom(uint16(port), network.TCP)
+	bs := in.NetworkSettings.Ports[p]
 	if len(bs) == 0 || bs[0].HostPort == "" {
 		return "", fmt.Errorf("port %d/tcp was not published", port)
 	}
-	return net.JoinHostPort(bs[0].HostIP, bs[0].HostPort), nil
+	return net.JoinHostPort(bs[0].HostIP.String(), bs[0].HostPort), nil
 }
 
 // logTail returns the last lines of a container's output, formatted to end
@@ -489,7 +494,7 @@ func publishedAddr(in container.InspectResponse, port int) (string, error) {
 func (d *Docker) logTail(ctx context.Context, id string, lines int) string {
 	lctx, cancel := lifecycle.Detached(ctx, 10*time.Second)
 	defer cancel()
-	rc, err := d.cli.ContainerLogs(lctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: strconv.Itoa(lines)})
+	rc, err := d.cli.ContainerLogs(lctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: strconv.Itoa(lines)})
 	if err != nil {
 		return ""
 	}
@@ -574,11 +579,11 @@ func (d *Docker) Exec(ctx context.Context, t *Target, service string, argv []str
 	if err != nil {
 		return ExecResult{}, err
 	}
-	ex, err := d.cli.ContainerExecCreate(ctx, c.ID, container.ExecOptions{Cmd: argv, AttachStdout: true, AttachStderr: true})
+	ex, err := d.cli.ExecCreate(ctx, c.ID, client.ExecCreateOptions{Cmd: argv, AttachStdout: true, AttachStderr: true})
 	if err != nil {
 		return ExecResult{}, fmt.Errorf("exec %v in %s: create: %w", argv, c.Name, err)
 	}
-	att, err := d.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	att, err := d.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
 	if err != nil {
 		return ExecResult{}, fmt.Errorf("exec %v in %s: attach: %w", argv, c.Name, err)
 	}
@@ -598,7 +603,7 @@ func (d *Docker) Exec(ctx context.Context, t *Target, service string, argv []str
 		return ExecResult{}, fmt.Errorf("exec %v in %s: read output: %w", argv, c.Name, err)
 	}
 	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
-	ins, err := d.cli.ContainerExecInspect(ctx, ex.ID)
+	ins, err := d.cli.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{})
 	if err != nil {
 		return res, fmt.Errorf("exec %v in %s: inspect: %w", argv, c.Name, err)
 	}

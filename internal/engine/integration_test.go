@@ -19,12 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/build"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/volume"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 	"github.com/vishvananda/netlink"
 
 	"ctrperf/internal/testenv"
@@ -125,7 +120,7 @@ func tinyImage(t *testing.T, cli client.APIClient) string {
 			imageErr = err
 			return
 		}
-		resp, err := cli.ImageBuild(ctx, &buf, build.ImageBuildOptions{Tags: []string{ref}, Remove: true, ForceRemove: true,
+		resp, err := cli.ImageBuild(ctx, &buf, client.ImageBuildOptions{Tags: []string{ref}, Remove: true, ForceRemove: true,
 			Labels: map[string]string{LabelManaged: "true"}})
 		if err != nil {
 			imageErr = fmt.Errorf("build %s: %w", ref, err)
@@ -190,34 +185,34 @@ func leftovers(t *testing.T, cli client.APIClient, runID string) []string {
 	ctx := context.Background()
 	var left []string
 	if cli != nil {
-		f := filters.NewArgs(filters.Arg("label", LabelRun+"="+runID))
-		cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+		f := client.Filters{}.Add("label", LabelRun+"="+runID)
+		cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, c := range cs {
+		for _, c := range cs.Items {
 			left = append(left, "container "+strings.Join(c.Names, ","))
 		}
 		// Also by name, in case a label were ever missing.
-		cs, err = cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("name", NamePrefix+"-"+runID))})
+		cs, err = cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("name", NamePrefix+"-"+runID)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, c := range cs {
+		for _, c := range cs.Items {
 			left = append(left, "container by name "+strings.Join(c.Names, ","))
 		}
-		ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+		ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, n := range ns {
+		for _, n := range ns.Items {
 			left = append(left, "network "+n.Name)
 		}
-		vs, err := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
+		vs, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, v := range vs.Volumes {
+		for _, v := range vs.Items {
 			left = append(left, "volume "+v.Name)
 		}
 	}
@@ -380,7 +375,8 @@ func TestDataPlacementsDocker(t *testing.T) {
 			if err != nil || res.ExitCode != 0 || string(res.Stdout) != runID {
 				t.Fatalf("exec cat = %q (stderr %q, exit %d), %v", res.Stdout, res.Stderr, res.ExitCode, err)
 			}
-			in, err := cli.ContainerInspect(context.Background(), tg.Containers[0].ID)
+			inr, err := cli.ContainerInspect(context.Background(), tg.Containers[0].ID, client.ContainerInspectOptions{})
+			in := inr.Container
 			if err != nil {
 				t.Fatal(err)
 			}

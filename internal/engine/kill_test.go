@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/engine/daemon"

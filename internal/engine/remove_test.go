@@ -8,7 +8,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
+	"github.com/moby/moby/client"
 )
 
 // fakeRemover answers ContainerRemove with err and reports the container
@@ -19,16 +19,16 @@ type fakeRemover struct {
 	seen     int
 }
 
-func (f *fakeRemover) ContainerRemove(context.Context, string, container.RemoveOptions) error {
-	return f.err
+func (f *fakeRemover) ContainerRemove(context.Context, string, client.ContainerRemoveOptions) (client.ContainerRemoveResult, error) {
+	return client.ContainerRemoveResult{}, f.err
 }
 
-func (f *fakeRemover) ContainerInspect(context.Context, string) (container.InspectResponse, error) {
+func (f *fakeRemover) ContainerInspect(context.Context, string, client.ContainerInspectOptions) (client.ContainerInspectResult, error) {
 	f.seen++
 	if f.seen > f.inspects {
-		return container.InspectResponse{}, cerrdefs.ErrNotFound
+		return client.ContainerInspectResult{}, cerrdefs.ErrNotFound
 	}
-	return container.InspectResponse{}, nil
+	return client.ContainerInspectResult{}, nil
 }
 
 func TestRemoveContainer(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/go-connections/nat"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/network"
 )
 
 func TestExpandTemplates(t *testing.T) {
@@ -147,7 +147,7 @@ func TestContainerConfigs(t *testing.T) {
 		check func(t *testing.T, cfgEnv []string, hc hostCfg)
 	}{
 		{"published binds loopback on a daemon-chosen port", func(*DeploySpec) {}, 0, func(t *testing.T, _ []string, hc hostCfg) {
-			want := nat.PortMap{"80/tcp": {{HostIP: "127.0.0.1", HostPort: ""}}}
+			want := network.PortMap{network.MustParsePort("80/tcp"): {{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: ""}}}
 			if !reflect.DeepEqual(hc.ports, want) {
 				t.Errorf("PortBindings = %v, want %v", hc.ports, want)
 			}
@@ -156,7 +156,7 @@ func TestContainerConfigs(t *testing.T) {
 			}
 		}},
 		{"published-external binds the veth's host side", func(s *DeploySpec) { s.Network = NetworkPublishedExternal }, 0, func(t *testing.T, _ []string, hc hostCfg) {
-			if b := hc.ports["80/tcp"]; len(b) != 1 || b[0].HostIP != "198.18.3.1" {
+			if b := hc.ports[network.MustParsePort("80/tcp")]; len(b) != 1 || b[0].HostIP.String() != "198.18.3.1" {
 				t.Errorf("PortBindings = %v, want 198.18.3.1", hc.ports)
 			}
 		}},
@@ -234,7 +234,7 @@ func TestContainerConfigs(t *testing.T) {
 }
 
 type hostCfg struct {
-	ports   nat.PortMap
+	ports   network.PortMap
 	netMode string
 	mounts  []mount.Mount
 	tmpfs   map[string]string

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docker/docker/api/types/image"
+	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
 
 	"ctrperf/internal/kernel"
@@ -184,7 +184,7 @@ func BuildBase(ctx context.Context, api API, b Base, opts ...Option) (Result, er
 	if err != nil {
 		return res, fmt.Errorf("image %s: %w", b.Name, err)
 	}
-	if err := api.ImageTag(ctx, hashRef, res.Ref); err != nil {
+	if _, err := api.ImageTag(ctx, client.ImageTagOptions{Source: hashRef, Target: res.Ref}); err != nil {
 		return res, fmt.Errorf("tag %s as %s: %w", hashRef, res.Ref, err)
 	}
 	fmt.Fprintf(o.progress, "%s: imported %s in %s\n", b.Name, hashRef, time.Since(start).Round(100*time.Millisecond))
@@ -206,7 +206,7 @@ func currentBase(ctx context.Context, api API, hash string, refs ...string) (str
 		}
 		for _, other := range refs {
 			if other != ref {
-				if err := api.ImageTag(ctx, ref, other); err != nil {
+				if _, err := api.ImageTag(ctx, client.ImageTagOptions{Source: ref, Target: other}); err != nil {
 					return "", fmt.Errorf("tag %s as %s: %w", ref, other, err)
 				}
 			}
@@ -223,7 +223,7 @@ func importTarball(ctx context.Context, api API, tarball, ref string, labels map
 		return "", fmt.Errorf("import %s: %w", tarball, err)
 	}
 	defer f.Close()
-	body, err := api.ImageImport(ctx, image.ImportSource{Source: f, SourceName: "-"}, ref, image.ImportOptions{
+	body, err := api.ImageImport(ctx, client.ImageImportSource{Source: f, SourceName: "-"}, ref, client.ImageImportOptions{
 		Message: "ctrperf: debootstrap rootfs " + filepath.Base(tarball),
 		Changes: importChanges(labels),
 	})

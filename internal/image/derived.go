@@ -10,7 +10,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/docker/docker/api/types/build"
+	"github.com/moby/moby/api/types/build"
+	"github.com/moby/moby/client"
 )
 
 // Scratch is the From of an image that starts empty.
@@ -162,7 +163,7 @@ func resolveFiles(ctx context.Context, moduleDir string, in map[string]File) (ma
 // no registry for FROM scratch or a local parent) and fails with the
 // builder's own message when a step fails.
 func runBuild(ctx context.Context, api API, tarCtx []byte, ref string, labels map[string]string, progress io.Writer) error {
-	resp, err := api.ImageBuild(ctx, bytes.NewReader(tarCtx), build.ImageBuildOptions{
+	resp, err := api.ImageBuild(ctx, bytes.NewReader(tarCtx), client.ImageBuildOptions{
 		Tags:        []string{ref},
 		Labels:      labels,
 		Remove:      true,

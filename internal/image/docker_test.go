@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/client"
-	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 
 	"ctrperf/internal/testenv"
 )
@@ -37,7 +36,7 @@ func removeImageAtEnd(t *testing.T, cli *client.Client, ref string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if _, err := cli.ImageRemove(ctx, ref, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil {
+		if _, err := cli.ImageRemove(ctx, ref, client.ImageRemoveOptions{Force: true, PruneChildren: true}); err != nil {
 			t.Logf("remove %s: %v", ref, err)
 		}
 	})
@@ -50,19 +49,21 @@ func runContainer(t *testing.T, cli *client.Client, runID, ref string, argv []st
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	name := fmt.Sprintf("ctrperf-%s-%d", runID, time.Now().UnixNano()%1e6)
-	c, err := cli.ContainerCreate(ctx, &container.Config{Image: ref, Cmd: argv, Labels: runLabels(runID)}, &container.HostConfig{NetworkMode: "none"}, nil, nil, name)
+	c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: &container.Config{Image: ref, Cmd: argv, Labels: runLabels(runID)},
+		HostConfig: &container.HostConfig{NetworkMode: "none"}, Name: name})
 	if err != nil {
 		t.Fatalf("create container of %s: %v", ref, err)
 	}
 	defer func() {
 		rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer rcancel()
-		if err := cli.ContainerRemove(rctx, c.ID, container.RemoveOptions{Force: true}); err != nil {
+		if _, err := cli.ContainerRemove(rctx, c.ID, client.ContainerRemoveOptions{Force: true}); err != nil {
 			t.Errorf("remove container %s: %v", name, err)
 		}
 	}()
-	waitC, errC := cli.ContainerWait(ctx, c.ID, container.WaitConditionNextExit)
-	if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+	wait := cli.ContainerWait(ctx, c.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
+	waitC, errC := wait.Result, wait.Error
+	if _, err := cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err != nil {
 		t.Fatalf("start container of %s: %v", ref, err)
 	}
 	var code int
@@ -72,7 +73,7 @@ func runContainer(t *testing.T, cli *client.Client, runID, ref string, argv []st
 	case err := <-errC:
 		t.Fatalf("wait for container of %s: %v", ref, err)
 	}
-	logs, err := cli.ContainerLogs(ctx, c.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	logs, err := cli.ContainerLogs(ctx, c.ID, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
 	if err != nil {
 		t.Fatalf("logs of %s: %v", name, err)
 	}

@@ -9,10 +9,9 @@ import (
 	"sync"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/build"
-	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/client"
 	dockerspec "github.com/moby/docker-image-spec/specs-go/v1"
+	"github.com/moby/moby/api/types/image"
+	"github.com/moby/moby/client"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
@@ -53,9 +52,9 @@ func (f *fakeEngine) add(labels map[string]string, refs ...string) *image.Inspec
 	return img
 }
 
-func (f *fakeEngine) ImageBuild(_ context.Context, ctxTar io.Reader, o build.ImageBuildOptions) (build.ImageBuildResponse, error) {
+func (f *fakeEngine) ImageBuild(_ context.Context, ctxTar io.Reader, o client.ImageBuildOptions) (client.ImageBuildResult, error) {
 	if f.err != nil {
-		return build.ImageBuildResponse{}, f.err
+		return client.ImageBuildResult{}, f.err
 	}
 	b := fakeBuild{Ref: o.Tags[0], Labels: o.Labels, Files: map[string]int64{}}
 	tr := tar.NewReader(ctxTar)
@@ -65,7 +64,7 @@ func (f *fakeEngine) ImageBuild(_ context.Context, ctxTar io.Reader, o build.Ima
 			break
 		}
 		if err != nil {
-			return build.ImageBuildResponse{}, err
+			return client.ImageBuildResult{}, err
 		}
 		if h.Name == "Dockerfile" {
 			df, _ := io.ReadAll(tr)
@@ -78,13 +77,13 @@ func (f *fakeEngine) ImageBuild(_ context.Context, ctxTar io.Reader, o build.Ima
 	defer f.mu.Unlock()
 	f.builds = append(f.builds, b)
 	if f.buildErr != "" {
-		return build.ImageBuildResponse{Body: io.NopCloser(strings.NewReader(`{"stream":"Step 1/3"}` + "\n" + `{"errorDetail":{"message":"x"},"error":"` + f.buildErr + `"}`))}, nil
+		return client.ImageBuildResult{Body: io.NopCloser(strings.NewReader(`{"stream":"Step 1/3"}` + "\n" + `{"errorDetail":{"message":"x"},"error":"` + f.buildErr + `"}`))}, nil
 	}
 	f.add(o.Labels, o.Tags...)
-	return build.ImageBuildResponse{Body: io.NopCloser(strings.NewReader(`{"stream":"Successfully built\n"}`))}, nil
+	return client.ImageBuildResult{Body: io.NopCloser(strings.NewReader(`{"stream":"Successfully built\n"}`))}, nil
 }
 
-func (f *fakeEngine) ImageImport(_ context.Context, src image.ImportSource, ref string, o image.ImportOptions) (io.ReadCloser, error) {
+func (f *fakeEngine) ImageImport(_ context.Context, src client.ImageImportSource, ref string, o client.ImageImportOptions) (client.ImageImportResult, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -103,21 +102,21 @@ func (f *fakeEngine) ImageImport(_ context.Context, src image.ImportSource, ref 
 	return io.NopCloser(strings.NewReader(`{"status":"sha256:feed"}`)), nil
 }
 
-func (f *fakeEngine) ImageInspect(_ context.Context, ref string, _ ...client.ImageInspectOption) (image.InspectResponse, error) {
+func (f *fakeEngine) ImageInspect(_ context.Context, ref string, _ ...client.ImageInspectOption) (client.ImageInspectResult, error) {
 	if f.err != nil {
-		return image.InspectResponse{}, f.err
+		return client.ImageInspectResult{}, f.err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if img, ok := f.images[ref]; ok {
-		return *img, nil
+		return client.ImageInspectResult{InspectResponse: *img}, nil
 	}
-	return image.InspectResponse{}, cerrdefs.ErrNotFound.WithMessage("No such image: " + ref)
+	return client.ImageInspectResult{}, cerrdefs.ErrNotFound.WithMessage("No such image: " + ref)
 }
 
-func (f *fakeEngine) ImageList(_ context.Context, o image.ListOptions) ([]image.Summary, error) {
+func (f *fakeEngine) ImageList(_ context.Context, o client.ImageListOptions) (client.ImageListResult, error) {
 	if f.err != nil {
-		return nil, f.err
+		return client.ImageListResult{}, f.err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -137,35 +136,35 @@ func (f *fakeEngine) ImageList(_ context.Context, o image.ListOptions) ([]image.
 		}
 		out = append(out, image.Summary{ID: img.ID, RepoTags: tags, Labels: img.Config.Labels, Size: img.Size, Created: 1700000000})
 	}
-	return out, nil
+	return client.ImageListResult{Items: out}, nil
 }
 
-func (f *fakeEngine) ImageRemove(_ context.Context, ref string, _ image.RemoveOptions) ([]image.DeleteResponse, error) {
+func (f *fakeEngine) ImageRemove(_ context.Context, ref string, _ client.ImageRemoveOptions) (client.ImageRemoveResult, error) {
 	if f.err != nil {
-		return nil, f.err
+		return client.ImageRemoveResult{}, f.err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.inUse[ref] {
-		return nil, cerrdefs.ErrConflict.WithMessage("image is being used by a container")
+		return client.ImageRemoveResult{}, cerrdefs.ErrConflict.WithMessage("image is being used by a container")
 	}
 	delete(f.images, ref)
 	f.removed = append(f.removed, ref)
-	return []image.DeleteResponse{{Untagged: ref}}, nil
+	return client.ImageRemoveResult{Items: []image.DeleteResponse{{Untagged: ref}}}, nil
 }
 
-func (f *fakeEngine) ImageTag(_ context.Context, src, dst string) error {
+func (f *fakeEngine) ImageTag(_ context.Context, o client.ImageTagOptions) (client.ImageTagResult, error) {
 	if f.err != nil {
-		return f.err
+		return client.ImageTagResult{}, f.err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	img, ok := f.images[src]
+	img, ok := f.images[o.Source]
 	if !ok {
-		return cerrdefs.ErrNotFound.WithMessage("No such image: " + src)
+		return client.ImageTagResult{}, cerrdefs.ErrNotFound.WithMessage("No such image: " + o.Source)
 	}
-	f.images[dst] = img
-	return nil
+	f.images[o.Target] = img
+	return client.ImageTagResult{}, nil
 }
 
 // mapEnv is a getenv over a map.

@@ -27,9 +27,8 @@ import (
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/build"
-	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/api/types/image"
+	"github.com/moby/moby/client"
 )
 
 // Labels carried by every image ctrperf builds. Images are a cache shared by
@@ -47,12 +46,12 @@ const recipeVersion = "1"
 // API is the part of the Docker Engine client this package uses;
 // client.APIClient (and so *client.Client) satisfies it.
 type API interface {
-	ImageBuild(ctx context.Context, buildContext io.Reader, options build.ImageBuildOptions) (build.ImageBuildResponse, error)
-	ImageImport(ctx context.Context, source image.ImportSource, ref string, options image.ImportOptions) (io.ReadCloser, error)
-	ImageInspect(ctx context.Context, imageID string, opts ...client.ImageInspectOption) (image.InspectResponse, error)
-	ImageList(ctx context.Context, options image.ListOptions) ([]image.Summary, error)
-	ImageRemove(ctx context.Context, imageID string, options image.RemoveOptions) ([]image.DeleteResponse, error)
-	ImageTag(ctx context.Context, source, target string) error
+	ImageBuild(ctx context.Context, buildContext io.Reader, options client.ImageBuildOptions) (client.ImageBuildResult, error)
+	ImageImport(ctx context.Context, source client.ImageImportSource, ref string, options client.ImageImportOptions) (client.ImageImportResult, error)
+	ImageInspect(ctx context.Context, imageID string, opts ...client.ImageInspectOption) (client.ImageInspectResult, error)
+	ImageList(ctx context.Context, options client.ImageListOptions) (client.ImageListResult, error)
+	ImageRemove(ctx context.Context, imageID string, options client.ImageRemoveOptions) (client.ImageRemoveResult, error)
+	ImageTag(ctx context.Context, options client.ImageTagOptions) (client.ImageTagResult, error)
 }
 
 var _ API = (client.APIClient)(nil)
@@ -152,7 +151,8 @@ func (h *hasher) sum() string {
 
 // existing returns the image a ref names and its recipe hash, or found=false.
 func existing(ctx context.Context, api API, ref string) (img image.InspectResponse, hash string, found bool, err error) {
-	img, err = api.ImageInspect(ctx, ref)
+	res, err := api.ImageInspect(ctx, ref)
+	img = res.InspectResponse
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return img, "", false, nil

@@ -5,17 +5,17 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/image"
+	"github.com/moby/moby/api/types/image"
+	"github.com/moby/moby/client"
 )
 
 // listManaged lists the images on the engine that carry LabelManaged.
 func listManaged(ctx context.Context, api API) ([]image.Summary, error) {
-	list, err := api.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))})
+	list, err := api.ImageList(ctx, client.ImageListOptions{Filters: client.Filters{}.Add("label", LabelManaged+"=true")})
 	if err != nil {
 		return nil, fmt.Errorf("list ctrperf images: %w", err)
 	}
-	return list, nil
+	return list.Items, nil
 }
 
 // Remove removes ctrperf's images from the engine: those whose LabelName is
@@ -47,7 +47,7 @@ func Remove(ctx context.Context, api API, names []string) ([]string, error) {
 			targets = []string{s.ID}
 		}
 		for _, t := range targets {
-			if _, err := api.ImageRemove(ctx, t, image.RemoveOptions{PruneChildren: true}); err != nil {
+			if _, err := api.ImageRemove(ctx, t, client.ImageRemoveOptions{PruneChildren: true}); err != nil {
 				errs = append(errs, fmt.Errorf("remove image %s (%s): %w", t, name, err))
 				continue
 			}

@@ -10,10 +10,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/events"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 
 	"ctrperf/internal/kernel"
 )
@@ -78,14 +75,14 @@ func (d *DockerRuntime) Managed(ctx context.Context) ([]Managed, error) {
 	if d.listOnce && len(d.dirty) == 0 && time.Since(d.listed) < relist {
 		return d.snapshot(), nil
 	}
-	f := filters.NewArgs(filters.Arg("status", "running"), filters.Arg("status", "paused"))
+	f := client.Filters{}.Add("status", "running").Add("status", "paused")
 	if !d.All {
 		f.Add("label", LabelIsolate)
 	}
 	for _, l := range d.Labels {
 		f.Add("label", l)
 	}
-	list, err := d.Client.ContainerList(ctx, container.ListOptions{Filters: f})
+	list, err := d.Client.ContainerList(ctx, client.ContainerListOptions{Filters: f})
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
@@ -97,7 +94,7 @@ func (d *DockerRuntime) Managed(ctx context.Context) ([]Managed, error) {
 	}
 	seen := map[string]bool{}
 	var errs []string
-	for _, c := range list {
+	for _, c := range list.Items {
 		if v, ok := c.Labels[LabelIsolate]; ok && v == "false" {
 			continue
 		}
@@ -157,13 +154,14 @@ func (d *DockerRuntime) snapshot() []Managed {
 // may have died and its PID been reused, or its init may not be in its
 // cgroup yet: writing the root cpuset would confine the whole machine).
 func (d *DockerRuntime) inspect(ctx context.Context, id string) (map[string]string, int, error) {
-	insp, err := d.Client.ContainerInspect(ctx, id)
+	res, err := d.Client.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return nil, 0, fmt.Errorf("%s: %w", id, ErrContainerGone)
 		}
 		return nil, 0, fmt.Errorf("inspect %s: %w", id, err)
 	}
+	insp := res.Container
 	if insp.State == nil || insp.State.Pid == 0 {
 		return nil, 0, fmt.Errorf("%s is not running: %w", id, ErrContainerGone)
 	}
@@ -239,11 +237,12 @@ func (d *DockerRuntime) Events(ctx context.Context) <-chan struct{} {
 	go func() {
 		defer close(out)
 		for ctx.Err() == nil {
-			f := filters.NewArgs(filters.Arg("type", "container"))
+			f := client.Filters{}.Add("type", "container")
 			for _, e := range containerEvents {
 				f.Add("event", e)
 			}
-			msgs, errs := d.Client.Events(ctx, events.ListOptions{Filters: f})
+			ev := d.Client.Events(ctx, client.EventsListOptions{Filters: f})
+			msgs, errs := ev.Messages, ev.Err
 		loop:
 			for {
 				select {

@@ -15,9 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 
 	"ctrperf/internal/image"
 	"ctrperf/internal/kernel"
@@ -53,13 +52,13 @@ func tenants(t *testing.T, cli *client.Client, runID string, n int) []string {
 func startTenant(t *testing.T, cli *client.Client, runID string, i int) string {
 	ctx := context.Background()
 	labels := map[string]string{"ctrperf.managed": "true", "ctrperf.run": runID, LabelIsolate: "true"}
-	c, err := cli.ContainerCreate(ctx, &container.Config{Image: spinRef, Labels: labels}, &container.HostConfig{}, nil, nil,
-		fmt.Sprintf("ctrperf-%s-t%d", runID, i))
+	c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: &container.Config{Image: spinRef, Labels: labels},
+		HostConfig: &container.HostConfig{}, Name: fmt.Sprintf("ctrperf-%s-t%d", runID, i)})
 	if err != nil {
 		t.Errorf("create tenant %d: %v", i, err)
 		return ""
 	}
-	if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+	if _, err := cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err != nil {
 		t.Errorf("start tenant %d: %v", i, err)
 	}
 	return c.ID
@@ -68,9 +67,9 @@ func startTenant(t *testing.T, cli *client.Client, runID string, i int) string {
 func removeRun(cli *client.Client, runID string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	list, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "ctrperf.run="+runID))})
-	for _, c := range list {
-		_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+	list, _ := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", "ctrperf.run="+runID)})
+	for _, c := range list.Items {
+		_, _ = cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
 	}
 }
 
@@ -93,11 +92,11 @@ func takeSnapshot(t *testing.T, cli *client.Client, ids []string) snapshot {
 			t.Fatalf("CPU class of %s: %v", id, err)
 		}
 		s["class "+id[:12]] = cl.String()
-		insp, err := cli.ContainerInspect(ctx, id)
+		insp, err := cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		dev, err := HostVeth("/proc", "/sys", insp.State.Pid)
+		dev, err := HostVeth("/proc", "/sys", insp.Container.State.Pid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +181,7 @@ func TestRestoreAfterHotTenantDocker(t *testing.T) {
 		}
 	}
 	step()
-	if err := cli.ContainerKill(ctx, ids[0], "USR1"); err != nil {
+	if _, err := cli.ContainerKill(ctx, ids[0], client.ContainerKillOptions{Signal: "USR1"}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(15 * time.Second)
@@ -228,7 +227,7 @@ func TestSignalsRestoreDocker(t *testing.T) {
 	runID := fmt.Sprintf("iso%d", time.Now().UnixNano()%1_000_000)
 	ids := tenants(t, cli, runID, 2)
 	before := takeSnapshot(t, cli, ids)
-	if err := cli.ContainerKill(context.Background(), ids[0], "USR1"); err != nil { // it spins from now on
+	if _, err := cli.ContainerKill(context.Background(), ids[0], client.ContainerKillOptions{Signal: "USR1"}); err != nil { // it spins from now on
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "ctrperf")
@@ -315,7 +314,7 @@ func TestChurnDocker(t *testing.T) {
 			time.Sleep(time.Duration(200+rand.Intn(600)) * time.Millisecond)
 			rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer rcancel()
-			if err := cli.ContainerRemove(rctx, id, container.RemoveOptions{Force: true}); err != nil {
+			if _, err := cli.ContainerRemove(rctx, id, client.ContainerRemoveOptions{Force: true}); err != nil {
 				t.Errorf("remove tenant %d: %v", i, err)
 			}
 		}(i)
@@ -368,7 +367,7 @@ func TestLifecycleDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cli.ContainerKill(ctx, hot, "USR1"); err != nil {
+	if _, err := cli.ContainerKill(ctx, hot, client.ContainerKillOptions{Signal: "USR1"}); err != nil {
 		t.Fatal(err)
 	}
 	var log syncBuffer
@@ -410,19 +409,19 @@ func TestLifecycleDocker(t *testing.T) {
 	want := row(ctl.Status(), quiet).CPUs
 
 	// Pause: still managed, its original kept.
-	if err := cli.ContainerPause(ctx, quiet); err != nil {
+	if _, err := cli.ContainerPause(ctx, quiet, client.ContainerPauseOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second)
 	if r := row(ctl.Status(), quiet); r.ID == "" || ctl.ckptCopy().CPUSets[quiet] != origQuiet {
 		t.Errorf("paused tenant dropped (%+v) or its original lost (%q)", r, ctl.ckptCopy().CPUSets[quiet])
 	}
-	if err := cli.ContainerUnpause(ctx, quiet); err != nil {
+	if _, err := cli.ContainerUnpause(ctx, quiet, client.ContainerUnpauseOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
 	// docker update --cpuset-cpus 0: the new original; the placement comes back.
-	if _, err := cli.ContainerUpdate(ctx, quiet, container.UpdateConfig{Resources: container.Resources{CpusetCpus: "0"}}); err != nil {
+	if _, err := cli.ContainerUpdate(ctx, quiet, client.ContainerUpdateOptions{Resources: &container.Resources{CpusetCpus: "0"}}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor("update taken as the new original", func(s Status) bool { return ctl.ckptCopy().CPUSets[quiet] == "0" })
@@ -432,7 +431,7 @@ func TestLifecycleDocker(t *testing.T) {
 	})
 
 	// Restart the demoted tenant: a fresh cgroup (idle=0), not hot any more.
-	if err := cli.ContainerRestart(ctx, hot, container.StopOptions{}); err != nil {
+	if _, err := cli.ContainerRestart(ctx, hot, client.ContainerRestartOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor("restarted tenant normal again", func(s Status) bool { r := row(s, hot); return r.ID != "" && !r.Hot && !r.Demoted })

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 
 	"ctrperf/internal/fsutil"
 	"ctrperf/internal/kernel"
@@ -153,7 +153,7 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 		return nil, err
 	}
 	r.closers = append(r.closers, f)
-	if _, err := cli.Ping(ctx); err != nil {
+	if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
 		return nil, fmt.Errorf("no Docker engine answers (%v): isolate manages containers of a running engine; start one or set DOCKER_HOST", err)
 	}
 

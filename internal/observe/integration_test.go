@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,11 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/build"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/client"
-	"github.com/docker/go-connections/nat"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
 
 	"ctrperf/internal/engine"
@@ -215,7 +214,7 @@ func buildHTTPImage(t *testing.T, cli *client.Client, runID string) string {
 	}
 	ref := "ctrperf-observe-httpd:" + runID
 	ctx := context.Background()
-	resp, err := cli.ImageBuild(ctx, &ctxTar, build.ImageBuildOptions{
+	resp, err := cli.ImageBuild(ctx, &ctxTar, client.ImageBuildOptions{
 		Tags: []string{ref}, Remove: true, ForceRemove: true,
 		Labels: map[string]string{"ctrperf.managed": "true", "ctrperf.run": runID},
 	})
@@ -225,7 +224,7 @@ func buildHTTPImage(t *testing.T, cli *client.Client, runID string) string {
 	msgs, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	t.Cleanup(func() {
-		if _, err := cli.ImageRemove(context.Background(), ref, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil {
+		if _, err := cli.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{Force: true, PruneChildren: true}); err != nil {
 			t.Errorf("remove image %s: %v", ref, err)
 		}
 	})
@@ -241,29 +240,30 @@ func startPublished(t *testing.T, cli *client.Client, ref, runID string) string 
 	t.Helper()
 	ctx := context.Background()
 	name := "ctrperf-observe-" + runID
-	created, err := cli.ContainerCreate(ctx,
-		&container.Config{Image: ref, Labels: map[string]string{"ctrperf.managed": "true", "ctrperf.run": runID},
-			ExposedPorts: nat.PortSet{"8080/tcp": {}}},
-		&container.HostConfig{PortBindings: nat.PortMap{"8080/tcp": {{HostIP: "127.0.0.1"}}}},
-		nil, nil, name)
+	port := network.MustParsePort("8080/tcp")
+	created, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config: &container.Config{Image: ref, Labels: map[string]string{"ctrperf.managed": "true", "ctrperf.run": runID},
+			ExposedPorts: network.PortSet{port: {}}},
+		HostConfig: &container.HostConfig{PortBindings: network.PortMap{port: {{HostIP: netip.MustParseAddr("127.0.0.1")}}}},
+		Name:       name})
 	if err != nil {
 		t.Fatalf("create %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		if err := cli.ContainerRemove(context.Background(), created.ID, container.RemoveOptions{Force: true}); err != nil {
+		if _, err := cli.ContainerRemove(context.Background(), created.ID, client.ContainerRemoveOptions{Force: true}); err != nil {
 			t.Errorf("remove container %s: %v", name, err)
 		}
 	})
-	if err := cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+	if _, err := cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
-	info, err := cli.ContainerInspect(ctx, created.ID)
+	info, err := cli.ContainerInspect(ctx, created.ID, client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := info.NetworkSettings.Ports["8080/tcp"]
+	b := info.Container.NetworkSettings.Ports[port]
 	if len(b) == 0 {
-		t.Fatalf("%s: port 8080 not published: %+v", name, info.NetworkSettings.Ports)
+		t.Fatalf("%s: port 8080 not published: %+v", name, info.Container.NetworkSettings.Ports)
 	}
 	return b[0].HostPort
 }

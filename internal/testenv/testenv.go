@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 )
 
 // Environment variables that turn a skip into a failure.
@@ -64,7 +64,7 @@ func Docker(t testing.TB) *client.Client {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := cli.Ping(ctx); err != nil {
+	if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
 		cli.Close()
 		SkipOrFail(t, "no Docker engine answers (start one with `make engine` or set DOCKER_HOST): %v", err)
 	}

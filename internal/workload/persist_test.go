@@ -13,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 
 	"ctrperf/internal/engine"
 )
@@ -64,12 +63,12 @@ func projectPage(ctx context.Context, base string) (string, error) {
 // now (a restarted container may get another address).
 func appBase(ctx context.Context, t *testing.T, cli client.APIClient, id string) string {
 	t.Helper()
-	insp, err := cli.ContainerInspect(ctx, id)
+	insp, err := cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range insp.NetworkSettings.Networks {
-		if n.IPAddress != "" {
+	for _, n := range insp.Container.NetworkSettings.Networks {
+		if n.IPAddress.IsValid() {
 			return fmt.Sprintf("http://%s:%d", n.IPAddress, webPort)
 		}
 	}
@@ -88,14 +87,15 @@ func waitPage(ctx context.Context, t *testing.T, cli client.APIClient, id string
 		}
 		if time.Now().After(deadline) {
 			logs := ""
-			if rc, lerr := cli.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: "20"}); lerr == nil {
+			if rc, lerr := cli.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: "20"}); lerr == nil {
 				b, _ := io.ReadAll(rc)
 				rc.Close()
 				logs = string(b)
 			}
-			insp, _ := cli.ContainerInspect(ctx, id)
+			res, _ := cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+			insp := res.Container
 			state := ""
-			if insp.ContainerJSONBase != nil && insp.State != nil {
+			if insp.State != nil {
 				state = fmt.Sprintf("%s (exit %d, restarts %d)", insp.State.Status, insp.State.ExitCode, insp.RestartCount)
 			}
 			t.Fatalf("app did not answer after the restart: %v; container %s; logs:\n%s", err, state, logs)
@@ -139,7 +139,7 @@ func TestWebDataPersistenceDocker(t *testing.T) {
 			t.Fatalf("the load created no ticket visible on the project page")
 		}
 		timeout := 10
-		if err := cli.ContainerRestart(ctx, id, container.StopOptions{Timeout: &timeout}); err != nil {
+		if _, err := cli.ContainerRestart(ctx, id, client.ContainerRestartOptions{Timeout: &timeout}); err != nil {
 			t.Fatal(err)
 		}
 		if page := waitPage(ctx, t, cli, id); !strings.Contains(page, loadTicket) {

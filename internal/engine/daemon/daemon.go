@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
 
 	"ctrperf/internal/engine"
@@ -77,11 +77,10 @@ func ping(ctx context.Context, host string, timeout time.Duration) (*client.Clie
 	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if _, err := cli.Ping(pctx); err != nil {
+	if _, err := cli.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
 		cli.Close()
 		return nil, fmt.Errorf("docker engine at %s does not answer: %w", host, err)
 	}
-	cli.NegotiateAPIVersion(ctx)
 	return cli, nil
 }
 
@@ -384,10 +383,11 @@ func (d *Daemon) Close(ctx context.Context) error {
 
 // Info describes the engine as it reports itself.
 func (d *Daemon) Info(ctx context.Context) (engine.Info, error) {
-	in, err := d.cli.Info(ctx)
+	res, err := d.cli.Info(ctx, client.InfoOptions{})
 	if err != nil {
 		return engine.Info{}, fmt.Errorf("info of engine %s at %s: %w", d.name, d.host, err)
 	}
+	in := res.Info
 	out := engine.Info{
 		Runtime:       string(engine.RuntimeDocker),
 		Name:          d.name,

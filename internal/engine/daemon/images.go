@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 )
 
 // CopyImages copies images from one engine to another through ImageSave and
@@ -39,8 +39,8 @@ func CopyImages(ctx context.Context, from, to *Daemon, refs ...string) error {
 	if err != nil {
 		return fmt.Errorf("load images %v into engine %s: %w", missing, to.name, err)
 	}
-	defer resp.Body.Close()
-	if err := loadStreamError(resp.Body); err != nil {
+	defer resp.Close()
+	if err := loadStreamError(resp); err != nil {
 		return fmt.Errorf("load images %v into engine %s: %w", missing, to.name, err)
 	}
 	for _, ref := range missing {

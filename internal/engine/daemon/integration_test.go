@@ -15,9 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/api/types/network"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 	"github.com/vishvananda/netlink"
 
 	"ctrperf/internal/engine"
@@ -167,7 +166,7 @@ func TestPrivateBtrfsLoopNoProxyDocker(t *testing.T) {
 		t.Logf("rules gone since the snapshot (other tests remove networks concurrently): %v", lost)
 	}
 
-	nw, err := d.Client().NetworkCreate(ctx, "ctrperf-net-"+runID, network.CreateOptions{})
+	nw, err := d.Client().NetworkCreate(ctx, "ctrperf-net-"+runID, client.NetworkCreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,8 +215,8 @@ func buildSleeperImage(t *testing.T, d *Daemon, ref string) {
 	}
 	tw.Write(body)
 	tw.Close()
-	rc, err := d.Client().ImageImport(context.Background(), image.ImportSource{Source: &buf, SourceName: "-"}, ref,
-		image.ImportOptions{Changes: []string{`CMD ["/sleeper"]`, "LABEL " + engine.LabelManaged + "=true"}})
+	rc, err := d.Client().ImageImport(context.Background(), client.ImageImportSource{Source: &buf, SourceName: "-"}, ref,
+		client.ImageImportOptions{Changes: []string{`CMD ["/sleeper"]`, "LABEL " + engine.LabelManaged + "=true"}})
 	if err != nil {
 		t.Fatalf("import %s into %s: %v", ref, d.Name(), err)
 	}
@@ -226,7 +225,7 @@ func buildSleeperImage(t *testing.T, d *Daemon, ref string) {
 		t.Fatalf("import %s: %v", ref, err)
 	}
 	t.Cleanup(func() {
-		d.Client().ImageRemove(context.Background(), ref, image.RemoveOptions{Force: true, PruneChildren: true})
+		d.Client().ImageRemove(context.Background(), ref, client.ImageRemoveOptions{Force: true, PruneChildren: true})
 	})
 }
 
@@ -268,24 +267,26 @@ func TestCopyImagesAndCleanAllAfterKillDocker(t *testing.T) {
 	}
 	// A user-defined network (as for app + DB split): its br-* bridge is
 	// named by dockerd alone, so only the engine can remove it.
-	nw, err := d.Client().NetworkCreate(ctx, "ctrperf-net-"+runID, network.CreateOptions{Labels: map[string]string{engine.LabelManaged: "true", engine.LabelRun: runID}})
+	nw, err := d.Client().NetworkCreate(ctx, "ctrperf-net-"+runID, client.NetworkCreateOptions{Labels: map[string]string{engine.LabelManaged: "true", engine.LabelRun: runID}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	userBridge := "br-" + nw.ID[:12]
-	c, err := d.Client().ContainerCreate(ctx, &container.Config{Image: ref, Labels: map[string]string{engine.LabelManaged: "true", engine.LabelRun: runID}},
-		&container.HostConfig{NetworkMode: container.NetworkMode("ctrperf-net-" + runID)}, nil, nil, "ctrperf-sleeper-"+runID)
+	c, err := d.Client().ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config:     &container.Config{Image: ref, Labels: map[string]string{engine.LabelManaged: "true", engine.LabelRun: runID}},
+		HostConfig: &container.HostConfig{NetworkMode: container.NetworkMode("ctrperf-net-" + runID)},
+		Name:       "ctrperf-sleeper-" + runID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Client().ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+	if _, err := d.Client().ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ci, err := d.Client().ContainerInspect(ctx, c.ID)
+	ci, err := d.Client().ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctrPID := ci.State.Pid
+	ctrPID := ci.Container.State.Pid
 	if ctrPID == 0 || !procAlive("/proc", ctrPID) {
 		t.Fatalf("container process %d is not running", ctrPID)
 	}
@@ -450,7 +451,7 @@ func TestCleanAllWithoutReviveDocker(t *testing.T) {
 	}
 	st := *d.State()
 	t.Cleanup(func() { CleanAll(context.Background(), runID) })
-	nw, err := d.Client().NetworkCreate(ctx, "ctrperf-net-"+runID, network.CreateOptions{})
+	nw, err := d.Client().NetworkCreate(ctx, "ctrperf-net-"+runID, client.NetworkCreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

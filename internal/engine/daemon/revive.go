@@ -7,9 +7,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/kernel"
@@ -130,7 +128,7 @@ func revive(ctx context.Context, o Options, st *State) (*Daemon, error) {
 func (d *Daemon) Ping(ctx context.Context, timeout time.Duration) error {
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if _, err := d.cli.Ping(pctx); err != nil {
+	if _, err := d.cli.Ping(pctx, client.PingOptions{}); err != nil {
 		return fmt.Errorf("engine %s at %s does not answer: %w", d.name, d.host, err)
 	}
 	return nil
@@ -178,26 +176,26 @@ var predefinedNetworks = map[string]bool{"bridge": true, "host": true, "none": t
 func removeAllObjects(ctx context.Context, cli *client.Client) (int, error) {
 	n := 0
 	var errs []error
-	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true})
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true})
 	if err != nil {
 		return 0, fmt.Errorf("list containers: %w", err)
 	}
-	for _, c := range cs {
-		if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
+	for _, c := range cs.Items {
+		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
 			errs = append(errs, fmt.Errorf("remove container %s: %w", c.ID[:12], err))
 			continue
 		}
 		n++
 	}
-	nets, err := cli.NetworkList(ctx, network.ListOptions{})
+	nets, err := cli.NetworkList(ctx, client.NetworkListOptions{})
 	if err != nil {
 		return n, errors.Join(append(errs, fmt.Errorf("list networks: %w", err))...)
 	}
-	for _, nw := range nets {
+	for _, nw := range nets.Items {
 		if predefinedNetworks[nw.Name] {
 			continue
 		}
-		if err := cli.NetworkRemove(ctx, nw.ID); err != nil {
+		if _, err := cli.NetworkRemove(ctx, nw.ID, client.NetworkRemoveOptions{}); err != nil {
 			errs = append(errs, fmt.Errorf("remove network %s: %w", nw.Name, err))
 			continue
 		}
