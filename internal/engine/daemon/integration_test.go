@@ -192,6 +192,9 @@ func TestPrivateBtrfsLoopNoProxyDocker(t *testing.T) {
 	if extra := missingRules(jumpRules(after), jumpRules(before)); len(extra) > 0 {
 		t.Errorf("Close left jumps into DOCKER that were not there before: %v", extra)
 	}
+	if lost := missingRules(jumpRules(before), jumpRules(after)); len(lost) > 0 {
+		t.Errorf("the other engines' jumps into DOCKER are gone after Start and Close: %v", lost)
+	}
 }
 
 // buildSleeperImage imports a FROM-scratch image holding a static sleeper

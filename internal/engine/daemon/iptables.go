@@ -210,7 +210,10 @@ func restoreRules(ctx context.Context, ipt iptablesRunner, before []ipRule, link
 		return nil, err
 	}
 	var missing []ipRule
-	for _, r := range missingRules(dockerChainRules(before), dockerChainRules(after)) {
+	// The jumps into DOCKER from the built-in chains too: a dockerd that
+	// starts deletes both forms of its OUTPUT hook before adding its own.
+	shared := func(rs []ipRule) []ipRule { return append(dockerChainRules(rs), jumpRules(rs)...) }
+	for _, r := range missingRules(shared(before), shared(after)) {
 		if ifacesExist(r, linkExists) {
 			missing = append(missing, r)
 		}
