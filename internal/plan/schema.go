@@ -2,6 +2,7 @@ package plan
 
 import (
 	"errors"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -35,6 +36,10 @@ type Schema interface {
 // when the plan is read.
 type WorkloadKnobs struct {
 	App, Load any
+	// UsesDir says the knobs name files relative to the plan's Dir (a
+	// scenario, a Dockerfile context): the canonical plan then records
+	// the directory as base_dir.
+	UsesDir bool
 }
 
 // KnobError is a problem with one workload knob. Knob is its path in the
@@ -69,9 +74,25 @@ func knobNode(err error, c *Configuration, planNodes map[string]*yaml.Node) (*ya
 	if !errors.As(err, &ke) {
 		return nil, false
 	}
-	if n, found := c.nodes[ke.Knob]; found {
-		return n, true
+	// A nested knob ("app.sidecars[1].image") that no node was recorded
+	// for (a default, a key that is missing) is shown at its parent's line.
+	for knob := ke.Knob; knob != ""; knob = parentKnob(knob) {
+		if n, found := c.nodes[knob]; found {
+			return n, true
+		}
+		if n, found := planNodes[knob]; found {
+			return n, true
+		}
 	}
-	n, found := planNodes[ke.Knob]
-	return n, found
+	return nil, false
+}
+
+// parentKnob is the knob that contains a nested one: "app.ready" for
+// "app.ready.path", "app.sidecars" for "app.sidecars[0]"; "" at the top.
+func parentKnob(knob string) string {
+	i := strings.LastIndexAny(knob, ".[")
+	if i <= 0 {
+		return ""
+	}
+	return knob[:i]
 }
