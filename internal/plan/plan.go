@@ -250,9 +250,11 @@ func (d *decoder) parse(data []byte, opt Options) *Plan {
 	planNodes := map[string]*yaml.Node{}
 	if pr, ok := top["app"]; ok {
 		planApp, _ = d.anyMap(pr.value, "app", "app", planNodes)
+		planNodes["app"] = pr.value
 	}
 	if pr, ok := top["load"]; ok {
 		planLoad, _ = d.anyMap(pr.value, "load", "load", planNodes)
+		planNodes["load"] = pr.value
 	}
 
 	// Configurations, explicit then matrix.
