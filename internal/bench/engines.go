@@ -256,7 +256,7 @@ func (p *imagePreparer) Deploy(ctx context.Context, spec engine.DeploySpec) (*en
 				// A user's Dockerfile context: built locally (never
 				// pulled), cached by its content.
 				if _, err := image.BuildDir(ctx, p.def.Client(), image.Dir{Name: s.Build.Name, Ref: s.Image,
-					Path: s.Build.Dir, Dockerfile: s.Build.Dockerfile}, image.WithProgress(os.Stderr)); err != nil {
+					Path: s.Build.Dir, Dockerfile: s.Build.Dockerfile, Content: s.Build.Content}, image.WithProgress(os.Stderr)); err != nil {
 					return nil, fmt.Errorf("deploy %s: service %q: %w", spec.RunID, s.Name, err)
 				}
 				p.ensured[s.Image] = true

@@ -121,6 +121,9 @@ type BuildContext struct {
 	// Name is the image's short name (the ctrperf.image label), which
 	// `ctrperf images list` shows and `ctrperf images rm NAME` takes.
 	Name string
+	// Content is the context's content hash when the plan was read; a
+	// build refuses a context that changed since (one plan, one program).
+	Content string
 }
 
 // DeploySpec is everything an engine needs to deploy one configuration.

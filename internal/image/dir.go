@@ -31,6 +31,9 @@ type Dir struct {
 	Ref        string // reference to tag, e.g. DirRef(name, hash)
 	Path       string // the context directory
 	Dockerfile string // path of the Dockerfile inside Path; "" is "Dockerfile"
+	// Content, when set, is the content hash the caller named the image
+	// after; a context that no longer hashes to it is refused.
+	Content string
 }
 
 // DirRef is the reference of a context image: ctrperf/NAME:HASH, HASH the
@@ -305,6 +308,9 @@ func BuildDir(ctx context.Context, api API, d Dir, opts ...Option) (Result, erro
 	content, err := ContextHash(d.Path, d.Dockerfile)
 	if err != nil {
 		return res, err
+	}
+	if d.Content != "" && content != d.Content {
+		return res, fmt.Errorf("image %s: the build context %s changed since the plan was read (content %s, now %s): the runs of one plan must measure one program; start the plan again", d.Ref, d.Path, d.Content, content)
 	}
 	df, err := os.ReadFile(filepath.Join(d.Path, filepath.FromSlash(dockerfileName(d.Dockerfile))))
 	if err != nil {

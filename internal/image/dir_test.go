@@ -137,6 +137,10 @@ func TestBuildDir(t *testing.T) {
 	if res3, err := BuildDir(ctx, f, d); err != nil || res3.Action != ActionBuilt {
 		t.Errorf("after the parent changed: %+v %v", res3, err)
 	}
+	// A context that changed since its image was named is refused.
+	if _, err := BuildDir(ctx, f, Dir{Name: "app-x", Ref: d.Ref, Path: dir, Content: "0123456789abcdef"}); err == nil || !strings.Contains(err.Error(), "changed since the plan was read") {
+		t.Errorf("changed context: %v", err)
+	}
 	// A failing step: the error ends with the builder's last lines.
 	f.buildErr = "The command '/bin/sh -c make' returned a non-zero code: 2"
 	_, err = BuildDir(ctx, f, d, WithForce())

@@ -43,6 +43,7 @@ type AppService struct {
 	// Build is the Dockerfile context (absolute), "" for an image.
 	Build      string
 	Dockerfile string
+	content    string // Build's content hash when the plan was read
 	Command    []string // container argv (nil: the image's CMD)
 	Entrypoint []string // nil: the image's ENTRYPOINT
 	// HostCommand runs the same program on the host runtime; a relative
@@ -165,7 +166,7 @@ func parseAppService(k *knobs, name, dir string) AppService {
 		if err != nil {
 			k.fail("build", build, "%v", err)
 		} else {
-			s.Image = image.DirRef("app-"+slug(filepath.Base(s.Build)), hash)
+			s.Image, s.content = image.DirRef("app-"+slug(filepath.Base(s.Build)), hash), hash
 		}
 	}
 	if s.Dockerfile != "" && build == "" {
@@ -454,7 +455,7 @@ func (App) Services(c Config) ([]engine.Service, error) {
 			svc.Ready = &r
 		}
 		if s.Build != "" {
-			svc.Build = &engine.BuildContext{Dir: s.Build, Dockerfile: s.Dockerfile, Name: "app-" + slug(filepath.Base(s.Build))}
+			svc.Build = &engine.BuildContext{Dir: s.Build, Dockerfile: s.Dockerfile, Name: "app-" + slug(filepath.Base(s.Build)), Content: s.content}
 		}
 		out = append(out, svc)
 	}
