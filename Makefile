@@ -14,7 +14,7 @@ TEST_FLAGS  ?=
 PLANS       ?= $(wildcard plans/*.yaml)
 DEMO_OUT    ?= out/demo
 
-.PHONY: all build bootstrap engine images demo test vet staticcheck unit fuzz integration reliability bench clean help
+.PHONY: all build example bootstrap engine images demo test vet staticcheck unit fuzz integration reliability bench clean help
 
 all: build
 
@@ -23,6 +23,7 @@ help:
 	@echo "make test      vet, staticcheck, unit tests (-race), fuzzing (FUZZTIME each), integration tests with real Docker"
 	@echo "make reliability  $(KILL_TRIALS) SIGKILL trials of bench run (smoke, network, storage --quick), each followed by ctrperf clean; nothing of ctrperf may be left (KILL_SEED=... replays)"
 	@echo "make build     $(BIN) (version $(VERSION))"
+	@echo "make example   the static binary of examples/hello (Benchmark your own application, README.md)"
 	@echo "make bootstrap install missing Debian packages, check Go, install staticcheck"
 	@echo "make engine    start a Docker engine if none answers"
 	@echo "make images    build ctrperf's images (FROM-scratch Go programs, Debian base)"
@@ -31,6 +32,11 @@ help:
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ctrperf
+
+# The example service of "Benchmark your own application": a static binary
+# next to its Dockerfile (FROM scratch, so nothing is fetched to build it).
+example:
+	CGO_ENABLED=0 $(GO) build -trimpath -o examples/hello/hello ./examples/hello
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -117,4 +123,4 @@ bench: build engine
 	done
 
 clean:
-	rm -rf bin out
+	rm -rf bin out examples/hello/hello

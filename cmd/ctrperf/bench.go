@@ -28,7 +28,10 @@ Reports are recomputed from those records by 'ctrperf report OUT'.
 
 Workloads: web (ticketd + SQLite or MariaDB), kv (memcached), fileio (fio),
 exec (process start-up), oltp (sysbench on MariaDB), cpu (sysbench cpu),
-noisy (tenants of which some turn hot). A configuration's isolate: knob runs
+noisy (tenants of which some turn hot), and app: your own service, from an
+image on the engine or a Dockerfile context built locally (never pulled),
+with a host command as the bare-metal baseline, driven by an HTTP scenario
+or the memcached protocol (examples/hello/plan.yaml). A configuration's isolate: knob runs
 the isolate controller during its runs (policy off, paper or strict), so the
 same plan measures the controller off and on.
 

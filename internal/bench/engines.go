@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -250,7 +251,17 @@ func (p *imagePreparer) Deploy(ctx context.Context, spec engine.DeploySpec) (*en
 		if s.Image == "" {
 			continue
 		}
-		if !p.ensured[s.Image] && !slices.Contains(build, s.Image) {
+		if s.Build != nil {
+			if !p.ensured[s.Image] {
+				// A user's Dockerfile context: built locally (never
+				// pulled), cached by its content.
+				if _, err := image.BuildDir(ctx, p.def.Client(), image.Dir{Name: s.Build.Name, Ref: s.Image,
+					Path: s.Build.Dir, Dockerfile: s.Build.Dockerfile, Content: s.Build.Content}, image.WithProgress(os.Stderr)); err != nil {
+					return nil, fmt.Errorf("deploy %s: service %q: %w", spec.RunID, s.Name, err)
+				}
+				p.ensured[s.Image] = true
+			}
+		} else if !p.ensured[s.Image] && !slices.Contains(build, s.Image) {
 			build = append(build, s.Image)
 		}
 		if p.private != nil && !p.copied[s.Image] && !slices.Contains(cp, s.Image) {

@@ -23,7 +23,7 @@ func (Schema) DecodeKnobs(name string, c *plan.Configuration) (plan.WorkloadKnob
 		return plan.WorkloadKnobs{}, err
 	}
 	app, ld, err := w.Decode(workload.KnobsOf(c))
-	return plan.WorkloadKnobs{App: app, Load: ld}, err
+	return plan.WorkloadKnobs{App: app, Load: ld, UsesDir: workload.UsesDir(app) || workload.UsesDir(ld)}, err
 }
 
 // CheckIsolate implements plan.Schema.

@@ -16,11 +16,11 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
-	"github.com/moby/moby/api/pkg/stdcopy"
 
 	"ctrperf/internal/kernel"
 	"ctrperf/internal/lifecycle"
@@ -175,7 +175,7 @@ func (d *Docker) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err er
 	hostNet := spec.Network == NetworkHost
 	var b Bindings
 	if hostNet {
-		b, err = hostBindings(spec.Services, func(s Service) []string { return s.Command }, func(s Service) string { return s.DataDir })
+		b, err = hostBindings(spec.Services, dockerArgv, func(s Service) string { return s.DataDir })
 		if err != nil {
 			return t, fmt.Errorf("deploy %s: %w", spec.RunID, err)
 		}
@@ -186,7 +186,7 @@ func (d *Docker) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err er
 		}
 	}
 
-	if err := b.Check(spec.Services, func(s Service) []string { return s.Command }); err != nil {
+	if err := b.Check(spec.Services, dockerArgv); err != nil {
 		return t, fmt.Errorf("deploy %s: %w", spec.RunID, err)
 	}
 
@@ -239,12 +239,28 @@ func (d *Docker) checkImages(ctx context.Context, services []Service) error {
 		seen[s.Image] = true
 		if _, err := d.cli.ImageInspect(ctx, s.Image); err != nil {
 			if cerrdefs.IsNotFound(err) {
-				return fmt.Errorf("image %q of service %q is not on docker engine %s: run `ctrperf images build` (ctrperf never pulls)", s.Image, s.Name, d.name)
+				return fmt.Errorf("image %q of service %q is not on docker engine %s (ctrperf never pulls): %s", s.Image, s.Name, d.name, missingImageAdvice(s.Image))
 			}
 			return fmt.Errorf("inspect image %q of service %q: %w", s.Image, s.Name, err)
 		}
 	}
 	return nil
+}
+
+// dockerArgv is everything of a service's container process that may hold
+// templates: the entrypoint override and the command.
+func dockerArgv(s Service) []string {
+	return append(append([]string(nil), s.Entrypoint...), s.Command...)
+}
+
+// missingImageAdvice says how to get an image onto the engine: ctrperf's
+// own are built by `ctrperf images build`, anyone else's by `docker build`
+// or `docker load`.
+func missingImageAdvice(ref string) string {
+	if strings.HasPrefix(ref, NamePrefix+"/") {
+		return "run `ctrperf images build`"
+	}
+	return fmt.Sprintf("build it with `docker build -t %s DIR` or load a saved copy with `docker load -i FILE.tar`", ref)
 }
 
 // containerConfigs builds what ContainerCreate gets for service i. Pure
@@ -267,7 +283,11 @@ func containerConfigs(spec DeploySpec, i int, b Bindings, bindRoot string, ext *
 		labels[k] = v
 	}
 	labels[LabelService] = s.Name
-	cfg := &container.Config{Image: s.Image, Cmd: cmd, Env: envList(env), Labels: labels, User: s.User}
+	entry, err := b.ExpandAll(s.Entrypoint)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("service %q entrypoint: %w", s.Name, err)
+	}
+	cfg := &container.Config{Image: s.Image, Entrypoint: entry, Cmd: cmd, Env: envList(env), Labels: labels, User: s.User}
 	hc := &container.HostConfig{}
 	hc.CpusetCpus = s.Resources.CPUSet
 	hc.CPUShares = s.Resources.CPUShares

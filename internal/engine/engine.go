@@ -78,11 +78,25 @@ type ReadyCheck struct {
 //	                   127.0.0.1 and the allocated port on a shared network.
 //	{{data:SVC}}       SVC's DataDir as its process sees it: DataDir inside a
 //	                   container; /var/lib/ctrperf/host/<run>/<svc> on the host.
+//	{{listen:SVC}}     the address SVC should listen on: 0.0.0.0 in a
+//	                   network namespace of its own (a bridge network),
+//	                   127.0.0.1 when it shares the host's (host runtime,
+//	                   docker --net=host), so it never listens on the
+//	                   machine's real interfaces.
 //
 // An unknown service or undeclared port is a deploy error.
 type Service struct {
-	Name        string            // short name, unique within the deployment ("app", "db")
-	Image       string            // image reference for the docker runtime
+	Name  string // short name, unique within the deployment ("app", "db")
+	Image string // image reference for the docker runtime
+	// Build, when set, is how Image is made when the engine lacks it: a
+	// Dockerfile context on this machine that the runner builds locally
+	// (never pulling) before the deploy. The engine itself only deploys
+	// images that exist.
+	Build *BuildContext
+	// Entrypoint replaces the image's ENTRYPOINT (docker runtime); nil
+	// keeps it. Command is then its arguments, as with `docker run
+	// --entrypoint`.
+	Entrypoint  []string
 	Command     []string          // argv inside the container (and on the host unless HostCommand is set)
 	HostCommand []string          // argv on the host, when it differs
 	Env         map[string]string // environment
@@ -97,6 +111,19 @@ type Service struct {
 	// Keep the container alive with this argv when Command exits immediately
 	// (e.g. a tool image used only through Exec). Empty: Command is the main process.
 	User string // optional user to run as inside the container
+}
+
+// BuildContext is a Dockerfile context directory that builds a service's
+// image (see Service.Build).
+type BuildContext struct {
+	Dir        string // absolute directory sent to the builder
+	Dockerfile string // path of the Dockerfile inside Dir ("Dockerfile")
+	// Name is the image's short name (the ctrperf.image label), which
+	// `ctrperf images list` shows and `ctrperf images rm NAME` takes.
+	Name string
+	// Content is the context's content hash when the plan was read; a
+	// build refuses a context that changed since (one plan, one program).
+	Content string
 }
 
 // DeploySpec is everything an engine needs to deploy one configuration.

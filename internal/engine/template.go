@@ -26,7 +26,7 @@ type ServiceBinding struct {
 	DataDir       string
 }
 
-var templateRe = regexp.MustCompile(`\{\{\s*(port|addr|data)\s*:\s*([^}:\s]+)\s*(?::\s*([0-9]+)\s*)?\}\}`)
+var templateRe = regexp.MustCompile(`\{\{\s*(port|addr|data|listen)\s*:\s*([^}:\s]+)\s*(?::\s*([0-9]+)\s*)?\}\}`)
 
 // portRefRe finds the {{port:SVC:PORT}} references, used to decide which
 // ports a service on a shared network namespace wants relocated.
@@ -53,7 +53,7 @@ func (b Bindings) Expand(s string) (string, error) {
 		return "", firstErr
 	}
 	if i := strings.Index(out, "{{"); i >= 0 && templateLike(out[i:]) {
-		return "", fmt.Errorf("malformed template in %q (want {{port:SVC:PORT}}, {{addr:SVC:PORT}} or {{data:SVC}})", s)
+		return "", fmt.Errorf("malformed template in %q (want {{port:SVC:PORT}}, {{addr:SVC:PORT}}, {{data:SVC}} or {{listen:SVC}})", s)
 	}
 	return out, nil
 }
@@ -62,7 +62,7 @@ func (b Bindings) Expand(s string) (string, error) {
 // templates, so that unrelated "{{" (e.g. a Go template in an argument) passes.
 func templateLike(s string) bool {
 	s = strings.TrimSpace(strings.TrimPrefix(s, "{{"))
-	for _, k := range []string{"port", "addr", "data"} {
+	for _, k := range []string{"port", "addr", "data", "listen"} {
 		if strings.HasPrefix(s, k) && strings.HasPrefix(strings.TrimSpace(s[len(k):]), ":") {
 			return true
 		}
@@ -74,6 +74,15 @@ func (b Bindings) resolve(kind, svc, portStr string) (string, error) {
 	sb, ok := b[svc]
 	if !ok {
 		return "", fmt.Errorf("unknown service %q (deployment has %s)", svc, strings.Join(b.names(), ", "))
+	}
+	if kind == "listen" {
+		if portStr != "" {
+			return "", fmt.Errorf("listen takes no port")
+		}
+		if sb.PortsIdentity {
+			return "0.0.0.0", nil // its own network namespace
+		}
+		return "127.0.0.1", nil // the host's: never the machine's real interfaces
 	}
 	if kind == "data" {
 		if portStr != "" {

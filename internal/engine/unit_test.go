@@ -46,6 +46,9 @@ func TestExpandTemplates(t *testing.T) {
 		{"data with a port", bridge, "{{data:db:1}}", "", "data takes no port"},
 		{"misspelt kind is caught", bridge, "{{port:app:http}}", "", "malformed template"},
 		{"unrelated braces pass", bridge, "{{.Name}}", "{{.Name}}", ""},
+		{"listen in an own namespace", bridge, "{{listen:app}}:{{port:app:8080}}", "0.0.0.0:8080", ""},
+		{"listen on the host's namespace", shared, "{{listen:app}}:{{port:app:8080}}", "127.0.0.1:40001", ""},
+		{"listen takes no port", shared, "{{listen:app:80}}", "", "listen takes no port"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -131,6 +134,25 @@ func TestValidateSpec(t *testing.T) {
 				t.Fatalf("ValidateSpec error = %v, want one containing %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+func TestContainerConfigsEntrypoint(t *testing.T) {
+	spec := DeploySpec{RunID: "r1", Network: NetworkContainerIP, Data: DataLayer, Services: []Service{{
+		Name: "app", Image: "mine:1", Ports: []int{80},
+		Entrypoint: []string{"/bin/app", "--port={{port:app:80}}"}, Command: []string{"--listen={{listen:app}}"}}}}
+	b := Bindings{"app": {Host: "ctrperf-r1-app", PortsIdentity: true}}
+	cfg, _, _, err := containerConfigs(spec, 0, b, "/b", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual([]string(cfg.Entrypoint), []string{"/bin/app", "--port=80"}) || !reflect.DeepEqual([]string(cfg.Cmd), []string{"--listen=0.0.0.0"}) {
+		t.Errorf("entrypoint %v cmd %v", cfg.Entrypoint, cfg.Cmd)
+	}
+	// No override keeps the image's own.
+	spec.Services[0].Entrypoint, spec.Services[0].Command = nil, nil
+	if cfg, _, _, err = containerConfigs(spec, 0, b, "/b", nil); err != nil || cfg.Entrypoint != nil || cfg.Cmd != nil {
+		t.Errorf("no override: entrypoint %v cmd %v (%v)", cfg.Entrypoint, cfg.Cmd, err)
 	}
 }
 

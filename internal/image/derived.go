@@ -163,12 +163,19 @@ func resolveFiles(ctx context.Context, moduleDir string, in map[string]File) (ma
 // no registry for FROM scratch or a local parent) and fails with the
 // builder's own message when a step fails.
 func runBuild(ctx context.Context, api API, tarCtx []byte, ref string, labels map[string]string, progress io.Writer) error {
+	return runBuildFile(ctx, api, tarCtx, "Dockerfile", ref, labels, progress)
+}
+
+// runBuildFile is runBuild with the Dockerfile at another path of the
+// context. The classic builder never pulls a parent that exists locally
+// (PullParent stays false); callers check that every parent exists.
+func runBuildFile(ctx context.Context, api API, tarCtx []byte, dockerfile, ref string, labels map[string]string, progress io.Writer) error {
 	resp, err := api.ImageBuild(ctx, bytes.NewReader(tarCtx), client.ImageBuildOptions{
 		Tags:        []string{ref},
 		Labels:      labels,
 		Remove:      true,
 		ForceRemove: true,
-		Dockerfile:  "Dockerfile",
+		Dockerfile:  dockerfile,
 		Version:     build.BuilderV1,
 	})
 	if err != nil {

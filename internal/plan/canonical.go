@@ -24,6 +24,7 @@ type canonPlan struct {
 	Seed           int64          `yaml:"seed"`
 	Baseline       string         `yaml:"baseline"`
 	LoadCPUSet     string         `yaml:"load_cpuset,omitempty"`
+	BaseDir        string         `yaml:"base_dir,omitempty"`
 	Configurations []canonConfig  `yaml:"configurations"`
 	Thresholds     map[string]any `yaml:"thresholds,omitempty"`
 }
@@ -54,6 +55,9 @@ func (p *Plan) Canonical() ([]byte, error) {
 		Name: p.Name, Description: p.Description, Workload: p.Workload,
 		Repetitions: p.Repetitions, Warmup: p.Warmup.String(), Duration: p.Duration.String(),
 		Seed: p.Seed, Baseline: p.Baseline, LoadCPUSet: p.LoadCPUSet,
+	}
+	if p.UsesDir {
+		cp.BaseDir = p.Dir
 	}
 	for i := range p.Configurations {
 		cp.Configurations = append(cp.Configurations, p.Configurations[i].canonical())

@@ -187,11 +187,32 @@ func (d *decoder) anyMap(n *yaml.Node, field, knob string, nodes map[string]*yam
 		}
 		out[p.key] = v
 		if nodes != nil {
-			nodes[knob+"."+p.key] = p.value
+			recordNodes(nodes, knob+"."+p.key, p.value)
 			nodes[knob+"."+p.key+keySuffix] = p.keyN
 		}
 	}
 	return out, true
+}
+
+// recordNodes remembers where a knob and everything nested in it was set:
+// "app.ready.path" for a mapping, "app.sidecars[0].image" for a list, so
+// that a workload's error about a nested knob points at its own line.
+func recordNodes(nodes map[string]*yaml.Node, path string, n *yaml.Node) {
+	nodes[path] = n
+	n = deref(n)
+	if n == nil {
+		return
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			recordNodes(nodes, path+"."+n.Content[i].Value, n.Content[i+1])
+		}
+	case yaml.SequenceNode:
+		for i, it := range n.Content {
+			recordNodes(nodes, fmt.Sprintf("%s[%d]", path, i), it)
+		}
+	}
 }
 
 func deref(n *yaml.Node) *yaml.Node {

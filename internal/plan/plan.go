@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"regexp"
 	"time"
 
@@ -66,6 +67,13 @@ type Plan struct {
 	// and by `report` (exit code 3 when one is broken). They do not change
 	// the runs, so they are left out of Hash.
 	Thresholds []Threshold
+	// Dir is the absolute directory that relative paths in workload knobs
+	// (a scenario file, a Dockerfile context) are read from: the plan's
+	// base_dir, by default the directory of the plan file. The canonical
+	// form records it when a workload used it (UsesDir), so that the plan
+	// as run (OUT/plan.yaml) reads the same files on --resume.
+	Dir     string
+	UsesDir bool
 }
 
 // Knobs are what distinguishes one configuration from another.
@@ -98,6 +106,8 @@ type Configuration struct {
 	// "matrix (network=published, data=volume)".
 	Origin string
 	Line   int
+	// Dir is the plan's Dir, for the workload's Decode.
+	Dir string
 }
 
 // Quick is the plan's `quick:` section, applied by --quick: fewer, shorter
@@ -140,7 +150,7 @@ func Parse(file string, data []byte, opt Options) (*Plan, error) {
 }
 
 var topKeys = []string{"name", "description", "workload", "load", "app", "repetitions",
-	"warmup", "duration", "seed", "baseline", "load_cpuset", "configurations", "matrix", "quick", "thresholds"}
+	"warmup", "duration", "seed", "baseline", "load_cpuset", "configurations", "matrix", "quick", "thresholds", "base_dir"}
 
 var configKeys = []string{"name", "runtime", "engine", "network", "data", "topology", "resources", "isolate", "app", "load"}
 
@@ -239,13 +249,16 @@ func (d *decoder) parse(data []byte, opt Options) *Plan {
 			p.LoadCPUSet = s
 		}
 	}
+	p.Dir = d.baseDir(top)
 	var planApp, planLoad map[string]any
 	planNodes := map[string]*yaml.Node{}
 	if pr, ok := top["app"]; ok {
 		planApp, _ = d.anyMap(pr.value, "app", "app", planNodes)
+		planNodes["app"] = pr.value
 	}
 	if pr, ok := top["load"]; ok {
 		planLoad, _ = d.anyMap(pr.value, "load", "load", planNodes)
+		planNodes["load"] = pr.value
 	}
 
 	// Configurations, explicit then matrix.
@@ -322,12 +335,36 @@ func (d *decoder) parse(data []byte, opt Options) *Plan {
 		}
 		c.applyDefaults()
 		d.checkKnobs(c)
+		c.Dir = p.Dir
 		if knownWorkload {
 			d.decodeKnobs(p.Workload, c, planNodes)
+			p.UsesDir = p.UsesDir || c.Decoded.UsesDir
 		}
 	}
 	p.Configurations = configs
 	return p
+}
+
+// baseDir is the absolute directory relative paths of workload knobs are
+// read from: base_dir (relative to the plan file's directory) or the plan
+// file's directory.
+func (d *decoder) baseDir(top map[string]pair) string {
+	dir := filepath.Dir(d.file)
+	if pr, ok := top["base_dir"]; ok {
+		if s, ok := d.str(pr.value, "base_dir"); ok {
+			if s == "" {
+				d.errorf(pr.value, "base_dir", "empty; expected a directory (relative to the plan file's)")
+			} else if filepath.IsAbs(s) {
+				dir = s
+			} else {
+				dir = filepath.Join(dir, s)
+			}
+		}
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	return filepath.Clean(dir)
 }
 
 // configuration decodes one explicit configuration.
@@ -398,7 +435,7 @@ func (d *decoder) setKnob(k *Knobs, path string, n *yaml.Node, field string) {
 			*m = map[string]any{}
 		}
 		(*m)[rest] = v
-		k.nodes[path] = n
+		recordNodes(k.nodes, path, n)
 		return
 	case nested && head == "engine":
 		d.setEngine(k, rest, n, field)

@@ -37,6 +37,10 @@ type Schema interface {
 // when the plan is read.
 type WorkloadKnobs struct {
 	App, Load any
+	// UsesDir says the knobs name files relative to the plan's Dir (a
+	// scenario, a Dockerfile context): the canonical plan then records
+	// the directory as base_dir.
+	UsesDir bool
 }
 
 // KnobError is a problem with one workload knob. Knob is its path in the
@@ -76,6 +80,15 @@ func knobNode(err error, c *Configuration, planNodes map[string]*yaml.Node) (*ya
 	for _, full := range []bool{true, false} {
 		for _, nodes := range []map[string]*yaml.Node{c.nodes, planNodes} {
 			if n, complete, found := nestedNode(nodes, ke.Knob); found && (complete || !full) {
+				return n, true
+			}
+		}
+	}
+	// A nested knob ("app.sidecars[1].image") that no node was recorded
+	// for (a default, a key that is missing) is shown at its parent's line.
+	for knob := parentKnob(ke.Knob); knob != ""; knob = parentKnob(knob) {
+		for _, nodes := range []map[string]*yaml.Node{c.nodes, planNodes} {
+			if n, found := nodes[knob]; found {
 				return n, true
 			}
 		}
@@ -185,4 +198,14 @@ func (c *Configuration) Search() (SearchSpec, bool) {
 		return s.CapacitySearch()
 	}
 	return SearchSpec{}, false
+}
+
+// parentKnob is the knob that contains a nested one: "app.ready" for
+// "app.ready.path", "app.sidecars" for "app.sidecars[0]"; "" at the top.
+func parentKnob(knob string) string {
+	i := strings.LastIndexAny(knob, ".[")
+	if i <= 0 {
+		return ""
+	}
+	return knob[:i]
 }

@@ -218,3 +218,127 @@ func (k *knobs) err() error {
 	}
 	return errors.Join(k.errs...)
 }
+
+// scalarString renders a YAML scalar (a string, a number, a boolean) as
+// the string a command line or environment gets.
+func scalarString(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case int, int64, uint64, float64, bool:
+		return fmt.Sprint(x), true
+	}
+	return "", false
+}
+
+// strList reads a list of strings (numbers are written as they read), such
+// as an argv.
+func (k *knobs) strList(key string, dst *[]string) {
+	v, ok := k.get(key)
+	if !ok {
+		return
+	}
+	items, isList := v.([]any)
+	if !isList || len(items) == 0 {
+		k.fail(key, v, "want a non-empty list of arguments, like [serve, --port, \"{{port:app:8080}}\"]")
+		return
+	}
+	out := make([]string, len(items))
+	for i, it := range items {
+		s, ok := scalarString(it)
+		if !ok {
+			k.fail(fmt.Sprintf("%s[%d]", key, i), it, "want a string")
+			return
+		}
+		out[i] = s
+	}
+	*dst = out
+}
+
+// intList reads a list of whole numbers in [lo, hi].
+func (k *knobs) intList(key string, dst *[]int64, lo, hi int64) {
+	v, ok := k.get(key)
+	if !ok {
+		return
+	}
+	items, isList := v.([]any)
+	if !isList {
+		k.fail(key, v, "want a list of numbers")
+		return
+	}
+	sub := newKnobs(k.what, map[string]any{})
+	var out []int64
+	for i, it := range items {
+		var n int64
+		name := fmt.Sprintf("%s[%d]", key, i)
+		sub.m[name] = it
+		whole(sub, name, &n, lo, hi)
+		out = append(out, n)
+	}
+	if len(sub.errs) > 0 {
+		k.errs = append(k.errs, sub.errs...)
+		return
+	}
+	*dst = out
+}
+
+// strMap reads a mapping of names to strings (numbers and booleans are
+// written as they read), such as an environment.
+func (k *knobs) strMap(key string, dst *map[string]string) {
+	v, ok := k.get(key)
+	if !ok {
+		return
+	}
+	m, isMap := v.(map[string]any)
+	if !isMap {
+		k.fail(key, v, "want a mapping of NAME: value")
+		return
+	}
+	out := make(map[string]string, len(m))
+	for name, it := range m {
+		s, ok := scalarString(it)
+		if !ok || name == "" || strings.ContainsAny(name, "= \t\n") {
+			k.fail(key+"."+name, it, "want NAME: value with a plain value")
+			continue
+		}
+		out[name] = s
+	}
+	*dst = out
+}
+
+// sub reads a nested mapping, such as app.ready.
+func (k *knobs) sub(key string) (map[string]any, bool) {
+	v, ok := k.get(key)
+	if !ok {
+		return nil, false
+	}
+	m, isMap := v.(map[string]any)
+	if !isMap {
+		k.fail(key, v, "want a mapping")
+		return nil, false
+	}
+	return m, true
+}
+
+// subList reads a list of mappings, such as app.sidecars.
+func (k *knobs) subList(key string) []map[string]any {
+	v, ok := k.get(key)
+	if !ok {
+		return nil
+	}
+	items, isList := v.([]any)
+	if !isList {
+		k.fail(key, v, "want a list of mappings")
+		return nil
+	}
+	var out []map[string]any
+	for i, it := range items {
+		m, isMap := it.(map[string]any)
+		if !isMap {
+			k.fail(fmt.Sprintf("%s[%d]", key, i), it, "want a mapping")
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}

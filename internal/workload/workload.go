@@ -2,7 +2,7 @@
 // a configuration's knobs into the services to deploy and, once they are
 // deployed, drives load against them and returns the measurement.
 //
-// One file per workload (web, kv, fileio, exec, oltp, cpu, noisy); each
+// One file per workload (web, kv, fileio, exec, oltp, cpu, noisy, app); each
 // registers itself with Register in an init function. A workload's knobs
 // are a struct of its own (WebApp, KVLoad, ...) with defaults and range
 // checks, decoded once when the plan is read (Decode, through
@@ -32,6 +32,9 @@ type Knobs struct {
 	Topology string // "combined" or "split"
 	App      map[string]any
 	Load     map[string]any
+	// Dir is the absolute directory relative paths in the knobs are read
+	// from (the plan's base_dir, by default the plan file's directory).
+	Dir string
 }
 
 // Config is one configuration's workload-level settings, decoded: what
@@ -58,7 +61,7 @@ func ConfigFor(c *plan.Configuration) Config {
 // KnobsOf is a plan configuration's knobs as Decode reads them.
 func KnobsOf(c *plan.Configuration) Knobs {
 	return Knobs{Runtime: c.Runtime, Network: c.Network, Data: c.Data, Topology: c.Topology,
-		App: maps.Clone(c.App), Load: maps.Clone(c.Load)}
+		App: maps.Clone(c.App), Load: maps.Clone(c.Load), Dir: c.Dir}
 }
 
 // Decoded is c with its knobs decoded by w, for callers that build a
@@ -67,6 +70,14 @@ func Decoded(w Workload, k Knobs, res engine.Resources) (Config, error) {
 	app, ld, err := w.Decode(k)
 	return Config{Runtime: k.Runtime, Network: k.Network, Data: k.Data, Topology: k.Topology,
 		Resources: res, App: app, Load: ld}, err
+}
+
+// UsesDir says whether a workload's decoded knobs (its app or load value)
+// read files relative to the plan's directory, such as a scenario or a
+// Dockerfile context: the plan as run must then record that directory.
+func UsesDir(knobs any) bool {
+	u, ok := knobs.(interface{ UsesDir() bool })
+	return ok && u.UsesDir()
 }
 
 // Window is the timing of one run.
