@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"ctrperf/internal/exitcode"
 	"ctrperf/internal/report"
 	"ctrperf/internal/stats"
 )
@@ -21,6 +22,7 @@ type compareFlags struct {
 
 func newCompareCmd() *cobra.Command {
 	var f compareFlags
+	var format *outputFormat
 	cmd := &cobra.Command{
 		Use:   "compare OUT1 OUT2",
 		Short: "Compare the same configurations across two result sets",
@@ -31,11 +33,12 @@ resampled independently) and a verdict. An interval that contains 1 is
 "no measurable difference".`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			f.format = format.String()
 			return runCompare(cmd.OutOrStdout(), args[0], args[1], f)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.format, "format", "table", "table, md or json")
+	format = addFormatFlags(cmd, report.CompareFormats...)
 	fl.StringVarP(&f.output, "output", "o", "", "write to this file instead of standard output")
 	fl.IntVar(&f.resamples, "resamples", stats.DefaultResamples, "bootstrap resamples per interval")
 	fl.Uint64Var(&f.seed, "seed", 1, "bootstrap seed")
@@ -44,16 +47,16 @@ resampled independently) and a verdict. An interval that contains 1 is
 
 func runCompare(stdout io.Writer, first, second string, f compareFlags) error {
 	if !slices.Contains(report.CompareFormats, f.format) {
-		return &exitError{code: 2, msg: fmt.Sprintf("unknown --format %q (want one of %s)", f.format, strings.Join(report.CompareFormats, ", "))}
+		return exitcode.Usagef("unknown --format %q (want one of %s)", f.format, strings.Join(report.CompareFormats, ", "))
 	}
 	if f.resamples < 100 {
-		return &exitError{code: 2, msg: fmt.Sprintf("--resamples %d is too few for a 95%% interval (use 1000 or more)", f.resamples)}
+		return exitcode.Usagef("--resamples %d is too few for a 95%% interval (use 1000 or more)", f.resamples)
 	}
 	c, err := report.CompareDirs(first, second, report.WithStats(stats.Options{Resamples: f.resamples, Seed: f.seed}))
 	if err != nil {
 		return err
 	}
-	if err := writeRendered(stdout, f.output, func(w io.Writer) error { return report.RenderComparison(w, c, f.format) }); err != nil {
+	if err := writeRendered(stdout, f.output, f.format, func(w io.Writer) error { return report.RenderComparison(w, c, f.format) }); err != nil {
 		return err
 	}
 	if f.output != "" {

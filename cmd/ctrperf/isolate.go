@@ -319,7 +319,7 @@ func runIsolate(cmd *cobra.Command, o isolateOptions, start isolateStarter) erro
 
 func newIsolateStatusCmd() *cobra.Command {
 	var stateDir string
-	var asJSON bool
+	var format *outputFormat
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the running controller's placement table",
@@ -327,18 +327,17 @@ func newIsolateStatusCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			b, err := os.ReadFile(filepath.Join(stateDir, "status.json"))
 			if errors.Is(err, os.ErrNotExist) {
-				return &exitError{code: 1, msg: "no controller is running (no " + filepath.Join(stateDir, "status.json") + ")"}
+				return errors.New("no controller is running (no " + filepath.Join(stateDir, "status.json") + ")")
 			}
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				_, err := cmd.OutOrStdout().Write(b)
-				return err
-			}
 			var s isolate.Status
 			if err := json.Unmarshal(b, &s); err != nil {
-				return fmt.Errorf("parse status: %w", err)
+				return fmt.Errorf("parse status %s: %w", filepath.Join(stateDir, "status.json"), err)
+			}
+			if format.JSON() {
+				return writeJSONBytes(cmd.OutOrStdout(), b)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintf(w, "policy %s (pid %d, %s), shared pool %s, control steps used %.2f CPU s\n", s.Policy, s.PID, s.Time.Format(time.RFC3339), s.SharedPool, s.StepCPUSeconds)
@@ -364,7 +363,7 @@ func newIsolateStatusCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&stateDir, "state-dir", isolateStateDir, "the controller's state directory")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	format = addFormatFlags(cmd, formatTable, formatJSON)
 	return cmd
 }
 
