@@ -12,6 +12,7 @@ import (
 	"golang.org/x/term"
 
 	"ctrperf/internal/bench"
+	"ctrperf/internal/exitcode"
 	"ctrperf/internal/lifecycle"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/report"
@@ -124,12 +125,12 @@ func runBench(cmd *cobra.Command, args []string, f benchRunFlags, newEngines fun
 	switch {
 	case f.resume != "":
 		if out != "" && out != f.resume {
-			return &exitError{code: 2, msg: "--out and --resume name different directories; --resume continues in its own"}
+			return exitcode.AsUsage(errors.New("--out and --resume name different directories; --resume continues in its own"))
 		}
 		out = f.resume
 		if len(args) == 0 {
 			if f.quick || len(f.only) > 0 {
-				return &exitError{code: 2, msg: "--quick and --only shape a new run; the plan in " + f.resume + " already has them applied"}
+				return exitcode.AsUsage(errors.New("--quick and --only shape a new run; the plan in " + f.resume + " already has them applied"))
 			}
 			p, err = bench.LoadPlan(filepath.Join(f.resume, bench.PlanFile), plan.Options{})
 		} else {
@@ -138,7 +139,7 @@ func runBench(cmd *cobra.Command, args []string, f benchRunFlags, newEngines fun
 	case len(args) == 1:
 		p, err = bench.LoadPlan(args[0], plan.Options{Quick: f.quick, Only: f.only})
 	default:
-		return &exitError{code: 2, msg: "bench run needs a PLAN file (or --resume OUT)"}
+		return exitcode.AsUsage(errors.New("bench run needs a PLAN file (or --resume OUT)"))
 	}
 	if err != nil {
 		return planError(cmd.ErrOrStderr(), err)
@@ -170,10 +171,10 @@ func runBench(cmd *cobra.Command, args []string, f benchRunFlags, newEngines fun
 	}
 	_, err = bench.Run(ctx, p, opts)
 	if errors.Is(err, bench.ErrConcurrent) {
-		return &exitError{code: 1, msg: err.Error()}
+		return err
 	}
 	if errors.Is(err, bench.ErrInterrupted) {
-		return &exitError{code: 130, msg: err.Error()}
+		return &exitcode.Error{Code: exitcode.Interrupted, Err: err}
 	}
 	if err == nil && len(p.Thresholds) > 0 {
 		// The gates, on everything in OUT (a resumed plan included); the
@@ -200,21 +201,82 @@ func progressFor(stdout, stderr io.Writer, quiet bool) bench.Progress {
 func newBenchValidateCmd() *cobra.Command {
 	var quick bool
 	var only []string
+	var format *outputFormat
 	cmd := &cobra.Command{
 		Use:   "validate PLAN",
 		Short: "Check a plan without running it; print its configurations and run order",
-		Args:  cobra.ExactArgs(1),
+		Long: `Check a plan without running it: every problem is printed with its file and
+line, and the exit status is 1. A valid plan is printed expanded: its
+configurations with all their knobs (the matrix multiplied out, plan-level
+app and load maps merged in) and the run order. --format json prints the
+same as one document (configurations with their knobs as records store
+them, runs in order).`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := bench.LoadPlan(args[0], plan.Options{Quick: quick, Only: only})
 			if err != nil {
 				return planError(cmd.ErrOrStderr(), err)
 			}
+			if format.JSON() {
+				return writeJSON(cmd.OutOrStdout(), planJSON(p))
+			}
 			return p.Describe(cmd.OutOrStdout())
 		},
 	}
+	format = addFormatFlags(cmd, formatTable, formatJSON)
 	cmd.Flags().BoolVar(&quick, "quick", false, "validate the plan's quick variant")
 	cmd.Flags().StringSliceVar(&only, "only", nil, "keep only these configurations (and the baseline)")
 	return cmd
+}
+
+// validatedPlan is `bench validate --format json`.
+type validatedPlan struct {
+	Name           string            `json:"name"`
+	File           string            `json:"file"`
+	Description    string            `json:"description,omitempty"`
+	Workload       string            `json:"workload"`
+	Quick          bool              `json:"quick"`
+	Repetitions    int               `json:"repetitions"`
+	WarmupS        float64           `json:"warmup_s"`
+	DurationS      float64           `json:"duration_s"`
+	Seed           int64             `json:"seed"`
+	Baseline       string            `json:"baseline"`
+	LoadCPUSet     string            `json:"load_cpuset,omitempty"`
+	Configurations []validatedConfig `json:"configurations"`
+	Runs           []validatedRun    `json:"runs"`
+	// MeasuringS is the least time the plan takes: warm-up and measured
+	// window of every run, without deploys and teardowns.
+	MeasuringS float64 `json:"min_measuring_s"`
+}
+
+// validatedRun is one run of the order; repetition counts from 1, as
+// progress and reports print it.
+type validatedRun struct {
+	Index      int    `json:"index"`
+	Repetition int    `json:"repetition"`
+	Config     string `json:"config"`
+}
+
+type validatedConfig struct {
+	Name     string         `json:"name"`
+	Baseline bool           `json:"baseline,omitempty"`
+	Origin   string         `json:"origin,omitempty"`
+	Knobs    map[string]any `json:"knobs"`
+}
+
+func planJSON(p *plan.Plan) validatedPlan {
+	v := validatedPlan{Name: p.Name, File: p.File, Description: p.Description, Workload: p.Workload, Quick: p.Quicked,
+		Repetitions: p.Repetitions, WarmupS: p.Warmup.Seconds(), DurationS: p.Duration.Seconds(), Seed: p.Seed,
+		Baseline: p.Baseline, LoadCPUSet: p.LoadCPUSet}
+	for _, r := range p.Runs() {
+		v.Runs = append(v.Runs, validatedRun{Index: r.Index + 1, Repetition: r.Repetition + 1, Config: r.Config})
+	}
+	for i := range p.Configurations {
+		c := &p.Configurations[i]
+		v.Configurations = append(v.Configurations, validatedConfig{Name: c.Name, Baseline: c.Name == p.Baseline, Origin: c.Origin, Knobs: c.KnobMap()})
+	}
+	v.MeasuringS = float64(len(v.Runs)) * (p.Warmup + p.Duration).Seconds()
+	return v
 }
 
 // planError prints every problem of a plan, one per line, and fails.
@@ -228,7 +290,7 @@ func planError(stderr io.Writer, err error) error {
 		if len(es) > 1 {
 			n = "problems"
 		}
-		return &exitError{code: 1, msg: fmt.Sprintf("the plan has %d %s; nothing was run", len(es), n)}
+		return fmt.Errorf("the plan has %d %s; nothing was run", len(es), n)
 	}
 	return err
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/exitcode"
 	"ctrperf/internal/owner"
 	"ctrperf/internal/results"
 	"ctrperf/internal/workload"
@@ -58,14 +59,7 @@ func TestBenchCLI(t *testing.T) {
 			root.SetOut(&out)
 			root.SetErr(&errb)
 			err := root.Execute()
-			code := 0
-			if err != nil {
-				code = 1
-				var ee *exitError
-				if errors.As(err, &ee) {
-					code = ee.code
-				}
-			}
+			code := exitcode.Of(err)
 			if code != tt.code {
 				t.Fatalf("exit %d (%v), want %d\nstdout: %s\nstderr: %s", code, err, tt.code, out.String(), errb.String())
 			}
@@ -103,13 +97,12 @@ func TestBenchRunRefusesBesideALiveRun(t *testing.T) {
 	root.SetOut(&out)
 	root.SetErr(&errb)
 	err = root.Execute()
-	var ee *exitError
-	if !errors.As(err, &ee) || ee.code != 1 {
-		t.Fatalf("exit %v, want 1", err)
+	if exitcode.Of(err) != exitcode.Failure {
+		t.Fatalf("exit %d (%v), want 1", exitcode.Of(err), err)
 	}
 	for _, want := range []string{"another bench run is running", "pid " + strconv.Itoa(os.Getpid()), "output out/first", "--allow-concurrent"} {
-		if !strings.Contains(ee.msg, want) {
-			t.Errorf("message %q lacks %q", ee.msg, want)
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("message %q lacks %q", err.Error(), want)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "out", results.FileName)); !os.IsNotExist(err) {

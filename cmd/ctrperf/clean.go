@@ -67,7 +67,7 @@ func runClean(ctx context.Context, cmd *cobra.Command, f cleanFlags) error {
 	owners, err := ownersDir(cmd).List()
 	if err != nil && !f.force {
 		// An unreadable record may be a live run's: guessing would remove it.
-		return &exitError{code: 1, msg: fmt.Sprintf("cannot read every owner record (%v); remove the broken record or clean with --force", err)}
+		return fmt.Errorf("cannot read every owner record (%v); remove the broken record or clean with --force", err)
 	}
 
 	relist := func() (owner.Owners, error) { return ownersDir(cmd).List() }
@@ -110,7 +110,7 @@ func runClean(ctx context.Context, cmd *cobra.Command, f cleanFlags) error {
 		}
 	}
 	if err != nil {
-		return &exitError{code: 1, msg: "clean left something behind: " + err.Error()}
+		return fmt.Errorf("clean left something behind: %w", err)
 	}
 	if !f.dryRun && f.runID == "" {
 		// Everything of the dead owners is gone: their records go too.

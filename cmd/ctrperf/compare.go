@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"ctrperf/internal/exitcode"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/report"
 	"ctrperf/internal/stats"
@@ -24,6 +24,7 @@ type compareFlags struct {
 
 func newCompareCmd() *cobra.Command {
 	var f compareFlags
+	var format *outputFormat
 	cmd := &cobra.Command{
 		Use:   "compare OUT1 OUT2",
 		Short: "Compare the same configurations across two result sets",
@@ -40,11 +41,12 @@ interval, so noise that merely straddles +10% does not fail the job.
 limits a rule to one configuration. Repeat the flag for several rules.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			f.format = format.String()
 			return runCompare(cmd.OutOrStdout(), args[0], args[1], f)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.format, "format", "table", "table, md or json")
+	format = addFormatFlags(cmd, report.CompareFormats...)
 	fl.StringVarP(&f.output, "output", "o", "", "write to this file instead of standard output")
 	fl.IntVar(&f.resamples, "resamples", stats.DefaultResamples, "bootstrap resamples per interval")
 	fl.Uint64Var(&f.seed, "seed", 1, "bootstrap seed")
@@ -54,16 +56,16 @@ limits a rule to one configuration. Repeat the flag for several rules.`,
 
 func runCompare(stdout io.Writer, first, second string, f compareFlags) error {
 	if !slices.Contains(report.CompareFormats, f.format) {
-		return &exitError{code: 2, msg: fmt.Sprintf("unknown --format %q (want one of %s)", f.format, strings.Join(report.CompareFormats, ", "))}
+		return exitcode.Usagef("unknown --format %q (want one of %s)", f.format, strings.Join(report.CompareFormats, ", "))
 	}
 	if f.resamples < 100 {
-		return &exitError{code: 2, msg: fmt.Sprintf("--resamples %d is too few for a 95%% interval (use 1000 or more)", f.resamples)}
+		return exitcode.Usagef("--resamples %d is too few for a 95%% interval (use 1000 or more)", f.resamples)
 	}
 	var rules []plan.Threshold
 	for _, r := range f.failOn {
 		t, err := plan.ParseFailOn(r)
 		if err != nil {
-			return &exitError{code: 2, msg: err.Error()}
+			return exitcode.Usagef("%v", err)
 		}
 		rules = append(rules, t)
 	}
@@ -75,7 +77,7 @@ func runCompare(stdout io.Writer, first, second string, f compareFlags) error {
 	if len(rules) > 0 {
 		gateErr = c.CheckFailOn(rules)
 	}
-	if err := writeRendered(stdout, f.output, func(w io.Writer) error { return report.RenderComparison(w, c, f.format) }); err != nil {
+	if err := writeRendered(stdout, f.output, f.format, func(w io.Writer) error { return report.RenderComparison(w, c, f.format) }); err != nil {
 		return err
 	}
 	if f.output != "" {
@@ -84,12 +86,7 @@ func runCompare(stdout io.Writer, first, second string, f compareFlags) error {
 	return thresholdExit(gateErr)
 }
 
-// thresholdExit turns a broken gate into exit code 3 with the broken rules
-// named; other errors pass through.
-func thresholdExit(err error) error {
-	var te *report.ThresholdError
-	if errors.As(err, &te) {
-		return &exitError{code: te.ExitCode(), msg: te.Error()}
-	}
-	return err
-}
+// thresholdExit is a broken gate as it leaves the command: a
+// *report.ThresholdError carries exit code 3 (exitcode.Of) and names the
+// broken rules; other errors pass through.
+func thresholdExit(err error) error { return err }

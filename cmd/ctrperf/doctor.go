@@ -1,15 +1,13 @@
 package main
 
 import (
-	"encoding/json"
-
 	"github.com/spf13/cobra"
 
 	"ctrperf/internal/doctor"
 )
 
 func newDoctorCmd() *cobra.Command {
-	var asJSON bool
+	var format *outputFormat
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Report what this machine supports: kernel, cgroups, CPUs, Docker, storage drivers, tools",
@@ -17,21 +15,21 @@ func newDoctorCmd() *cobra.Command {
 topology, cpufreq governor, irqbalance, the Docker engine ctrperf would use
 (or that it will start a private one), which storage drivers and loop
 filesystems private engines can use here, which tools are installed, and
-warnings with concrete advice. It starts nothing and changes nothing.`,
+warnings with concrete advice. It starts nothing and changes nothing.
+--format json prints the facts as the document bench writes as env.json.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := doctor.Gather(cmd.Context())
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(f)
+			if format.JSON() {
+				return writeJSON(cmd.OutOrStdout(), f)
 			}
 			return f.WriteText(cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the facts as JSON (the same document bench writes as env.json)")
+	// JSON: the same document bench writes as env.json.
+	format = addFormatFlags(cmd, formatTable, formatJSON)
 	return cmd
 }

@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/docker/go-units"
@@ -16,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"ctrperf/internal/engine/daemon"
+	"ctrperf/internal/exitcode"
 	"ctrperf/internal/image"
 	"ctrperf/internal/lifecycle"
 )
@@ -65,10 +65,10 @@ name them: --image NAME=REF, or the environment variable CTRPERF_IMAGE_<NAME>
 			for _, o := range overrides {
 				name, ref, ok := strings.Cut(o, "=")
 				if !ok || name == "" || ref == "" {
-					return &exitError{code: 2, msg: fmt.Sprintf("--image %q: want NAME=REF", o)}
+					return exitcode.Usagef("--image %q: want NAME=REF", o)
 				}
 				if _, known := reg.Lookup(name); !known {
-					return &exitError{code: 2, msg: fmt.Sprintf("--image %s: no image named %q (known: %s)", o, name, knownNames())}
+					return exitcode.Usagef("--image %s: no image named %q (known: %s)", o, name, knownNames())
 				}
 				reg.Override(name, ref)
 			}
@@ -108,7 +108,7 @@ func newImagesBuildCmd() *cobra.Command {
 			}
 			for _, a := range args {
 				if _, ok := reg.Lookup(a); !ok {
-					return &exitError{code: 2, msg: fmt.Sprintf("no image named %q (known: %s)", a, knownNames())}
+					return exitcode.Usagef("no image named %q (known: %s)", a, knownNames())
 				}
 			}
 			cli, closeEngine, err := imageEngine(ctx)
@@ -139,10 +139,11 @@ func newImagesBuildCmd() *cobra.Command {
 }
 
 func newImagesListCmd() *cobra.Command {
-	var asJSON bool
+	var format *outputFormat
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List ctrperf's images with size, age, recipe hash and whether they are current",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			cli, closeEngine, err := imageEngine(ctx)
@@ -154,13 +155,12 @@ func newImagesListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(st)
+			if format.JSON() {
+				return writeJSON(cmd.OutOrStdout(), struct {
+					Images []image.Status `json:"images"`
+				}{st})
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tREF\tKIND\tSTATE\tSIZE\tCREATED\tRECIPE\tIMAGE ID")
+			t := table{header: []string{"NAME", "REF", "KIND", "STATE", "SIZE", "CREATED", "RECIPE", "IMAGE ID"}}
 			for _, s := range st {
 				size, created := "-", "-"
 				if s.Size > 0 {
@@ -173,9 +173,9 @@ func newImagesListCmd() *cobra.Command {
 				if s.State == image.StateStale && s.RecipeHash != "" {
 					state += " (now " + s.RecipeHash + ")"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", imageDash(s.Name), s.Ref, imageDash(s.Kind), state, size, created, imageDash(s.Hash), imageDash(imageShortID(s.ID)))
+				t.add(imageDash(s.Name), s.Ref, imageDash(s.Kind), state, size, created, imageDash(s.Hash), imageDash(imageShortID(s.ID)))
 			}
-			if err := tw.Flush(); err != nil {
+			if err := t.write(cmd.OutOrStdout(), format.String()); err != nil {
 				return err
 			}
 			for _, s := range st {
@@ -186,7 +186,7 @@ func newImagesListCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	format = addFormatFlags(cmd, formatTable, formatJSON, formatMD, formatCSV)
 	return cmd
 }
 
@@ -197,7 +197,7 @@ func newImagesRmCmd() *cobra.Command {
 		Short: "Remove ctrperf's images by name, or all of them (--cache also drops the base rootfs tarball)",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if all == (len(args) > 0) {
-				return &exitError{code: 2, msg: "images rm: name the images to remove or give --all (not both)"}
+				return exitcode.AsUsage(errors.New("images rm: name the images to remove or give --all (not both)"))
 			}
 			ctx := cmd.Context()
 			cli, closeEngine, err := imageEngine(ctx)

@@ -12,19 +12,25 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/moby/moby/client"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
+	"ctrperf/internal/exitcode"
 	"ctrperf/internal/isolate"
 	"ctrperf/internal/kernel"
 	"ctrperf/internal/lifecycle"
+	"ctrperf/internal/version"
 )
 
 const isolateStateDir = isolate.DefaultStateDir
@@ -91,10 +97,14 @@ restored on SIGINT, SIGTERM or SIGHUP (a closed terminal); after a crash,
 the next start (or 'ctrperf isolate restore') puts the originals back first.
 One controller at a time.
 
-Metrics (--metrics, loopback): ctrperf_isolate_container_{usage_cpus,
+Metrics (--metrics, 127.0.0.1:9477 by default; :PORT binds loopback, any
+other host is served with a warning): ctrperf_isolate_container_{usage_cpus,
 entitlement_cpus,hot,demoted,cpus,stall_ratio}{container,name},
 ctrperf_isolate_decisions_total{kind}, ctrperf_isolate_write_failures_total,
-ctrperf_isolate_loop_duration_seconds, ctrperf_isolate_step_cpu_seconds_total.`,
+ctrperf_isolate_loop_duration_seconds, ctrperf_isolate_step_cpu_seconds_total,
+ctrperf_isolate_reaction_seconds (a container's saturation to the first
+change applied to it), ctrperf_build_info{version}, go_build_info, process_*
+and go_*. A Grafana dashboard for them is contrib/grafana/ctrperf-isolate.json.`,
 	}
 	cmd.AddCommand(newIsolateRunCmd(startIsolate), newIsolateStatusCmd(), newIsolateRestoreCmd())
 	return cmd
@@ -159,7 +169,7 @@ dropped and the controller goes on (the log file keeps every decision).`,
 	f.DurationVar(&o.IRQRotate, "irq-rotate", 10*time.Second, "rotate the IRQs round-robin over the pool this often")
 	f.BoolVar(&o.RPS, "rps", true, "set the RPS mask of managed containers' host veths to the shared pool")
 	f.BoolVar(&o.DryRun, "dry-run", false, "decide and log, change nothing")
-	f.StringVar(&o.Metrics, "metrics", "127.0.0.1:9477", "serve Prometheus metrics on this loopback address (empty: off)")
+	f.StringVar(&o.Metrics, "metrics", "127.0.0.1:9477", "serve Prometheus metrics on HOST:PORT; :PORT or PORT binds loopback, a host that is not loopback is served with a warning (empty: off)")
 	f.StringVar(&o.Log, "log", "", "decision log, JSON lines (default STATE_DIR/decisions.jsonl)")
 	f.StringVar(&o.StateDir, "state-dir", isolateStateDir, "where the lock, checkpoint and status live")
 	return cmd
@@ -264,11 +274,12 @@ func runIsolate(cmd *cobra.Command, o isolateOptions, start isolateStarter) erro
 	if err := params.Validate(); err != nil {
 		return err
 	}
-	if o.Metrics != "" {
-		host, _, err := net.SplitHostPort(o.Metrics)
-		if err != nil || !net.ParseIP(host).IsLoopback() {
-			return fmt.Errorf("--metrics %q: want a loopback address such as 127.0.0.1:9477", o.Metrics)
-		}
+	metricsAddr, warning, err := metricsListenAddr(o.Metrics)
+	if err != nil {
+		return exitcode.AsUsage(err)
+	}
+	if warning != "" {
+		fmt.Fprintln(cmd.ErrOrStderr(), "warning:", warning)
 	}
 	if o.IRQPattern != "" {
 		if _, err := regexp.Compile(o.IRQPattern); err != nil {
@@ -288,18 +299,19 @@ func runIsolate(cmd *cobra.Command, o isolateOptions, start isolateStarter) erro
 	reg := prometheus.NewRegistry()
 	run, err := start(ctx, cli, isolate.Options{Params: params, Interval: o.Interval, All: o.All, Labels: o.Labels,
 		IRQ: o.IRQ, IRQPattern: o.IRQPattern, IRQRotate: o.IRQRotate, RPS: o.RPS, DryRun: o.DryRun,
-		StateDir: o.StateDir, LogPath: o.Log, Log: out, Metrics: isolate.NewMetrics(reg),
+		StateDir: o.StateDir, LogPath: o.Log, Log: out, Metrics: registerIsolateMetrics(reg),
 		Warn: func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning:", s) }})
 	if err != nil {
 		return err
 	}
 	force.Push("restore what the controller changed", run.Stop)
-	if o.Metrics != "" {
-		ln, err := net.Listen("tcp", o.Metrics)
+	if metricsAddr != "" {
+		ln, err := net.Listen("tcp", metricsAddr)
 		if err != nil {
 			_ = run.Stop(context.Background())
-			return fmt.Errorf("metrics listener %s: %w", o.Metrics, err)
+			return fmt.Errorf("metrics listener %s: %w", metricsAddr, err)
 		}
+		fmt.Fprintf(out, "ctrperf isolate: metrics on http://%s/metrics\n", ln.Addr())
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
@@ -317,9 +329,54 @@ func runIsolate(cmd *cobra.Command, o isolateOptions, start isolateStarter) erro
 	return nil
 }
 
+// metricsListenAddr is where --metrics s listens: "" (off), HOST:PORT as
+// given, or loopback for :PORT and PORT. A host that is not loopback
+// (0.0.0.0, [::], an interface address or a name) is allowed, since a
+// Prometheus on another machine may need it, with a warning to print.
+func metricsListenAddr(s string) (addr, warning string, err error) {
+	if s == "" {
+		return "", "", nil
+	}
+	host, port := "", s
+	if strings.Contains(s, ":") {
+		if host, port, err = net.SplitHostPort(s); err != nil {
+			return "", "", fmt.Errorf("--metrics %q: want HOST:PORT, :PORT or PORT (%v)", s, err)
+		}
+	}
+	if p, err := strconv.Atoi(port); err != nil && host == "" && !strings.Contains(s, ":") {
+		return "", "", fmt.Errorf("--metrics %q: want HOST:PORT, :PORT or PORT", s)
+	} else if err != nil || p < 0 || p > 65535 {
+		return "", "", fmt.Errorf("--metrics %q: port %q is not a number from 0 to 65535", s, port)
+	}
+	switch ip := net.ParseIP(host); {
+	case host == "":
+		return net.JoinHostPort("127.0.0.1", port), "", nil
+	case host == "localhost" || ip.IsLoopback():
+		return net.JoinHostPort(host, port), "", nil
+	case ip != nil && ip.IsUnspecified():
+		return net.JoinHostPort(host, port), fmt.Sprintf("--metrics %s listens on every interface: anyone who can reach this machine reads the controller's metrics (container names and CPU use)", s), nil
+	default:
+		return net.JoinHostPort(host, port), fmt.Sprintf("--metrics %s is not a loopback address: anyone who can reach it reads the controller's metrics (container names and CPU use)", s), nil
+	}
+}
+
+// registerIsolateMetrics registers what `isolate run --metrics` serves:
+// the controller's metrics (ctrperf_isolate_*), ctrperf_build_info
+// {version,goversion}, go_build_info, and the process_* and go_* metrics of
+// the controller's own process.
+func registerIsolateMetrics(reg prometheus.Registerer) *isolate.Metrics {
+	build := prometheus.NewGauge(prometheus.GaugeOpts{Name: "ctrperf_build_info",
+		Help:        "Always 1; the labels say which ctrperf runs.",
+		ConstLabels: prometheus.Labels{"version": version.Version, "goversion": runtime.Version()}})
+	build.Set(1)
+	reg.MustRegister(build, collectors.NewBuildInfoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
+	return isolate.NewMetrics(reg)
+}
+
 func newIsolateStatusCmd() *cobra.Command {
 	var stateDir string
-	var asJSON bool
+	var format *outputFormat
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the running controller's placement table",
@@ -327,18 +384,17 @@ func newIsolateStatusCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			b, err := os.ReadFile(filepath.Join(stateDir, "status.json"))
 			if errors.Is(err, os.ErrNotExist) {
-				return &exitError{code: 1, msg: "no controller is running (no " + filepath.Join(stateDir, "status.json") + ")"}
+				return errors.New("no controller is running (no " + filepath.Join(stateDir, "status.json") + ")")
 			}
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				_, err := cmd.OutOrStdout().Write(b)
-				return err
-			}
 			var s isolate.Status
 			if err := json.Unmarshal(b, &s); err != nil {
-				return fmt.Errorf("parse status: %w", err)
+				return fmt.Errorf("parse status %s: %w", filepath.Join(stateDir, "status.json"), err)
+			}
+			if format.JSON() {
+				return writeJSONBytes(cmd.OutOrStdout(), b)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintf(w, "policy %s (pid %d, %s), shared pool %s, control steps used %.2f CPU s\n", s.Policy, s.PID, s.Time.Format(time.RFC3339), s.SharedPool, s.StepCPUSeconds)
@@ -364,7 +420,7 @@ func newIsolateStatusCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&stateDir, "state-dir", isolateStateDir, "the controller's state directory")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	format = addFormatFlags(cmd, formatTable, formatJSON)
 	return cmd
 }
 

@@ -2,16 +2,20 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
+	"ctrperf/internal/exitcode"
 	"ctrperf/internal/lifecycle"
 	"ctrperf/internal/load"
 	"ctrperf/internal/results"
@@ -33,11 +37,13 @@ type loadOptions struct {
 	keys        int
 	ops         int64
 	cpuset      string
-	json        bool
+	format      string // table, json, csv or md
+	progress    bool   // draw live progress on stderr
 }
 
 func newLoadCmd() *cobra.Command {
 	var o loadOptions
+	var format *outputFormat
 	cmd := &cobra.Command{
 		Use:   "load URL|HOST:PORT",
 		Short: "Drive open- or closed-loop load against an endpoint and print honest latencies",
@@ -45,6 +51,12 @@ func newLoadCmd() *cobra.Command {
 --memcached) and prints the per-operation table of the source documents
 (JMeter aggregate report: samples, mean, median, 90%, 99%, min, max, error %,
 throughput/s, KB/s) plus the target vs achieved rate and the late starts.
+--format json prints the measurement (the record bench stores, with the
+encoded histograms) and a summary: per operation and overall samples,
+errors, throughput and latency mean, min, p50, p90, p95, p99, p99.9 and max
+in ms. --format csv and md print the per-operation rows with those columns.
+On a terminal, stderr shows live progress (elapsed of total, requests/s,
+errors) unless the output is JSON.
 
 Open loop (--rate R): R sessions per second start on schedule (fixed gaps, or
 a Poisson process with --poisson), whatever the server does. Latency counts
@@ -79,13 +91,17 @@ Variables: {{name}} of an earlier extract, or the built-ins {{vu}},
 
 Ctrl-C, SIGTERM and SIGHUP (the terminal was closed) stop the load the same
 way: sessions in flight end, the table covers what was measured until then,
-and the exit status is 130. A second signal exits at once.`,
+and the exit status is 130. A second signal exits at once. An open-loop run
+that could not start the sessions asked for (achieved rate below 95% of
+--rate, or due sessions never started) prints its results and exits 3.`,
 		Example: `  ctrperf load http://127.0.0.1:8080/ --rate 2000 --duration 60s
   ctrperf load http://127.0.0.1:8080/ --rate 33.3 --poisson --scenario ticketd.yaml
   ctrperf load http://127.0.0.1:8080/index.html --concurrency 64 --duration 10s
   ctrperf load 127.0.0.1:11211 --memcached --mix set=1 --concurrency 4 --ops 100000`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.format = format.String()
+			o.progress = !format.JSON() && isTerminal(cmd.ErrOrStderr())
 			ctx, stop := lifecycle.SignalContext(cmd.Context())
 			defer stop()
 			return runLoad(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], o, cmd.Flags().Changed("duration"))
@@ -107,7 +123,7 @@ and the exit status is 130. A second signal exits at once.`,
 	f.IntVar(&o.keys, "keys", 10000, "memcached key space")
 	f.Int64Var(&o.ops, "ops", 0, "closed loop: stop after this many sessions (memslap --execute-number)")
 	f.StringVar(&o.cpuset, "cpuset", "", "pin the generator to these CPUs (e.g. 1 or 0-1)")
-	f.BoolVar(&o.json, "json", false, "print the measurement as JSON")
+	format = addFormatFlags(cmd, formatTable, formatJSON, formatCSV, formatMD)
 	return cmd
 }
 
@@ -121,7 +137,7 @@ func runLoad(ctx context.Context, stdout, stderr io.Writer, target string, o loa
 		p.Duration = 0 // the operation count ends the run
 	}
 	if err := p.Validate(); err != nil {
-		return &exitError{code: 2, msg: err.Error()}
+		return exitcode.AsUsage(err)
 	}
 	var (
 		d    load.Driver
@@ -131,16 +147,16 @@ func runLoad(ctx context.Context, stdout, stderr io.Writer, target string, o loa
 		addr = strings.TrimPrefix(target, "memcached://")
 		mix, err := load.ParseMix(o.mix)
 		if err != nil {
-			return &exitError{code: 2, msg: err.Error()}
+			return exitcode.AsUsage(err)
 		}
 		d, err = load.NewMemcached(load.MemcachedConfig{Addr: addr, Mix: mix, Keys: o.keys, ValueSize: o.valueSize, Seed: o.seed})
 		if err != nil {
-			return &exitError{code: 2, msg: err.Error()}
+			return exitcode.AsUsage(err)
 		}
 	} else {
 		u, err := load.ParseTargetURL(target)
 		if err != nil {
-			return &exitError{code: 2, msg: err.Error()}
+			return exitcode.AsUsage(err)
 		}
 		addr = u.Host
 		if u.Port() == "" {
@@ -149,42 +165,131 @@ func runLoad(ctx context.Context, stdout, stderr io.Writer, target string, o loa
 		var sc *load.Scenario
 		if o.scenario != "" {
 			if sc, err = load.LoadScenarioFile(o.scenario); err != nil {
-				return &exitError{code: 2, msg: err.Error()}
+				return exitcode.AsUsage(err)
 			}
 		}
 		d, err = load.NewHTTP(load.HTTPConfig{BaseURL: target, Scenario: sc, Seed: o.seed})
 		if err != nil {
-			return &exitError{code: 2, msg: err.Error()}
+			return exitcode.AsUsage(err)
 		}
 	}
 	// One probe connection first: an unreachable target is a clear
 	// message, not a table full of "refused".
 	if err := probe(ctx, addr); err != nil {
-		return &exitError{code: 1, msg: err.Error()}
+		return err
+	}
+	if o.progress {
+		p.Live = &load.Live{}
+		stopProgress := startLoadProgress(stderr, p)
+		m, runErr := load.Run(ctx, d, p)
+		stopProgress()
+		return reportLoad(stdout, target, o, d, m, runErr)
 	}
 	m, runErr := load.Run(ctx, d, p)
+	return reportLoad(stdout, target, o, d, m, runErr)
+}
+
+// reportLoad prints what load.Run measured and maps how it ended to an
+// exit status.
+func reportLoad(stdout io.Writer, target string, o loadOptions, d load.Driver, m *results.Measurement, runErr error) error {
 	if m == nil {
 		return runErr
 	}
-	if o.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(m); err != nil {
-			return err
-		}
-	} else if err := load.WriteAggregateTable(stdout, m, d.Labels()); err != nil {
+	if err := writeLoad(stdout, target, o.format, m, d.Labels()); err != nil {
 		return err
 	}
 	if runErr != nil {
 		if errors.Is(runErr, context.Canceled) {
-			return &exitError{code: 130, msg: "interrupted; the table covers what was measured until then"}
+			return &exitcode.Error{Code: exitcode.Interrupted, Err: errors.New("interrupted; the table covers what was measured until then")}
 		}
 		return runErr
 	}
 	if msg := shortfall(m); msg != "" {
-		return &exitError{code: 3, msg: msg}
+		return &exitcode.ThresholdError{Err: errors.New(msg)}
 	}
 	return nil
+}
+
+// loadJSON is `load --format json`: the measurement as bench records it
+// (operations with their encoded histograms) and its summary.
+type loadJSON struct {
+	Target string `json:"target"`
+	*results.Measurement
+	Summary loadSummary `json:"summary"`
+}
+
+type loadSummary struct {
+	Operations map[string]loadStats `json:"operations"`
+	// Overall is over every operation (the merged histograms).
+	Overall loadStats `json:"overall"`
+}
+
+type loadStats struct {
+	Samples        int64      `json:"samples"`
+	Errors         int64      `json:"errors"`
+	ErrorPct       float64    `json:"error_pct"`
+	ThroughputPerS float64    `json:"throughput_per_s"`
+	KBPerS         float64    `json:"kb_per_s"`
+	LatencyMs      *latencyMs `json:"latency_ms,omitempty"` // absent when the operation has no latencies
+}
+
+type latencyMs struct {
+	Mean float64 `json:"mean"`
+	Min  float64 `json:"min"`
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P95  float64 `json:"p95"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p999"`
+	Max  float64 `json:"max"`
+}
+
+func statsOf(r load.AggregateRow) loadStats {
+	s := loadStats{Samples: r.Samples, Errors: r.Errors, ErrorPct: r.ErrorPct, ThroughputPerS: r.ThroughputPerS, KBPerS: r.KBPerS}
+	if r.HasLatency {
+		s.LatencyMs = &latencyMs{Mean: r.MeanMs, Min: r.MinMs, P50: r.MedianMs, P90: r.P90Ms, P95: r.P95Ms, P99: r.P99Ms, P999: r.P999Ms, Max: r.MaxMs}
+	}
+	return s
+}
+
+// writeLoad prints m in format; labels give the order of the rows.
+func writeLoad(w io.Writer, target, format string, m *results.Measurement, labels []string) error {
+	if format == formatTable || format == "" {
+		return load.WriteAggregateTable(w, m, labels)
+	}
+	rows, err := load.AggregateRows(m, labels)
+	if err != nil {
+		return err
+	}
+	if format == formatJSON {
+		out := loadJSON{Target: target, Measurement: m, Summary: loadSummary{Operations: map[string]loadStats{}}}
+		for i, r := range rows {
+			if r.Label == load.TotalLabel && i == len(rows)-1 && len(rows) > 1 {
+				out.Summary.Overall = statsOf(r)
+				continue
+			}
+			out.Summary.Operations[r.Label] = statsOf(r)
+		}
+		if len(rows) == 1 {
+			out.Summary.Overall = statsOf(rows[0])
+		}
+		return writeJSON(w, out)
+	}
+	t := table{header: []string{"label", "samples", "errors", "error_pct", "throughput_per_s", "kb_per_s",
+		"mean_ms", "min_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms"}}
+	num := func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+	ms := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+	for _, r := range rows {
+		cells := []string{r.Label, strconv.FormatInt(r.Samples, 10), strconv.FormatInt(r.Errors, 10),
+			num(r.ErrorPct), num(r.ThroughputPerS), num(r.KBPerS)}
+		if r.HasLatency {
+			cells = append(cells, ms(r.MeanMs), ms(r.MinMs), ms(r.MedianMs), ms(r.P90Ms), ms(r.P95Ms), ms(r.P99Ms), ms(r.P999Ms), ms(r.MaxMs))
+		} else {
+			cells = append(cells, "", "", "", "", "", "", "", "")
+		}
+		t.add(cells...)
+	}
+	return t.write(w, format)
 }
 
 // shortfall says when an open-loop run did not offer the load asked for:
@@ -214,4 +319,78 @@ func probe(ctx context.Context, addr string) error {
 		return fmt.Errorf("target %s is unreachable: %w", addr, err)
 	}
 	return c.Close()
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// startLoadProgress draws a progress bar of the run on w (a terminal) from
+// p.Live: elapsed of the whole run (warm-up and measured window) or
+// sessions of --ops, the request rate over the last second, errors. The
+// returned stop clears it before the results are printed.
+func startLoadProgress(w io.Writer, p load.Profile) (stop func()) {
+	start := time.Now()
+	total := p.Warmup + p.Duration
+	byOps := p.Ops > 0 && p.Duration == 0
+	barMax := int64(total / (100 * time.Millisecond))
+	if byOps {
+		barMax = p.Ops
+	}
+	bar := progressbar.NewOptions64(barMax,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetWidth(20),
+		progressbar.OptionThrottle(200*time.Millisecond),
+		progressbar.OptionSetRenderBlankState(true),
+		progressbar.OptionClearOnFinish(),
+	)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		type point struct {
+			at       time.Time
+			requests int64
+		}
+		var window []point // the last second of counts, for the current rate
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				s := p.Live.Snapshot()
+				window = append(window, point{now, s.Requests})
+				for len(window) > 1 && now.Sub(window[0].at) > time.Second {
+					window = window[1:]
+				}
+				rate := 0.0
+				if dt := now.Sub(window[0].at).Seconds(); dt > 0 {
+					rate = float64(s.Requests-window[0].requests) / dt
+				}
+				phase := "measuring"
+				if !s.Measuring {
+					phase = "warm-up"
+				}
+				elapsed := now.Sub(start).Truncate(time.Second)
+				var where string
+				if byOps {
+					where = fmt.Sprintf("%d/%d sessions, %s", min(s.Sessions, p.Ops), p.Ops, elapsed)
+					_ = bar.Set64(min(s.Sessions, p.Ops))
+				} else {
+					where = fmt.Sprintf("%s/%s", elapsed, total)
+					_ = bar.Set64(min(int64(now.Sub(start)/(100*time.Millisecond)), barMax))
+				}
+				bar.Describe(fmt.Sprintf("%s %s  %.0f req/s  %d errors", phase, where, rate, s.Errors))
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		_ = bar.Clear()
+	}
 }

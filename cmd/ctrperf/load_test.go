@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"ctrperf/internal/exitcode"
 	"ctrperf/internal/load"
 	"ctrperf/internal/results"
 )
@@ -34,7 +34,7 @@ func TestRunLoad(t *testing.T) {
 	ln.Close()
 
 	base := loadOptions{duration: 300 * time.Millisecond, timeout: 2 * time.Second, maxInFlight: load.DefaultMaxInFlight,
-		seed: 1, mix: "set=1", valueSize: 100, keys: 100}
+		seed: 1, mix: "set=1", valueSize: 100, keys: 100, format: "table"}
 	with := func(f func(*loadOptions)) loadOptions { o := base; f(&o); return o }
 	tests := []struct {
 		desc     string
@@ -45,8 +45,10 @@ func TestRunLoad(t *testing.T) {
 		wantMsg  string // in the error
 	}{
 		{"closed loop prints the aggregate table", srv.URL + "/", with(func(o *loadOptions) { o.concurrency = 2 }), 0, "GET /", ""},
-		{"open loop as JSON with the rate achieved", srv.URL + "/", with(func(o *loadOptions) { o.rate = 50; o.json = true }), 0, `"achieved_rate"`, ""},
-		{"HTTP errors are counted by kind, not fatal", srv.URL + "/missing", with(func(o *loadOptions) { o.concurrency = 1; o.json = true }), 0, `"http_4xx"`, ""},
+		{"open loop as JSON with the rate achieved", srv.URL + "/", with(func(o *loadOptions) { o.rate = 50; o.format = "json" }), 0, `"achieved_rate"`, ""},
+		{"HTTP errors are counted by kind, not fatal", srv.URL + "/missing", with(func(o *loadOptions) { o.concurrency = 1; o.format = "json" }), 0, `"http_4xx"`, ""},
+		{"CSV rows with every percentile", srv.URL + "/", with(func(o *loadOptions) { o.concurrency = 1; o.format = "csv" }), 0,
+			"label,samples,errors,error_pct,throughput_per_s,kb_per_s,mean_ms,min_ms,p50_ms,p90_ms,p95_ms,p99_ms,p999_ms,max_ms\nGET /,", ""},
 		{"unreachable target is one clear message", closed, with(func(o *loadOptions) { o.concurrency = 1 }), 1, "", "is unreachable"},
 		{"a bad URL is refused before anything runs", "ftp://example/", with(func(o *loadOptions) { o.concurrency = 1 }), 2, "", "ftp"},
 		{"neither rate nor concurrency", srv.URL + "/", base, 2, "", ""},
@@ -57,11 +59,10 @@ func TestRunLoad(t *testing.T) {
 		t.Run(tt.desc, func(t *testing.T) {
 			var out, errOut bytes.Buffer
 			err := runLoad(context.Background(), &out, &errOut, tt.target, tt.o, true)
-			var ee *exitError
 			switch {
 			case tt.wantCode == 0 && err != nil:
 				t.Fatalf("err = %v", err)
-			case tt.wantCode != 0 && (!errors.As(err, &ee) || ee.code != tt.wantCode):
+			case tt.wantCode != 0 && exitcode.Of(err) != tt.wantCode:
 				t.Fatalf("err = %v (%T), want exit code %d", err, err, tt.wantCode)
 			}
 			if tt.wantMsg != "" && !strings.Contains(err.Error(), tt.wantMsg) {
@@ -70,13 +71,40 @@ func TestRunLoad(t *testing.T) {
 			if !strings.Contains(out.String(), tt.wantOut) {
 				t.Errorf("stdout lacks %q:\n%s", tt.wantOut, out.String())
 			}
-			if tt.o.json && tt.wantCode == 0 {
+			if tt.o.format == "json" && tt.wantCode == 0 {
 				var m results.Measurement
 				if err := json.Unmarshal(out.Bytes(), &m); err != nil {
 					t.Fatalf("--json output is not a measurement: %v", err)
 				}
 				if len(m.Operations) == 0 {
 					t.Errorf("no operations in %s", out.String())
+				}
+				var doc struct {
+					SchemaVersion  int    `json:"schema_version"`
+					CtrperfVersion string `json:"ctrperf_version"`
+					Summary        struct {
+						Operations map[string]loadStats `json:"operations"`
+						Overall    loadStats            `json:"overall"`
+					} `json:"summary"`
+				}
+				if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+					t.Fatal(err)
+				}
+				label := ""
+				for l := range m.Operations {
+					label = l
+				}
+				op, ok := doc.Summary.Operations[label]
+				switch {
+				case doc.SchemaVersion != jsonSchemaVersion || doc.CtrperfVersion == "":
+					t.Errorf("versions missing: %s", out.String())
+				case !ok || op.LatencyMs == nil || doc.Summary.Overall.LatencyMs == nil:
+					t.Errorf("no latency summary per operation and overall: %s", out.String())
+				case op.Samples != m.Operations[label].Count || doc.Summary.Overall.Samples != op.Samples:
+					t.Errorf("summary samples %d (overall %d), measured %d", op.Samples, doc.Summary.Overall.Samples, m.Operations[label].Count)
+				case !(op.LatencyMs.P50 <= op.LatencyMs.P90 && op.LatencyMs.P90 <= op.LatencyMs.P95 && op.LatencyMs.P95 <= op.LatencyMs.P99 &&
+					op.LatencyMs.P99 <= op.LatencyMs.P999 && op.LatencyMs.P999 <= op.LatencyMs.Max && op.LatencyMs.Max > 0):
+					t.Errorf("percentiles out of order: %+v", *op.LatencyMs)
 				}
 			}
 		})

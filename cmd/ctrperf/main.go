@@ -4,29 +4,10 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"os"
 )
 
 func main() {
-	if err := newRootCmd().Execute(); err != nil {
-		var ee *exitError
-		if errors.As(err, &ee) {
-			if ee.msg != "" {
-				fmt.Fprintln(os.Stderr, "ctrperf:", ee.msg)
-			}
-			os.Exit(ee.code)
-		}
-		fmt.Fprintln(os.Stderr, "ctrperf:", err)
-		os.Exit(1)
-	}
+	cmd, err := newRootCmd().ExecuteC()
+	os.Exit(exitStatus(cmd, err, os.Stderr))
 }
-
-// exitError carries a specific exit code to the one exit point.
-type exitError struct {
-	code int
-	msg  string
-}
-
-func (e *exitError) Error() string { return e.msg }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -15,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/exitcode"
 	"ctrperf/internal/lifecycle"
 	"ctrperf/internal/observe"
 	"ctrperf/internal/results"
@@ -34,6 +34,7 @@ type observeOptions struct {
 
 func newObserveCmd() *cobra.Command {
 	var o observeOptions
+	var format *outputFormat
 	cmd := &cobra.Command{
 		Use:   "observe",
 		Short: "Sample disks, CPUs, interrupts, processes and containers live",
@@ -42,12 +43,16 @@ run and prints, every interval, an mpstat-like all-CPU line, iostat -x-like
 device lines and the process groups of the container infrastructure
 (dockerd, containerd, containerd-shim, docker-proxy) and of ctrperf itself.
 --containers adds one line per running Docker container (cgroup CPU,
-throttling, memory, block I/O). --json prints one JSON sample per line instead.
+throttling, memory, block I/O). --format json (or --json) prints one JSON
+sample per line instead (JSON lines, each with schema_version and
+ctrperf_version). --devices names devices of /proc/diskstats; a name that is
+not there is refused with the ones that are.
 It runs until --duration has passed or Ctrl-C, then prints mean and max.
 SIGTERM and SIGHUP (the terminal was closed) stop it like Ctrl-C; a second
 signal exits at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.json = format.JSON()
 			ctx, stop := lifecycle.SignalContext(cmd.Context())
 			defer stop()
 			return runObserve(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
@@ -56,7 +61,7 @@ signal exits at once.`,
 	f := cmd.Flags()
 	f.DurationVar(&o.interval, "interval", time.Second, "sampling interval")
 	f.DurationVar(&o.duration, "duration", 0, "stop after this long (0: until Ctrl-C)")
-	f.BoolVar(&o.json, "json", false, "one JSON object (a sample) per line")
+	format = addFormatFlags(cmd, formatTable, formatJSON)
 	f.BoolVar(&o.containers, "containers", false, "add per-container lines (running Docker containers)")
 	f.StringSliceVar(&o.devices, "devices", nil, "only these block devices, e.g. vda,loop0 (default: whole devices with I/O)")
 	f.BoolVar(&o.partitions, "partitions", false, "include partitions")
@@ -71,7 +76,22 @@ signal exits at once.`,
 
 func runObserve(ctx context.Context, stdout, stderr io.Writer, o observeOptions) error {
 	if o.interval <= 0 {
-		return &exitError{code: 2, msg: fmt.Sprintf("--interval must be positive, got %s", o.interval)}
+		return exitcode.Usagef("--interval must be positive, got %s", o.interval)
+	}
+	if len(o.devices) > 0 {
+		known, err := observe.Devices(o.procRoot, o.sysRoot)
+		if err != nil {
+			return err
+		}
+		var unknown []string
+		for _, d := range o.devices {
+			if !slices.Contains(known, d) {
+				unknown = append(unknown, d)
+			}
+		}
+		if len(unknown) > 0 {
+			return exitcode.Usagef("--devices: no block device %s here (devices: %s)", strings.Join(unknown, ", "), strings.Join(known, ", "))
+		}
 	}
 	if o.duration > 0 {
 		var cancel context.CancelFunc
@@ -80,7 +100,6 @@ func runObserve(ctx context.Context, stdout, stderr io.Writer, o observeOptions)
 	}
 	var (
 		outMu  sync.Mutex
-		enc    = json.NewEncoder(stdout)
 		outErr error
 	)
 	print := func(s results.Sample) {
@@ -90,7 +109,7 @@ func runObserve(ctx context.Context, stdout, stderr io.Writer, o observeOptions)
 			return
 		}
 		if o.json {
-			outErr = enc.Encode(s)
+			outErr = writeJSONLine(stdout, s)
 		} else {
 			outErr = observe.WriteText(stdout, s)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"ctrperf/internal/exitcode"
 	"ctrperf/internal/fsutil"
 	"ctrperf/internal/report"
 	"ctrperf/internal/stats"
@@ -25,6 +26,7 @@ type reportFlags struct {
 
 func newReportCmd() *cobra.Command {
 	var f reportFlags
+	var format *outputFormat
 	cmd := &cobra.Command{
 		Use:   "report OUT",
 		Short: "Recompute reports from a results directory",
@@ -42,10 +44,13 @@ configuration, the differences from the baseline whose interval excludes 1.
 When the plan has thresholds: (see plans/README.md), they are checked and
 the command exits 3 when one is broken, naming it.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return runReport(cmd.OutOrStdout(), args[0], f) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f.format = format.String()
+			return runReport(cmd.OutOrStdout(), args[0], f)
+		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.format, "format", "table", "table, md, json, csv or html")
+	format = addFormatFlags(cmd, report.Formats...)
 	fl.StringVar(&f.baseline, "baseline", "", "configuration to compare with (default: the plan's baseline)")
 	fl.StringVarP(&f.output, "output", "o", "", "write to this file instead of standard output")
 	fl.IntVar(&f.resamples, "resamples", stats.DefaultResamples, "bootstrap resamples per interval")
@@ -55,10 +60,10 @@ the command exits 3 when one is broken, naming it.`,
 
 func runReport(stdout io.Writer, dir string, f reportFlags) error {
 	if !slices.Contains(report.Formats, f.format) {
-		return &exitError{code: 2, msg: fmt.Sprintf("unknown --format %q (want one of %s)", f.format, strings.Join(report.Formats, ", "))}
+		return exitcode.Usagef("unknown --format %q (want one of %s)", f.format, strings.Join(report.Formats, ", "))
 	}
 	if f.resamples < 100 {
-		return &exitError{code: 2, msg: fmt.Sprintf("--resamples %d is too few for a 95%% interval (use 1000 or more)", f.resamples)}
+		return exitcode.Usagef("--resamples %d is too few for a 95%% interval (use 1000 or more)", f.resamples)
 	}
 	opts := []report.Option{report.WithStats(stats.Options{Resamples: f.resamples, Seed: f.seed})}
 	if f.baseline != "" {
@@ -72,7 +77,7 @@ func runReport(stdout io.Writer, dir string, f reportFlags) error {
 	if out == "" && f.format == "html" {
 		out = filepath.Join(dir, "report.html")
 	}
-	if err := writeRendered(stdout, out, func(w io.Writer) error { return report.Render(w, rep, f.format) }); err != nil {
+	if err := writeRendered(stdout, out, f.format, func(w io.Writer) error { return report.Render(w, rep, f.format) }); err != nil {
 		return err
 	}
 	if out != "" {
@@ -83,11 +88,19 @@ func runReport(stdout io.Writer, dir string, f reportFlags) error {
 
 // writeRendered renders into memory first, so that a failed render never
 // leaves half a file, then writes to path (atomically, via a temporary file
-// in the same directory) or to stdout when path is empty.
-func writeRendered(stdout io.Writer, path string, render func(io.Writer) error) error {
+// in the same directory) or to stdout when path is empty. JSON gets
+// schema_version and ctrperf_version like every JSON output.
+func writeRendered(stdout io.Writer, path, format string, render func(io.Writer) error) error {
 	var buf bytes.Buffer
 	if err := render(&buf); err != nil {
 		return err
+	}
+	if format == formatJSON {
+		var j bytes.Buffer
+		if err := writeJSONBytes(&j, buf.Bytes()); err != nil {
+			return err
+		}
+		buf = j
 	}
 	if path == "" {
 		_, err := stdout.Write(buf.Bytes())

@@ -2,8 +2,8 @@ package main
 
 import (
 	"bytes"
+	"ctrperf/internal/exitcode"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,14 +31,8 @@ func TestRunReport(t *testing.T) {
 		t.Run(tt.desc, func(t *testing.T) {
 			var out bytes.Buffer
 			err := runReport(&out, fixtureOut, tt.flags)
-			var ee *exitError
-			switch {
-			case tt.wantCode == 0 && err != nil:
-				t.Fatalf("unexpected error: %v", err)
-			case tt.wantCode == 2 && !errors.As(err, &ee):
-				t.Fatalf("want a usage error (exit 2), got %v", err)
-			case tt.wantCode == 1 && (err == nil || errors.As(err, &ee)):
-				t.Fatalf("want a plain error, got %v", err)
+			if got := exitcode.Of(err); got != tt.wantCode {
+				t.Fatalf("exit %d (%v), want %d", got, err, tt.wantCode)
 			}
 			if !strings.Contains(out.String(), tt.contains) {
 				t.Errorf("output lacks %q:\n%s", tt.contains, out.String())
@@ -89,8 +83,7 @@ func TestRunCompare(t *testing.T) {
 	if !strings.Contains(out.String(), "docker-published") || !strings.Contains(out.String(), "faster") {
 		t.Errorf("comparison lacks the expected verdict:\n%s", out.String())
 	}
-	var ee *exitError
-	if err := runCompare(&out, fixtureOut, after, compareFlags{format: "csv", resamples: 200}); !errors.As(err, &ee) || ee.code != 2 {
+	if err := runCompare(&out, fixtureOut, after, compareFlags{format: "csv", resamples: 200}); exitcode.Of(err) != exitcode.Usage {
 		t.Errorf("csv comparison: want a usage error, got %v", err)
 	}
 	if err := runCompare(&out, fixtureOut, "/nonexistent", compareFlags{format: "table", resamples: 200}); err == nil {

@@ -13,9 +13,13 @@ func newRootCmd() *cobra.Command {
 		Long: `ctrperf runs one workload on bare metal and in Docker containers across a
 matrix of configurations, drives real load, samples the system, and reports
 every configuration against the baseline with confidence intervals.
-ctrperf isolate keeps quiet containers fast when a neighbour gets hot.`,
-		SilenceUsage:  true,
-		SilenceErrors: true,
+ctrperf isolate keeps quiet containers fast when a neighbour gets hot.
+
+Commands that print results take --format (table, json, and md or csv where
+they fit; --json is short for --format json). JSON output carries
+schema_version and ctrperf_version.
+
+` + exitCodesHelp,
 	}
 	// Where `bench run` records that it owns what it creates and `clean`
 	// looks; hidden: only tests need another place.
@@ -33,6 +37,8 @@ ctrperf isolate keeps quiet containers fast when a neighbour gets hot.`,
 		newCleanCmd(),
 		newVersionCmd(),
 	)
+	// Last: the rules every command follows (flags, arguments, exit statuses).
+	applyConventions(root)
 	return root
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,6 +18,7 @@ import (
 
 	"ctrperf/internal/bench"
 	"ctrperf/internal/engine"
+	"ctrperf/internal/exitcode"
 	"ctrperf/internal/isolate"
 	"ctrperf/internal/results"
 	"ctrperf/internal/workload"
@@ -77,14 +77,7 @@ func (w *readyWriter) String() string {
 }
 
 func exitCode(err error) int {
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	if err != nil {
-		return 1
-	}
-	return 0
+	return exitcode.Of(err)
 }
 
 func TestLoadStopsOnSignals(t *testing.T) {

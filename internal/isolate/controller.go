@@ -130,6 +130,9 @@ type Controller struct {
 	usageNow    map[string]float64
 	stallNow    map[string]float64
 	stepCPU     time.Duration
+	// saturatedSince is, per container in a saturated streak or hot and
+	// not yet acted on, when its streak began (for the reaction metric).
+	saturatedSince map[string]time.Time
 }
 
 type cpuSample struct {
@@ -216,6 +219,36 @@ func (c *Controller) emit(e Event) {
 	}
 	if c.metrics != nil {
 		c.metrics.event(e)
+		// The first change applied to a hot container ends its reaction.
+		if since, ok := c.saturatedSince[e.Container]; ok && !e.DryRun && (e.Kind == "cpuset" || e.Kind == "demote") && c.state[e.Container].Hot {
+			c.metrics.reaction.Observe(e.Time.Sub(since).Seconds())
+			delete(c.saturatedSince, e.Container)
+		}
+	}
+}
+
+// trackSaturation notes when each container's saturated streak began
+// (from: the start of its interval) and forgets streaks that broke off
+// before the container turned hot, or that ended with it turning normal.
+func (c *Controller) trackSaturation(prev, next State, from map[string]time.Time) {
+	if c.saturatedSince == nil {
+		c.saturatedSince = map[string]time.Time{}
+	}
+	for id, st := range next {
+		p := prev[id]
+		switch {
+		case st.HotStreak > 0 && p.HotStreak == 0 && !p.Hot:
+			if t, ok := from[id]; ok {
+				c.saturatedSince[id] = t
+			}
+		case !st.Hot && st.HotStreak == 0:
+			delete(c.saturatedSince, id)
+		}
+	}
+	for id := range c.saturatedSince {
+		if _, ok := next[id]; !ok {
+			delete(c.saturatedSince, id)
+		}
 	}
 }
 
@@ -252,6 +285,7 @@ func (c *Controller) Step(ctx context.Context) error {
 	live := map[string]bool{}
 	var containers []Container
 	usage, stall := map[string]float64{}, map[string]float64{}
+	from := map[string]time.Time{} // start of the interval each usage covers
 	for _, m := range ms {
 		live[m.ID] = true
 		c.names[m.ID] = m.Name
@@ -269,6 +303,7 @@ func (c *Controller) Step(ctx context.Context) error {
 		if p, ok := c.last[m.ID]; ok && start.After(p.at) && t >= p.cpu {
 			dt := start.Sub(p.at).Seconds()
 			usage[m.ID] = (t - p.cpu).Seconds() / dt
+			from[m.ID] = p.at
 			if s.hasStall && p.hasStall && s.stall >= p.stall {
 				stall[m.ID] = (s.stall - p.stall).Seconds() / dt
 			}
@@ -302,6 +337,7 @@ func (c *Controller) Step(ctx context.Context) error {
 	}
 
 	d := Decide(c.top, c.cfg.Params, c.state, containers, usage, stall)
+	c.trackSaturation(c.state, d.State, from)
 	c.state = d.State
 	c.decision = d
 	for _, tr := range d.Transitions {

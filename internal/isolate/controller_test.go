@@ -154,11 +154,12 @@ type rig struct {
 	log   *bytes.Buffer
 	ckpt  string
 	start map[string]string
+	reg   *prometheus.Registry
 }
 
 func newRig(t *testing.T, policy Policy, dry bool) *rig {
 	t.Helper()
-	r := &rig{now: time.Unix(1_700_000_000, 0), log: &bytes.Buffer{}}
+	r := &rig{now: time.Unix(1_700_000_000, 0), log: &bytes.Buffer{}, reg: prometheus.NewRegistry()}
 	r.rt = &fakeRuntime{ms: []Managed{{ID: "a", Name: "tenant-a", PID: 101}, {ID: "b", Name: "tenant-b", PID: 102}, {ID: "c", Name: "tenant-c", PID: 103}}}
 	r.use = &fakeUsage{total: map[string]time.Duration{}}
 	r.cpus = &fakeCPUs{sets: map[string]string{"a": "0-3", "b": "0-3", "c": "0-3"}}
@@ -177,7 +178,7 @@ func newRig(t *testing.T, policy Policy, dry bool) *rig {
 	}
 	c, err := New(Config{Params: Params{Policy: policy, HotAfter: 3}, CheckpointPath: r.ckpt, DryRun: dry, NCPU: 4}, flat(4), r.rt, r.use, r.cpus,
 		WithIRQ(r.irq, func() ([]IRQ, error) { return irqs, nil }), WithRPS(r.rps, veth), WithDemoter(r.class),
-		WithClock(func() time.Time { return r.now }), WithDecisionLog(r.log), WithMetrics(NewMetrics(prometheus.NewRegistry())))
+		WithClock(func() time.Time { return r.now }), WithDecisionLog(r.log), WithMetrics(NewMetrics(r.reg)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,6 +261,54 @@ func TestControllerHotTenantAndRestore(t *testing.T) {
 			}
 			if _, err := os.Stat(r.ckpt); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("checkpoint left after restore: %v", err)
+			}
+		})
+	}
+}
+
+// reactions returns how many reactions the metrics observed and their sum.
+func (r *rig) reactions(t *testing.T) (n uint64, sum float64) {
+	t.Helper()
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "ctrperf_isolate_reaction_seconds" {
+			h := mf.GetMetric()[0].GetHistogram()
+			return h.GetSampleCount(), h.GetSampleSum()
+		}
+	}
+	t.Fatal("no ctrperf_isolate_reaction_seconds")
+	return 0, 0
+}
+
+func TestControllerReactionMetric(t *testing.T) {
+	for _, tc := range []struct {
+		policy Policy
+		dry    bool
+		want   uint64
+	}{{PolicyPaper, false, 1}, {PolicyShield, false, 1}, {PolicyPaper, true, 0}} {
+		t.Run(fmt.Sprintf("%s dry %v", tc.policy, tc.dry), func(t *testing.T) {
+			r := newRig(t, tc.policy, tc.dry)
+			quiet := map[string]float64{"a": 0.2, "b": 0.2, "c": 0.2}
+			r.step(t, quiet)
+			r.step(t, quiet)
+			// A saturated sample, then calm: the streak breaks off, no reaction.
+			r.step(t, map[string]float64{"a": 1, "b": 0.2, "c": 0.2})
+			r.step(t, quiet)
+			if n, _ := r.reactions(t); n != 0 {
+				t.Fatalf("%d reactions to a streak that broke off", n)
+			}
+			// Saturated from the interval that starts now: three samples
+			// of 1 s (HotAfter 3), then the change: 3 s.
+			hot := map[string]float64{"a": 1, "b": 0.2, "c": 0.2}
+			for range 6 {
+				r.step(t, hot)
+			}
+			n, sum := r.reactions(t)
+			if n != tc.want || (n == 1 && sum != 3) {
+				t.Errorf("%d reactions summing %v s, want %d of 3 s", n, sum, tc.want)
 			}
 		})
 	}

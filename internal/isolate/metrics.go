@@ -9,13 +9,15 @@ import (
 // (0 or 1), the CPUs of its cpuset (0 = its own, untouched) and its stall
 // (the fraction of the last interval its tasks waited for a CPU, from
 // cgroup cpu.pressure). For the loop: decisions and failed writes by kind,
-// the duration of a step and the CPU time the steps used.
+// the duration of a step, the CPU time the steps used and the reaction
+// time (a container's saturation to the first change applied to it).
 type Metrics struct {
 	usage, entitlement, hot, demoted, cpus, stall *prometheus.GaugeVec
 	decisions                                     *prometheus.CounterVec
 	writeFailures                                 *prometheus.CounterVec
 	loopSeconds                                   prometheus.Histogram
 	stepCPU                                       prometheus.Counter
+	reaction                                      prometheus.Histogram
 }
 
 // NewMetrics registers the controller's metrics on reg.
@@ -38,8 +40,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Time one control step took.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
 		stepCPU: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctrperf_isolate_step_cpu_seconds_total",
 			Help: "CPU time (user + system) the control steps used."}),
+		reaction: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ctrperf_isolate_reaction_seconds",
+			Help: "From the start of the interval in which a container began the saturated streak that made it hot to the first change applied to it as a hot container (cpuset or demotion); none in a dry run.",
+			Buckets: prometheus.ExponentialBuckets(0.025, 2, 10)}),
 	}
-	reg.MustRegister(m.usage, m.entitlement, m.hot, m.demoted, m.cpus, m.stall, m.decisions, m.writeFailures, m.loopSeconds, m.stepCPU)
+	reg.MustRegister(m.usage, m.entitlement, m.hot, m.demoted, m.cpus, m.stall, m.decisions, m.writeFailures, m.loopSeconds, m.stepCPU, m.reaction)
 	return m
 }
 

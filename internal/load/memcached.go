@@ -172,7 +172,7 @@ func (v *mcVU) Run(ctx context.Context, s Session, rec Recorder) bool {
 	}
 	rec.Observe(op, end.Sub(s.Due), n, kind)
 	if kind == "" && op == "get" {
-		if _, warm := rec.(discard); !warm {
+		if !isWarmup(rec) {
 			if hit {
 				d.hits.Add(1)
 			} else {

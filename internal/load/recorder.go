@@ -25,6 +25,15 @@ type discard struct{}
 
 func (discard) Observe(string, time.Duration, int64, string) {}
 
+// isWarmup reports whether rec is a warm-up's recorder (nothing is kept).
+func isWarmup(rec Recorder) bool {
+	switch rec.(type) {
+	case discard, liveOnly:
+		return true
+	}
+	return false
+}
+
 // opStats accumulates one label. Labels are fixed before the run starts,
 // so the map of labels is read-only and each label has its own lock: the
 // hot path never takes a global lock.
@@ -60,6 +69,7 @@ type recorder struct {
 	order    []string
 	canceled atomic.Int64
 	unknown  atomic.Int64
+	live     *Live // counts for a progress display, if set
 }
 
 func newRecorder(labels []string) *recorder {
@@ -71,6 +81,7 @@ func newRecorder(labels []string) *recorder {
 }
 
 func (r *recorder) Observe(label string, latency time.Duration, bytes int64, kind string) {
+	r.live.observe(kind)
 	if kind == kindCanceled {
 		r.canceled.Add(1)
 		return

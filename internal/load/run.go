@@ -49,7 +49,46 @@ type Profile struct {
 	CPUSet string
 	// Started is called when the measured window starts.
 	Started func()
+	// Live, if set, counts sessions and requests as they complete (warm-up
+	// included) for a progress display.
+	Live *Live
 }
+
+// Live counts a run while it runs. Run only adds to it; read it with
+// Snapshot from any goroutine.
+type Live struct {
+	sessions, requests, errors atomic.Int64
+	measuring                  atomic.Bool
+}
+
+// LiveSnapshot is what a Live has counted so far.
+type LiveSnapshot struct {
+	Sessions, Requests, Errors int64
+	// Measuring is true once the measured window has begun (false during
+	// the warm-up).
+	Measuring bool
+}
+
+// Snapshot reads the counts.
+func (l *Live) Snapshot() LiveSnapshot {
+	return LiveSnapshot{Sessions: l.sessions.Load(), Requests: l.requests.Load(), Errors: l.errors.Load(), Measuring: l.measuring.Load()}
+}
+
+// observe counts one request; nil-safe.
+func (l *Live) observe(kind string) {
+	if l == nil || kind == kindCanceled {
+		return
+	}
+	l.requests.Add(1)
+	if kind != "" {
+		l.errors.Add(1)
+	}
+}
+
+// liveOnly is the recorder of the warm-up: it keeps nothing but the live count.
+type liveOnly struct{ live *Live }
+
+func (w liveOnly) Observe(_ string, _ time.Duration, _ int64, kind string) { w.live.observe(kind) }
 
 func (p Profile) withDefaults() Profile {
 	if p.Timeout == 0 {
@@ -187,13 +226,18 @@ func (r *runner) observeLateness(d time.Duration) {
 }
 
 func newRunner(d Driver, p Profile, labels []string) *runner {
-	return &runner{d: d, p: p, rec: newRecorder(labels), labels: labels, lateness: results.NewHistogram()}
+	rec := newRecorder(labels)
+	rec.live = p.Live
+	return &runner{d: d, p: p, rec: rec, labels: labels, lateness: results.NewHistogram()}
 }
 
 // beginWindow marks the start of the measured window.
 func (r *runner) beginWindow() {
 	r.startOnce.Do(func() {
 		r.cpu0 = processCPU()
+		if r.p.Live != nil {
+			r.p.Live.measuring.Store(true)
+		}
 		if r.p.Started != nil {
 			r.p.Started()
 		}
@@ -201,8 +245,11 @@ func (r *runner) beginWindow() {
 }
 
 func (r *runner) session(ctx context.Context, vu VU, s Session, measured bool) {
+	if r.p.Live != nil {
+		defer r.p.Live.sessions.Add(1)
+	}
 	if !measured {
-		vu.Run(ctx, s, discard{})
+		vu.Run(ctx, s, liveOnly{r.p.Live})
 		return
 	}
 	if vu.Run(ctx, s, r.rec) {

@@ -2,6 +2,8 @@ package load
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -107,5 +109,39 @@ func TestRunReportsLatenessForOpenLoop(t *testing.T) {
 	}
 	if m.Load.Mode != "open" || m.Load.LatenessMaxMs <= 0 || m.Load.LatenessP99Ms > m.Load.LatenessMaxMs {
 		t.Errorf("load %+v: want open loop with lateness p99 <= max, max > 0", m.Load)
+	}
+}
+
+// TestRunLive checks that the live counts a progress display reads add up
+// to what the measurement recorded, warm-up included.
+func TestRunLive(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/missing" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	d, err := NewHTTP(HTTPConfig{BaseURL: srv.URL + "/missing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live Live
+	if live.Snapshot() != (LiveSnapshot{}) {
+		t.Fatal("a new Live is not empty")
+	}
+	m, err := Run(context.Background(), d, Profile{Concurrency: 2, Ops: 50, Warmup: 0, Live: &live})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := live.Snapshot()
+	var count, errs int64
+	for _, op := range m.Operations {
+		count += op.Count
+		errs += op.ErrorCount()
+	}
+	if !s.Measuring || s.Requests != count || s.Errors != errs || s.Errors == 0 || s.Sessions < 50 {
+		t.Errorf("live %+v, measured %d requests with %d errors in at least 50 sessions", s, count, errs)
 	}
 }

@@ -17,11 +17,15 @@ import (
 type AggregateRow struct {
 	Label                          string
 	Samples                        int64
+	Errors                         int64
 	MeanMs, MedianMs, P90Ms, P99Ms float64
-	MinMs, MaxMs                   float64
-	ErrorPct                       float64
-	ThroughputPerS, KBPerS         float64
-	HasLatency                     bool // false when the operation carried no latency data
+	// P95Ms and P999Ms are not in the table, only in JSON; 0 when a
+	// wrapped tool did not report them.
+	P95Ms, P999Ms          float64
+	MinMs, MaxMs           float64
+	ErrorPct               float64
+	ThroughputPerS, KBPerS float64
+	HasLatency             bool // false when the operation carried no latency data
 }
 
 // TotalLabel names the row that sums all operations.
@@ -54,10 +58,13 @@ func AggregateRows(m *results.Measurement, order []string) ([]AggregateRow, erro
 			row.MedianMs = pct(op.PercentilesMs, "50")
 			row.P90Ms = pct(op.PercentilesMs, "90")
 			row.P99Ms = pct(op.PercentilesMs, "99")
+			row.P95Ms = pct(op.PercentilesMs, "95")
+			row.P999Ms = pct(op.PercentilesMs, "99.9")
 			row.MinMs = pct(op.PercentilesMs, "min")
 			row.MaxMs = pct(op.PercentilesMs, "max")
 		}
 		errs := op.ErrorCount()
+		row.Errors = errs
 		if op.Count > 0 {
 			row.ErrorPct = 100 * float64(errs) / float64(op.Count)
 		}
@@ -74,6 +81,7 @@ func AggregateRows(m *results.Measurement, order []string) ([]AggregateRow, erro
 		if haveHist {
 			fillFromHist(&total, merged)
 		}
+		total.Errors = totalErrs
 		if total.Samples > 0 {
 			total.ErrorPct = 100 * float64(totalErrs) / float64(total.Samples)
 		}
@@ -125,6 +133,8 @@ func fillFromHist(r *AggregateRow, h *hdrhistogram.Histogram) {
 	r.MedianMs = ms(h.ValueAtQuantile(50))
 	r.P90Ms = ms(h.ValueAtQuantile(90))
 	r.P99Ms = ms(h.ValueAtQuantile(99))
+	r.P95Ms = ms(h.ValueAtQuantile(95))
+	r.P999Ms = ms(h.ValueAtQuantile(99.9))
 	r.MinMs = ms(h.Min())
 	r.MaxMs = ms(h.Max())
 }

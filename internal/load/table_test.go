@@ -29,7 +29,7 @@ func TestAggregateRows(t *testing.T) {
 		Operations: map[string]*results.Operation{
 			"login page": {Count: 4, Bytes: 4096, Histogram: histOf(t, 1000, 2000, 3000, 10000)},
 			"login":      {Count: 2, Errors: map[string]int64{KindHTTP5xx: 1}, Bytes: 1024, Histogram: histOf(t, 5000, 5000)},
-			"fio/read":   {Count: 100, PercentilesMs: map[string]float64{"50": 0.2, "90": 0.4, "99": 1.5, "min": 0.1, "max": 3}, MeanMs: 0.25},
+			"fio/read":   {Count: 100, PercentilesMs: map[string]float64{"50": 0.2, "90": 0.4, "95": 0.9, "99": 1.5, "min": 0.1, "max": 3}, MeanMs: 0.25},
 		},
 	}
 	rows, err := AggregateRows(m, []string{"login page", "login"})
@@ -55,9 +55,15 @@ func TestAggregateRows(t *testing.T) {
 		{"throughput of the login page per second of the window", rows[0].ThroughputPerS, 0.4},
 		{"KB/s of the login page", rows[0].KBPerS, 0.4},
 		{"percentiles taken from a wrapped tool", rows[2].P99Ms, 1.5},
+		{"p95 taken from a wrapped tool", rows[2].P95Ms, 0.9},
 		{"total samples", float64(rows[3].Samples), 106},
 		{"total error %", rows[3].ErrorPct, 100.0 / 106},
 		{"total max over the merged histograms", rows[3].MaxMs, 10},
+		{"p95 of the login page", rows[0].P95Ms, 10},
+		{"p99.9 of login", rows[1].P999Ms, 5},
+		{"p99.9 from a wrapped tool that did not report it", rows[2].P999Ms, 0},
+		{"errors of login", float64(rows[1].Errors), 1},
+		{"total errors", float64(rows[3].Errors), 1},
 	}
 	for _, tc := range tests {
 		if !nearPct(tc.got, tc.want) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/prometheus/procfs/blockdevice"
 
@@ -119,4 +120,23 @@ func iostatX(prev, cur blockdevice.IOStats, dt float64) (results.DiskStats, bool
 		ds.WriteAwaitMs = float64(cur.WriteTicks-prev.WriteTicks) / wIOs
 	}
 	return ds, true
+}
+
+// Devices lists the block devices of procRoot's diskstats (whole devices
+// and partitions, every one `observe --devices` may name), sorted.
+func Devices(procRoot, sysRoot string) ([]string, error) {
+	fs, err := blockdevice.NewFS(procRoot, sysRoot)
+	if err != nil {
+		return nil, fmt.Errorf("open block device statistics under %s and %s: %w", procRoot, sysRoot, err)
+	}
+	stats, err := fs.ProcDiskstats()
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", filepath.Join(procRoot, "diskstats"), err)
+	}
+	names := make([]string, 0, len(stats))
+	for _, st := range stats {
+		names = append(names, st.DeviceName)
+	}
+	slices.Sort(names)
+	return slices.Compact(names), nil
 }

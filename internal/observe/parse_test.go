@@ -3,6 +3,7 @@ package observe
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -210,5 +211,19 @@ func TestSummarize(t *testing.T) {
 	b, err := json.Marshal(sum.Disks["vda"])
 	if err != nil || !strings.Contains(string(b), `"w_await":{"mean":4,"max":4,"n":1}`) {
 		t.Errorf("JSON %s %v", b, err)
+	}
+}
+
+func TestDevices(t *testing.T) {
+	root := "testdata/host-v1/t0/"
+	got, err := Devices(root+"proc", root+"sys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(got, "vda") || !slices.IsSorted(got) {
+		t.Errorf("Devices = %v, want vda among them, sorted", got)
+	}
+	if _, err := Devices(t.TempDir(), t.TempDir()); err == nil {
+		t.Error("no diskstats: no error")
 	}
 }
