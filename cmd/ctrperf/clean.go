@@ -161,7 +161,7 @@ func sweep(ctx context.Context, errOut io.Writer, runID string, dry bool, own *e
 		if _, ok := clients[host]; ok {
 			continue
 		}
-		cli, err := client.NewClientWithOpts(client.WithHost(host), client.WithAPIVersionNegotiation())
+		cli, err := client.New(client.WithHost(host))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("private engine %s: %w", e.Name, err))
 			continue

@@ -286,7 +286,7 @@ func runIsolate(cmd *cobra.Command, o isolateOptions, start isolateStarter) erro
 			return fmt.Errorf("--irq-pattern %q: %w", o.IRQPattern, err)
 		}
 	}
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		return fmt.Errorf("docker client: %w", err)
 	}
@@ -437,7 +437,7 @@ a lock for as long as it runs, the same rule 'ctrperf clean' uses for bench
 runs; stop that controller instead (it restores on exit).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+			cli, err := client.New(client.FromEnv)
 			if err != nil {
 				return err
 			}

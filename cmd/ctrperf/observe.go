@@ -153,7 +153,7 @@ func runObserve(ctx context.Context, stdout, stderr io.Writer, o observeOptions)
 // running containers of the engine DOCKER_HOST (or the default socket) names.
 // Without an engine it says so once and the other samplers carry on.
 func followContainers(ctx context.Context, stderr io.Writer, obs *observe.Observer, procRoot string, every time.Duration) {
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		fmt.Fprintf(stderr, "ctrperf observe: no Docker client (%v); continuing without containers\n", err)
 		return

@@ -50,7 +50,7 @@ func killChild() int {
 	img, bin := os.Getenv(killImageEnv), os.Getenv(killBinEnv)
 	ctx, stop := lifecycle.SignalContext(context.Background(), lifecycle.WithMessages(nil))
 	defer stop()
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2

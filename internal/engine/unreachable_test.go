@@ -47,7 +47,7 @@ func TestUnreachable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			cli, err := client.NewClientWithOpts(client.WithHost("unix://"+tt.socket), client.WithVersion("1.41"))
+			cli, err := client.New(client.WithHost("unix://"+tt.socket), client.WithAPIVersion("1.41"))
 			if err != nil {
 				t.Fatal(err)
 			}

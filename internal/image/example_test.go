@@ -33,7 +33,7 @@ func ExampleRegister() {
 // Before deploying, make the images exist and deploy what Ensure returns:
 // with an override it is the user's image, not the recipe's ref.
 func ExampleEnsure() {
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		return
 	}

@@ -41,7 +41,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		stepCPU: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctrperf_isolate_step_cpu_seconds_total",
 			Help: "CPU time (user + system) the control steps used."}),
 		reaction: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ctrperf_isolate_reaction_seconds",
-			Help: "From the start of the interval in which a container began the saturated streak that made it hot to the first change applied to it as a hot container (cpuset or demotion); none in a dry run.",
+			Help:    "From the start of the interval in which a container began the saturated streak that made it hot to the first change applied to it as a hot container (cpuset or demotion); none in a dry run.",
 			Buckets: prometheus.ExponentialBuckets(0.025, 2, 10)}),
 	}
 	reg.MustRegister(m.usage, m.entitlement, m.hot, m.demoted, m.cpus, m.stall, m.decisions, m.writeFailures, m.loopSeconds, m.stepCPU, m.reaction)

@@ -58,7 +58,7 @@ func RequireRoot(t testing.TB, why string) {
 // 5 s the test skips, or fails under CTRPERF_REQUIRE_DOCKER=1.
 func Docker(t testing.TB) *client.Client {
 	t.Helper()
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		SkipOrFail(t, "docker client: %v", err)
 	}

@@ -70,7 +70,7 @@ func testSearch(mod func(*Search)) *Search {
 // runFake runs the pure search against srv with a clock that advances
 // 10 s per step; it returns the record, the measurement kept, the error
 // and the rates measured.
-func runFake(t *testing.T, ctx context.Context, s *Search, srv server) (*results.CapacitySearch, *results.Measurement, error, []float64) {
+func runFake(t *testing.T, ctx context.Context, s *Search, srv server) (*results.CapacitySearch, *results.Measurement, []float64, error) {
 	t.Helper()
 	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
 	var rates []float64
@@ -91,14 +91,14 @@ func runFake(t *testing.T, ctx context.Context, s *Search, srv server) (*results
 	if rec != nil && len(rec.Steps) != hooked {
 		t.Errorf("%d steps recorded, %d reported", len(rec.Steps), hooked)
 	}
-	return rec, m, err, rates
+	return rec, m, rates, err
 }
 
 func TestSearchFindsMonotoneCapacityWithinPrecision(t *testing.T) {
 	for _, capacity := range []float64{50, 73, 333.3, 1234, 4321, 4999} {
 		t.Run(fmt.Sprint(capacity), func(t *testing.T) {
 			s := testSearch(nil)
-			rec, m, err, rates := runFake(t, context.Background(), s, server{capacity: capacity, fast: 5 * time.Millisecond, slow: 200 * time.Millisecond})
+			rec, m, rates, err := runFake(t, context.Background(), s, server{capacity: capacity, fast: 5 * time.Millisecond, slow: 200 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,7 +144,7 @@ func TestSearchFindsMonotoneCapacityWithinPrecision(t *testing.T) {
 
 func TestSearchNeverPassing(t *testing.T) {
 	srv := server{capacity: 10, fast: time.Millisecond, slow: 80 * time.Millisecond}
-	rec, m, err, rates := runFake(t, context.Background(), testSearch(nil), srv)
+	rec, m, rates, err := runFake(t, context.Background(), testSearch(nil), srv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestSearchNeverPassing(t *testing.T) {
 }
 
 func TestSearchAlwaysPassingStopsAtTo(t *testing.T) {
-	rec, m, err, rates := runFake(t, context.Background(), testSearch(nil), server{capacity: math.Inf(1), fast: time.Millisecond})
+	rec, m, rates, err := runFake(t, context.Background(), testSearch(nil), server{capacity: math.Inf(1), fast: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestSearchAlwaysPassingStopsAtTo(t *testing.T) {
 func TestSearchStepBound(t *testing.T) {
 	srv := server{capacity: 1234, fast: time.Millisecond, slow: time.Second}
 	// Stopped while bracketing: a lower bound, not a capacity.
-	rec, _, err, rates := runFake(t, context.Background(), testSearch(func(s *Search) { s.MaxSteps = 4 }), srv)
+	rec, _, rates, err := runFake(t, context.Background(), testSearch(func(s *Search) { s.MaxSteps = 4 }), srv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestSearchStepBound(t *testing.T) {
 		t.Errorf("rates %v outcome %q capacity %g stopped %q", rates, rec.Outcome, rec.CapacityPerS, rec.Stopped)
 	}
 	// Stopped while bisecting: bounded, with the bracket it reached.
-	rec, _, err, rates = runFake(t, context.Background(), testSearch(func(s *Search) { s.MaxSteps = 8 }), srv)
+	rec, _, rates, err = runFake(t, context.Background(), testSearch(func(s *Search) { s.MaxSteps = 8 }), srv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestSearchStepBound(t *testing.T) {
 func TestSearchTimeBound(t *testing.T) {
 	// 10 s per step: after 3 steps (30 s) a fourth would end at 40 s > 35 s.
 	s := testSearch(func(s *Search) { s.MaxTime = 35 * time.Second })
-	rec, _, err, rates := runFake(t, context.Background(), s, server{capacity: math.Inf(1), fast: time.Millisecond})
+	rec, _, rates, err := runFake(t, context.Background(), s, server{capacity: math.Inf(1), fast: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestSearchTimeBound(t *testing.T) {
 	}
 	// The first step always runs, however short max_time.
 	s = testSearch(func(s *Search) { s.MaxTime = time.Second })
-	_, _, _, rates = runFake(t, context.Background(), s, server{capacity: math.Inf(1), fast: time.Millisecond})
+	_, _, rates, _ = runFake(t, context.Background(), s, server{capacity: math.Inf(1), fast: time.Millisecond})
 	if len(rates) != 1 {
 		t.Errorf("rates %v, want the first step only", rates)
 	}

@@ -62,7 +62,7 @@ func (d *Daemon) Private() bool { return d.private }
 func (d *Daemon) State() *State { return d.st }
 
 func newClient(host string) (*client.Client, error) {
-	cli, err := client.NewClientWithOpts(client.WithHost(host), client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.WithHost(host))
 	if err != nil {
 		return nil, fmt.Errorf("docker client for %s: %w", host, err)
 	}
