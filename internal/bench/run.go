@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -153,6 +154,10 @@ func (rn *run) deploy() error {
 		}
 		rn.targets = append(rn.targets, target)
 		if err != nil {
+			if rn.cfg.Privileged && privilegedRefused(err) {
+				err2 = notRunnable(fmt.Sprintf("engine %s cannot start privileged containers on this machine: %v (dockerd itself lacks a capability that --privileged grants, as when it runs in a container or sandbox without all of them)", name, err))
+				break
+			}
 			if len(ids) > 1 {
 				err = fmt.Errorf("instance %d of %d: %w", k+1, len(ids), err)
 			}
@@ -165,6 +170,14 @@ func (rn *run) deploy() error {
 		rn.r.setCurrent(rn)
 	}
 	return err2
+}
+
+// privilegedRefused recognizes runc's refusal of a privileged container
+// when dockerd does not hold every capability (it must grant them all):
+// "unable to apply caps: operation not permitted". No retry can change
+// that, so the configuration is not runnable here rather than failed.
+func privilegedRefused(err error) bool {
+	return strings.Contains(err.Error(), "unable to apply caps")
 }
 
 // startIsolate starts the isolate controller of a configuration with
