@@ -91,13 +91,13 @@ func TestRunInstances(t *testing.T) {
 	}
 	m := recs[0].Result.Metrics
 	for name, v := range map[string]float64{
-		results.MetricThroughput:                     600,
+		results.MetricThroughput:                    600,
 		InstanceMetric(1, results.MetricThroughput): 100,
 		InstanceMetric(2, results.MetricThroughput): 200,
 		InstanceMetric(3, results.MetricThroughput): 300,
-		"instances_min_throughput_per_s":             100,
-		"instances_max_throughput_per_s":             300,
-		"instances":                                  3,
+		"instances_min_throughput_per_s":            100,
+		"instances_max_throughput_per_s":            300,
+		"instances":                                 3,
 	} {
 		if m[name] != v {
 			t.Errorf("metric %s = %v, want %v (all: %v)", name, m[name], v, m)
