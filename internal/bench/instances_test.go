@@ -246,3 +246,24 @@ func TestMergeInstances(t *testing.T) {
 		t.Error("a missing measurement merged silently")
 	}
 }
+
+// A privileged configuration that the engine cannot start (dockerd without
+// every capability) is not_run with the reason, tried once, not failed.
+func TestPrivilegedRefusedIsNotRun(t *testing.T) {
+	p := parsePlan(t, strings.Replace(strings.Replace(instancesPlan, "instances: 3", "instances: 1", 1), "repetitions: 1", "repetitions: 2", 1), plan.Options{})
+	out := filepath.Join(t.TempDir(), "out")
+	prov := &fakeProvider{deployErr: errors.New(`start container x: OCI runtime create failed: runc create failed: unable to start container process: unable to apply caps: operation not permitted: unknown`)}
+	if _, err := Run(context.Background(), p, Options{Out: out, Engines: prov,
+		Workload: func(string) (workload.Workload, error) { return &fakeWorkload{}, nil }, Progress: Discard{}}); err != nil {
+		t.Fatal(err)
+	}
+	recs := readRecords(t, out)
+	for _, r := range recs {
+		if r.Status != results.StatusNotRun || !strings.Contains(r.Error, "cannot start privileged containers on this machine") {
+			t.Errorf("record %s: %s %q", r.RunID, r.Status, r.Error)
+		}
+	}
+	if len(recs) != 2 || len(prov.deployed) != 1 {
+		t.Errorf("%d records, %d deploys; want 2 not_run records from one attempt", len(recs), len(prov.deployed))
+	}
+}
