@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -45,9 +46,11 @@ type run struct {
 	wcfg workload.Config
 	// eng and target are set by deploy before the run is handed to the
 	// force cleanup (runner.setCurrent) and never change after; target is
-	// nil until there is something to tear down.
-	eng    engine.Engine
-	target *engine.Target
+	// nil until there is something to tear down. targets are every
+	// instance's deployment (instances.go), target the first of them.
+	eng     engine.Engine
+	target  *engine.Target
+	targets []*engine.Target
 	// iso is the isolate controller once it runs. The force cleanup reads
 	// it from the signal goroutine.
 	iso atomic.Pointer[isolateSession]
@@ -135,22 +138,50 @@ func (rn *run) deploy() error {
 		return notRunnable(fmt.Sprintf("workload %s cannot deploy this configuration: %v", rn.r.p.Workload, err))
 	}
 
+	for i := range services {
+		services[i].Privileged = rn.cfg.Privileged
+	}
+
 	pr.Phase("deploying")
-	if err := rn.r.claim(rn.id); err != nil {
-		return fmt.Errorf("record run %s in the owner record: %w", rn.id, err)
+	ids := instanceIDs(rn.id, rn.cfg.Instances)
+	var err2 error
+	for k, id := range ids {
+		if err := rn.r.claim(id); err != nil {
+			err2 = fmt.Errorf("record run %s in the owner record: %w", id, err)
+			break
+		}
+		spec := engine.DeploySpec{RunID: id, Network: rn.cfg.Network, Data: rn.cfg.Data, Services: services}
+		target, err := eng.Deploy(rn.rctx, spec)
+		if target == nil {
+			// Teardown is safe on a partial target; it finds the rest by run id.
+			target = &engine.Target{RunID: id, Runtime: rn.cfg.Runtime, Network: rn.cfg.Network}
+		}
+		rn.targets = append(rn.targets, target)
+		if err != nil {
+			if rn.cfg.Privileged && privilegedRefused(err) {
+				err2 = notRunnable(fmt.Sprintf("engine %s cannot start privileged containers on this machine: %v (dockerd itself lacks a capability that --privileged grants, as when it runs in a container or sandbox without all of them)", name, err))
+				break
+			}
+			if len(ids) > 1 {
+				err = fmt.Errorf("instance %d of %d: %w", k+1, len(ids), err)
+			}
+			err2 = rn.explain("deploy", err)
+			break
+		}
 	}
-	spec := engine.DeploySpec{RunID: rn.id, Network: rn.cfg.Network, Data: rn.cfg.Data, Services: services}
-	target, err := eng.Deploy(rn.rctx, spec)
-	if target == nil {
-		// Teardown is safe on a partial target; it finds the rest by run id.
-		target = &engine.Target{RunID: rn.id, Runtime: rn.cfg.Runtime, Network: rn.cfg.Network}
+	if len(rn.targets) > 0 {
+		rn.eng, rn.target = eng, rn.targets[0]
+		rn.r.setCurrent(rn)
 	}
-	rn.eng, rn.target = eng, target
-	rn.r.setCurrent(rn)
-	if err != nil {
-		return rn.explain("deploy", err)
-	}
-	return nil
+	return err2
+}
+
+// privilegedRefused recognizes runc's refusal of a privileged container
+// when dockerd does not hold every capability (it must grant them all):
+// "unable to apply caps: operation not permitted". No retry can change
+// that, so the configuration is not runnable here rather than failed.
+func privilegedRefused(err error) bool {
+	return strings.Contains(err.Error(), "unable to apply caps")
 }
 
 // startIsolate starts the isolate controller of a configuration with
@@ -179,7 +210,7 @@ func (rn *run) startObserver() {
 	if rn.r.opt.Observers == nil {
 		return
 	}
-	rn.obs = rn.r.opt.Observers(rn.target)
+	rn.obs = rn.r.opt.Observers(instancesTarget(rn.targets))
 	if rn.obsErr = rn.obs.Start(rn.rctx); rn.obsErr != nil {
 		rn.obs = nil
 	}
@@ -201,6 +232,13 @@ func (rn *run) drive() (*results.Measurement, error) {
 	}
 	if iso := rn.iso.Load(); iso != nil {
 		env.HotPhase = iso.hotPhase
+	}
+	if len(rn.targets) > 1 {
+		ms, err := driveInstances(rn.rctx, rn.r.wl, env, rn.targets)
+		if err != nil {
+			return nil, err
+		}
+		return mergeInstances(ms)
 	}
 	return rn.r.wl.Drive(rn.rctx, env)
 }
@@ -358,5 +396,9 @@ func (rn *run) teardown() {
 // then the containers go. Both steps are safe to repeat.
 func (rn *run) release(ctx context.Context) error {
 	_ = rn.stopIsolate(ctx) // its error was reported after the drive
-	return rn.eng.Teardown(ctx, rn.target)
+	var errs []error
+	for _, t := range rn.targets {
+		errs = append(errs, rn.eng.Teardown(ctx, t))
+	}
+	return errors.Join(errs...)
 }

@@ -293,6 +293,7 @@ func containerConfigs(spec DeploySpec, i int, b Bindings, bindRoot string, ext *
 	hc.CPUShares = s.Resources.CPUShares
 	hc.NanoCPUs = int64(s.Resources.CPUs * 1e9)
 	hc.Memory = s.Resources.MemoryBytes
+	hc.Privileged = s.Privileged
 	if s.DataDir != "" {
 		switch spec.Data {
 		case DataVolume:

@@ -103,7 +103,10 @@ type Service struct {
 	Ports       []int             // TCP ports the service listens on
 	DataDir     string            // directory it writes to; the placement applies here
 	Resources   Resources
-	Ready       *ReadyCheck
+	// Privileged runs the container with --privileged (docker runtime
+	// only; the host engine refuses it).
+	Privileged bool
+	Ready      *ReadyCheck
 	// Labels are extra container labels (docker runtime only), such as
 	// ctrperf.isolate=true to opt in to the isolate controller. They never
 	// override the run's own ctrperf.* labels.

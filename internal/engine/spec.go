@@ -71,6 +71,9 @@ func ValidateSpec(rt Runtime, spec DeploySpec) error {
 		if s.DataDir != "" && s.DataDir[0] != '/' && rt == RuntimeDocker {
 			return fmt.Errorf("deploy %s: service %q: DataDir %q must be an absolute path inside the container", spec.RunID, s.Name, s.DataDir)
 		}
+		if s.Privileged && rt == RuntimeHost {
+			return fmt.Errorf("deploy %s: service %q: privileged needs runtime docker (--privileged is a container option)", spec.RunID, s.Name)
+		}
 		if s.Resources.CPUs < 0 || s.Resources.CPUShares < 0 || s.Resources.MemoryBytes < 0 {
 			return fmt.Errorf("deploy %s: service %q: negative resource limit %+v", spec.RunID, s.Name, s.Resources)
 		}

@@ -38,8 +38,12 @@ type canonConfig struct {
 	Topology  string          `yaml:"topology,omitempty"`
 	Resources *canonResources `yaml:"resources,omitempty"`
 	Isolate   *canonIsolate   `yaml:"isolate,omitempty"`
-	App       map[string]any  `yaml:"app,omitempty"`
-	Load      map[string]any  `yaml:"load,omitempty"`
+	// Privileged and Instances are left out at their defaults (false, 1),
+	// so plans that do not use them keep their canonical form and hash.
+	Privileged bool           `yaml:"privileged,omitempty"`
+	Instances  int            `yaml:"instances,omitempty"`
+	App        map[string]any `yaml:"app,omitempty"`
+	Load       map[string]any `yaml:"load,omitempty"`
 }
 
 type canonResources struct {
@@ -92,6 +96,10 @@ func (c *Configuration) canonical() canonConfig {
 		}
 	}
 	cc.Isolate = canonicalIsolate(c.Isolate)
+	cc.Privileged = c.Privileged
+	if c.Instances > 1 {
+		cc.Instances = c.Instances
+	}
 	return cc
 }
 

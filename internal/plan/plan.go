@@ -86,6 +86,14 @@ type Knobs struct {
 	Resources Resources
 	// Isolate runs the isolate controller during the run (docker only).
 	Isolate IsolateSpec
+	// Privileged runs every container of the configuration with
+	// --privileged (docker only): all capabilities, all devices, no
+	// seccomp or AppArmor profile.
+	Privileged bool
+	// Instances is how many identical deployments of the workload one run
+	// deploys and drives together (1, the default, is one); the record
+	// holds their aggregate and each instance's figures.
+	Instances int
 	// App and Load are the workload's knobs as written (plan-level ones
 	// merged in): what run records and the canonical plan keep. Decoded
 	// holds them as the workload's typed values.
@@ -152,7 +160,11 @@ func Parse(file string, data []byte, opt Options) (*Plan, error) {
 var topKeys = []string{"name", "description", "workload", "load", "app", "repetitions",
 	"warmup", "duration", "seed", "baseline", "load_cpuset", "configurations", "matrix", "quick", "thresholds", "base_dir"}
 
-var configKeys = []string{"name", "runtime", "engine", "network", "data", "topology", "resources", "isolate", "app", "load"}
+var configKeys = []string{"name", "runtime", "engine", "network", "data", "topology", "resources", "isolate", "privileged", "instances", "app", "load"}
+
+// MaxInstances bounds the instances knob: each instance is a whole
+// deployment, driven by a generator of its own.
+const MaxInstances = 64
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+=-]*$`)
 
@@ -468,6 +480,18 @@ func (d *decoder) setKnob(k *Knobs, path string, n *yaml.Node, field string) {
 		if s, ok := d.enum(n, field, topologies); ok {
 			k.Topology = s
 		}
+	case "privileged":
+		if b, ok := d.boolean(n, field); ok {
+			k.Privileged = b
+		}
+	case "instances":
+		if v, ok := d.integer(n, field); ok {
+			if v < 1 || v > MaxInstances {
+				d.errorf(n, field, "%d: expected a number of identical deployments between 1 and %d", v, MaxInstances)
+				v = 1
+			}
+			k.Instances = int(v)
+		}
 	case "engine":
 		if pairs, ok := d.mapping(n, field, engineKeys); ok {
 			for _, pr := range pairs {
@@ -589,6 +613,9 @@ func (c *Configuration) applyDefaults() {
 	}
 	if c.Topology == "" {
 		c.Topology = "combined"
+	}
+	if c.Instances == 0 {
+		c.Instances = 1
 	}
 }
 

@@ -12,18 +12,29 @@ import (
 // are complete (after matrix expansion and defaults).
 //
 // The host runtime runs processes directly on the machine, so:
+//
 //   - its only network mode is host: published ports, the external namespace
 //     and container IPs are Docker's;
+//
 //   - engine knobs (storage driver, data root, userland proxy) select a
 //     Docker engine and mean nothing there;
+//
 //   - data is a directory on the host's filesystem (bind, the default) or a
 //     tmpfs mounted on it; layer and volume do not exist without Docker.
 //
+//   - privileged is a container's option (docker run --privileged); a
+//     process on the host is as privileged as ctrperf already is.
+//
 // Resources (cpuset, shares, quota, memory) apply to both runtimes: the host
-// engine puts its processes in cgroups of their own.
+// engine puts its processes in cgroups of their own. Instances apply to both
+// runtimes too, but not with the isolate controller, which watches the
+// containers of one deployment.
 func (d *decoder) checkKnobs(c *Configuration) {
 	d.checkIsolate(c)
 	field := func(k string) string { return join(c.Origin, k) }
+	if c.Instances > 1 && c.Isolate.On() {
+		d.errorf(c.node("instances"), field("instances"), "%d instances with isolate.policy %q: the isolate controller watches one deployment per run; use instances: 1 or isolate.policy off", c.Instances, c.Isolate.Policy)
+	}
 	switch c.Runtime {
 	case "":
 		d.errorf(c.node("name"), field("runtime"), "missing; expected %s", oneOf(runtimes))
@@ -38,6 +49,9 @@ func (d *decoder) checkKnobs(c *Configuration) {
 					d.errorf(n, field("engine."+k), "engine knobs select a Docker engine; runtime host has none (remove it or use runtime docker)")
 				}
 			}
+		}
+		if c.Privileged {
+			d.errorf(c.node("privileged"), field("privileged"), "needs runtime docker: --privileged is a container option, and a process of runtime host already runs with ctrperf's own privileges (remove it or use runtime docker)")
 		}
 		if c.Data != DataBind && c.Data != DataTmpfs {
 			d.errorf(c.node("data"), field("data"), "%q needs runtime docker; the host runtime writes to a directory of the host (\"bind\", the default) or a tmpfs (\"tmpfs\")", c.Data)
@@ -211,6 +225,12 @@ func (c *Configuration) describeKnobs() string {
 	}
 	if s := c.Isolate.describe(); s != "" {
 		parts = append(parts, s)
+	}
+	if c.Privileged {
+		parts = append(parts, "privileged")
+	}
+	if c.Instances > 1 {
+		parts = append(parts, fmt.Sprintf("instances=%d", c.Instances))
 	}
 	for _, kv := range []struct {
 		name string

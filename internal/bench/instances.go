@@ -1,0 +1,263 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"ctrperf/internal/engine"
+	"ctrperf/internal/results"
+	"ctrperf/internal/workload"
+)
+
+// A configuration with `instances: N` (N > 1) deploys its workload N times
+// in one run, each deployment with a run id of its own (<run id>-i<k>,
+// k = 1..N: its own containers, network and ports), and drives them
+// together: N drivers start at once, the run's measured window starts when
+// the last of them has finished its warm-up, and the record holds the
+// aggregate (merge) and each instance's figures (instanceMetrics). It is
+// what the seeds did by starting several containers of the same image side
+// by side: how much does the machine give N tenants together, and how
+// evenly.
+
+// instanceIDs are the run ids of a run's deployments: the run's own for
+// one instance, <id>-i1 … <id>-iN for more.
+func instanceIDs(id string, n int) []string {
+	if n <= 1 {
+		return []string{id}
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-i%d", id, i+1)
+	}
+	return ids
+}
+
+// instancesTarget is what the observer sees of N deployments: one target
+// with every instance's containers, their service names suffixed with the
+// instance (cpu-i1, cpu-i2, …) so that their series stay apart.
+func instancesTarget(ts []*engine.Target) *engine.Target {
+	if len(ts) == 1 {
+		return ts[0]
+	}
+	all := *ts[0]
+	all.Containers = nil
+	for i, t := range ts {
+		for _, c := range t.Containers {
+			c.Service = fmt.Sprintf("%s-i%d", c.Service, i+1)
+			all.Containers = append(all.Containers, c)
+		}
+	}
+	return &all
+}
+
+// driveInstances runs one driver per deployment, at once. started is called
+// once, when every driver has reached its measured window. The first
+// driver to fail cancels the others; the error names it.
+func driveInstances(ctx context.Context, wl workload.Workload, env workload.Env, targets []*engine.Target) ([]*results.Measurement, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		mu      sync.Mutex
+		waiting = len(targets)
+		wg      sync.WaitGroup
+	)
+	ms := make([]*results.Measurement, len(targets))
+	errs := make([]error, len(targets))
+	for i, t := range targets {
+		e := env
+		e.Target = t
+		e.Started = func() {
+			mu.Lock()
+			defer mu.Unlock()
+			waiting--
+			if waiting == 0 && env.Started != nil {
+				env.Started()
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m, err := wl.Drive(ctx, e)
+			ms[i] = m
+			if err != nil {
+				errs[i] = fmt.Errorf("instance %d of %d: %w", i+1, len(targets), err)
+				cancel(errs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	// The first failure is the cause; the others were most likely cancelled by it.
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return ms, cause
+	}
+	return ms, errors.Join(errs...)
+}
+
+// additiveMetric says whether a workload metric adds up over instances
+// driven side by side: rates (…_per_s, iops, tps, qps) and counts. The
+// others are latencies (…_ms: the worst instance), elapsed_s (the slowest)
+// and figures of one process that do not add (mean over instances).
+func additiveMetric(name string) bool {
+	if strings.HasSuffix(name, "_per_s") {
+		return true
+	}
+	switch name {
+	case "iops", "read_iops", "write_iops", "tps", "qps", results.MetricSamples, "ignored_errors", "reconnects":
+		return true
+	}
+	return false
+}
+
+// InstanceMetric names instance k's (1-based) copy of a metric in a merged
+// measurement: instance_2_throughput_per_s.
+func InstanceMetric(k int, metric string) string {
+	return "instance_" + strconv.Itoa(k) + "_" + metric
+}
+
+// instanceFigures are the metrics each instance keeps in the merged
+// record, under InstanceMetric: its rate, its elapsed time and its tail.
+var instanceFigures = []string{results.MetricThroughput, results.MetricElapsed, results.MetricP99Ms}
+
+// mergeInstances adds N instances' measurements into the run's one:
+//   - operations of the same label: counts, errors and bytes summed,
+//     HdrHistograms merged (so quantiles are those of every request of
+//     every instance); where a tool gave only percentiles, each is the
+//     worst instance's, and the mean is weighted by count;
+//   - metrics: rates and counts summed (additiveMetric), latencies (_ms)
+//     the worst instance's, elapsed_s the slowest's, anything else the
+//     mean; then each instance's throughput, elapsed time and p99 under
+//     instance_<k>_<metric>, with their spread (instances_min/max_throughput);
+//   - load: rates, concurrency, late starts and generator CPU summed,
+//     lateness the worst;
+//   - tools the union; notes prefixed with their instance.
+func mergeInstances(ms []*results.Measurement) (*results.Measurement, error) {
+	if len(ms) == 1 {
+		return ms[0], nil
+	}
+	out := &results.Measurement{Operations: map[string]*results.Operation{}, Metrics: map[string]float64{}}
+	hists := map[string]*hdrhistogram.Histogram{}
+	means := map[string]float64{} // label → sum of count × mean
+	metricN := map[string]int{}
+	for i, m := range ms {
+		if m == nil {
+			return nil, fmt.Errorf("instance %d of %d returned no measurement", i+1, len(ms))
+		}
+		out.DurationS = max(out.DurationS, m.DurationS)
+		for label, op := range m.Operations {
+			dst := out.Operations[label]
+			if dst == nil {
+				dst = &results.Operation{}
+				out.Operations[label] = dst
+			}
+			dst.Count += op.Count
+			dst.Bytes += op.Bytes
+			for k, v := range op.Errors {
+				if dst.Errors == nil {
+					dst.Errors = map[string]int64{}
+				}
+				dst.Errors[k] += v
+			}
+			for q, v := range op.PercentilesMs {
+				if dst.PercentilesMs == nil {
+					dst.PercentilesMs = map[string]float64{}
+				}
+				dst.PercentilesMs[q] = max(dst.PercentilesMs[q], v)
+			}
+			means[label] += op.MeanMs * float64(op.Count)
+			if op.Histogram == "" {
+				continue
+			}
+			h, err := results.DecodeHistogram(op.Histogram)
+			if err != nil {
+				return nil, fmt.Errorf("instance %d, operation %s: %w", i+1, label, err)
+			}
+			if hists[label] == nil {
+				hists[label] = results.NewHistogram()
+			}
+			hists[label].Merge(h)
+		}
+		for name, v := range m.Metrics {
+			switch {
+			case additiveMetric(name):
+				out.Metrics[name] += v
+			case strings.HasSuffix(name, "_ms"), name == results.MetricElapsed:
+				if metricN[name] == 0 {
+					out.Metrics[name] = v
+				} else {
+					out.Metrics[name] = max(out.Metrics[name], v)
+				}
+			default:
+				out.Metrics[name] += v // divided into a mean below
+			}
+			metricN[name]++
+		}
+		if ld := m.Load; ld != nil {
+			if out.Load == nil {
+				out.Load = &results.LoadStats{Mode: ld.Mode, CPUSet: ld.CPUSet, Protected: ld.Protected}
+			}
+			out.Load.TargetRate += ld.TargetRate
+			out.Load.AchievedRate += ld.AchievedRate
+			out.Load.Concurrency += ld.Concurrency
+			out.Load.Late += ld.Late
+			out.Load.CPUSeconds += ld.CPUSeconds
+			out.Load.LatenessP50Ms = max(out.Load.LatenessP50Ms, ld.LatenessP50Ms)
+			out.Load.LatenessP99Ms = max(out.Load.LatenessP99Ms, ld.LatenessP99Ms)
+			out.Load.LatenessMaxMs = max(out.Load.LatenessMaxMs, ld.LatenessMaxMs)
+		}
+		if len(m.Tools) > 0 && out.Tools == nil {
+			out.Tools = map[string]string{}
+		}
+		maps.Copy(out.Tools, m.Tools)
+		for _, n := range m.Notes {
+			out.Notes = append(out.Notes, fmt.Sprintf("instance %d: %s", i+1, n))
+		}
+	}
+	for name, n := range metricN {
+		if !additiveMetric(name) && !strings.HasSuffix(name, "_ms") && name != results.MetricElapsed {
+			out.Metrics[name] /= float64(n)
+		}
+		if n != len(ms) {
+			out.Notes = append(out.Notes, fmt.Sprintf("metric %s was reported by %d of %d instances only", name, n, len(ms)))
+		}
+	}
+	for label, op := range out.Operations {
+		if op.Count > 0 && means[label] > 0 {
+			op.MeanMs = means[label] / float64(op.Count)
+		}
+		if h := hists[label]; h != nil {
+			s, err := results.EncodeHistogram(h)
+			if err != nil {
+				return nil, fmt.Errorf("operation %s: %w", label, err)
+			}
+			op.Histogram = s
+		}
+	}
+	lo, hi := 0.0, 0.0
+	for i, m := range ms {
+		for _, name := range instanceFigures {
+			if v, ok := m.Metrics[name]; ok {
+				out.Metrics[InstanceMetric(i+1, name)] = v
+			}
+		}
+		t := m.Metrics[results.MetricThroughput]
+		if i == 0 || t < lo {
+			lo = t
+		}
+		hi = max(hi, t)
+	}
+	if _, ok := out.Metrics[results.MetricThroughput]; ok {
+		out.Metrics["instances_min_throughput_per_s"] = lo
+		out.Metrics["instances_max_throughput_per_s"] = hi
+	}
+	out.Metrics["instances"] = float64(len(ms))
+	slices.Sort(out.Notes)
+	return out, nil
+}
