@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -108,10 +109,17 @@ func teardown(ctx context.Context, o Options, st *State, ipt iptablesRunner) ([]
 	// The jumps this engine's dockerd hooked into the built-in chains,
 	// unless another live private engine made the same (then the last one
 	// to go removes them).
-	if st.IPTables && ipt != nil && len(st.AddedJumps) > 0 {
+	// An engine with the userland proxy off always owns the loopback hook,
+	// recorded or not: it may have started while another such engine had
+	// made it, or been killed before it could record it.
+	jumps := st.AddedJumps
+	if up := st.Spec.UserlandProxy; up != nil && !*up && !slices.ContainsFunc(jumps, func(r ipRule) bool { return r.String() == loopbackHook.String() }) {
+		jumps = append(slices.Clone(jumps), loopbackHook)
+	}
+	if st.IPTables && ipt != nil && len(jumps) > 0 {
 		if other := jumpsStillNeeded(o, st); other != "" {
-			note("kept %d iptables jumps into DOCKER: engine %s is still running with the same", len(st.AddedJumps), other)
-		} else if n, err := deleteJumps(ctx, ipt, st.AddedJumps); err != nil {
+			note("kept %d iptables jumps into DOCKER: %s still runs with the userland proxy off", len(jumps), other)
+		} else if n, err := deleteJumps(ctx, ipt, jumps); err != nil {
 			errs = append(errs, err)
 		} else if n > 0 {
 			note("deleted %d iptables jumps into DOCKER", n)
@@ -433,10 +441,22 @@ func cleanOrphans(ctx context.Context, o Options, runID string) ([]string, error
 	return done, errors.Join(errs...)
 }
 
-// jumpsStillNeeded names another live private engine whose dockerd runs
-// with the same settings (userland proxy off) and so relies on the jumps st
-// added, or returns "".
+// loopbackHook is the nat OUTPUT jump that a dockerd with
+// --userland-proxy=false adds so that 127.0.0.1 reaches its published ports
+// through DNAT; it sends the loopback traffic for every other engine's
+// published ports to DNAT too, away from their docker-proxy, where it hangs.
+var loopbackHook = ipRule{Table: "nat", Chain: "OUTPUT", Args: []string{"-m", "addrtype", "--dst-type", "LOCAL", "-j", "DOCKER"}}
+
+// userEngineFlags are the flags of the user's own dockerd, when it runs.
+var userEngineFlags = func(o Options) (DaemonFlags, bool) { return FlagsOf(o.ProcRoot, UserHost()) }
+
+// jumpsStillNeeded names an engine that runs with the same settings
+// (userland proxy off) and so relies on the jumps st added: another live
+// private engine, or the user's own; "" when there is none.
 func jumpsStillNeeded(o Options, st *State) string {
+	if f, ok := userEngineFlags(o); ok && f.IPTables && !f.UserlandProxy {
+		return "the user's engine at " + UserHost()
+	}
 	sts, _ := listStates(o)
 	for _, other := range sts {
 		if other.Name == st.Name || !other.IPTables {
@@ -450,7 +470,7 @@ func jumpsStillNeeded(o Options, st *State) string {
 			pid = readPIDFile(other.PIDFile)
 		}
 		if other.Socket != "" && ownedPID(o.ProcRoot, pid, other.Socket) {
-			return other.Name
+			return "engine " + other.Name
 		}
 	}
 	return ""

@@ -206,3 +206,26 @@ func TestAddedJumpsAreRemoved(t *testing.T) {
 		t.Errorf("second deleteJumps = %d, %v; want 0, nil", n, err)
 	}
 }
+
+// The loopback hook stays while the user's own engine runs with the
+// userland proxy off (it made the hook itself), and goes otherwise.
+func TestLoopbackHookKeptForUserEngine(t *testing.T) {
+	saved := userEngineFlags
+	t.Cleanup(func() { userEngineFlags = saved })
+	o := buildOptions([]Option{WithRunDir(t.TempDir())})
+	off := false
+	st := &State{Name: "x", IPTables: true}
+	st.Spec.UserlandProxy = &off
+
+	userEngineFlags = func(Options) (DaemonFlags, bool) { return DaemonFlags{IPTables: true, UserlandProxy: false}, true }
+	if who := jumpsStillNeeded(o, st); who == "" {
+		t.Error("the user's engine with the proxy off needs the hook; it would be deleted")
+	}
+	userEngineFlags = func(Options) (DaemonFlags, bool) { return DaemonFlags{IPTables: true, UserlandProxy: true}, true }
+	if who := jumpsStillNeeded(o, st); who != "" {
+		t.Errorf("no engine needs the hook, but %q is said to", who)
+	}
+	if loopbackHook.String() != (ipRule{Table: "nat", Chain: "OUTPUT", Args: strings.Fields("-m addrtype --dst-type LOCAL -j DOCKER")}).String() {
+		t.Errorf("loopback hook %v", loopbackHook)
+	}
+}
