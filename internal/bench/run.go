@@ -143,6 +143,11 @@ func (rn *run) deploy() error {
 	}
 	rn.eng, rn.target = eng, target
 	rn.r.setCurrent(rn)
+	var missing *engine.ImageMissingError
+	if errors.As(err, &missing) {
+		// Every repetition would fail alike until someone builds or loads it.
+		return notRunnable(err.Error())
+	}
 	if err != nil {
 		return rn.explain("deploy", err)
 	}

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -73,6 +74,11 @@ configurations:
 			status: results.StatusNotRun, errText: "engine docker (default) unavailable: no btrfs", phases: all[:1]},
 		{desc: "failed deploy is torn down", deployErr: errors.New("no image"),
 			status: results.StatusFailed, errText: "deploy: no image", phases: []string{"starting engine", "deploying", "tearing down"}, tornDown: 1},
+		{desc: "missing image: not_run (ctrperf never pulls), torn down",
+			deployErr: fmt.Errorf("deploy r: %w", &engine.ImageMissingError{Image: "postgres:16", Service: "command", Engine: "default"}),
+			status:    results.StatusNotRun,
+			errText:   `deploy r: image "postgres:16" of service "command" is not on docker engine default and ctrperf never pulls: build it or load it on that engine yourself (docker build -t postgres:16 …, or docker load -i FILE)`,
+			phases:    []string{"starting engine", "deploying", "tearing down"}, tornDown: 1},
 		{desc: "controller that cannot start: failed, torn down", isoErr: errors.New("locked"),
 			status: results.StatusFailed, errText: "isolate controller: locked", phases: []string{"starting engine", "deploying", "starting isolate controller", "tearing down"}, tornDown: 1},
 		{desc: "Ctrl-C during the drive: not recorded, torn down once",

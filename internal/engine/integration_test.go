@@ -509,7 +509,7 @@ func TestBadInputLeavesNothingDocker(t *testing.T) {
 		{"missing image", func(r string) DeploySpec {
 			s := tinyService("ctrperf-enginetest-no-such-image:0", "app")
 			return DeploySpec{RunID: r, Network: NetworkPublished, Data: DataVolume, Services: []Service{s}}
-		}, []string{"ctrperf images build"}},
+		}, []string{"not on docker engine", "ctrperf never pulls", "docker load"}},
 		{"service dies before ready: its output is in the error", func(r string) DeploySpec {
 			return DeploySpec{RunID: r, Network: NetworkPublishedExternal, Data: DataBind, Services: []Service{failing, tinyService(img, "db")}}
 		}, []string{"exited with status 3", "missing config"}},

@@ -116,7 +116,7 @@ func renderHTML(w io.Writer, rep *Report) error {
 					}
 				}
 				cell.Verdict = verdictText(cmp, b.Metrics[m].N, c.Metrics[m].N)
-				cell.Class = verdictClass(m, cmp)
+				cell.Class = verdictClass(rep.sense(m), cmp)
 			}
 			row.Cells = append(row.Cells, cell)
 		}
@@ -191,8 +191,7 @@ func dotFor(c *Config, m, col string, baseline bool) dotRow {
 }
 
 // verdictClass colours a verdict: better, worse, or neither.
-func verdictClass(metric string, c stats.Comparison) string {
-	s := stats.SenseOf(metric)
+func verdictClass(s stats.Sense, c stats.Comparison) string {
 	switch {
 	case !c.Significant():
 		return "same"

@@ -25,6 +25,15 @@ type Report struct {
 	Level     float64   `json:"level"`
 	Configs   []*Config `json:"configs"`
 	Warnings  []Warning `json:"warnings"`
+	// Declared are the metrics the workload described itself (which way is
+	// better, the unit), as its records declared them: the command
+	// workload's figure and wall times. The rest go by SenseOf their name.
+	Declared map[string]results.MetricInfo `json:"declared,omitempty"`
+}
+
+// sense is which way metric is better: as declared, else by its name.
+func (r *Report) sense(metric string) stats.Sense {
+	return stats.SenseFor(metric, r.Declared[metric].Better)
 }
 
 // Config is one configuration: its runs, metrics, comparison with the
