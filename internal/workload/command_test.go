@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/image"
 	"ctrperf/internal/results"
 )
 
@@ -428,5 +430,54 @@ func TestCommandArgvPassesEnvSorted(t *testing.T) {
 	want := []string{"/bin/sh", "-c", commandScript, "ctrperf-command", "time", "M", "A=x y", "B=2", "--", "make", "-j2"}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
+// TestCommandHostAndContainerDocker runs one command on the host runtime
+// and in a container of the Debian base: dd writing 8 MiB in the data
+// directory (the working directory, checked by the command itself), after a
+// prepare that removes the file, its own seconds parsed from stderr. Both
+// must record the wall time of every execution and the parsed figure.
+func TestCommandHostAndContainerDocker(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	docker := dockerEngine(t, ctx, image.DebianBase.Name)
+	app := map[string]any{
+		"command": `[ "$(pwd -P)" = "$(cd "$CTRPERF_DATA" && pwd -P)" ] && [ ! -e cmd.bin ] && dd if=/dev/zero of=cmd.bin bs=1M count=8 conv=fsync`,
+		"prepare": []any{"rm", "-f", "cmd.bin"},
+		"env":     map[string]any{"LC_ALL": "C"},
+	}
+	ld := map[string]any{"runs": 3, "warmup_runs": 1, "timeout": "30s", "figure": "dd_s", "better": "lower",
+		"figure_regex": `copied, (?P<value>[0-9.e+-]+) s`, "figure_from": "stderr", "figure_unit": "s"}
+	for _, tc := range []struct {
+		name string
+		eng  engine.Engine
+		c    Config
+	}{
+		{"host", engine.NewHost(), Config{Runtime: engine.RuntimeHost, Network: engine.NetworkHost, Data: engine.DataBind, App: app, Load: ld}},
+		{"docker", docker, Config{Runtime: engine.RuntimeDocker, Network: engine.NetworkHost, Data: engine.DataVolume, App: app, Load: ld}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := deployAndDrive(ctx, t, tc.eng, Command{}, tc.c, fmt.Sprintf("cmdtest-%s-%d", tc.name, os.Getpid()))
+			if len(m.Executions) != 3 {
+				t.Fatalf("executions %+v, want 3 timed ones", m.Executions)
+			}
+			for i, e := range m.Executions {
+				// dd's own time is inside the command's wall time.
+				if e.WallS <= 0 || e.Figures["dd_s"] <= 0 || e.Figures["dd_s"] > e.WallS {
+					t.Errorf("execution %d: wall %v s, dd %v s", i, e.WallS, e.Figures["dd_s"])
+				}
+			}
+			for _, k := range []string{"wall_median_s", "wall_mean_s", "wall_min_s", "wall_max_s", "wall_stddev_s", "dd_s", results.MetricElapsed, results.MetricThroughput} {
+				if _, ok := m.Metrics[k]; !ok {
+					t.Errorf("no %s in %v", k, m.Metrics)
+				}
+			}
+			if !slices.ContainsFunc(m.Notes, func(n string) bool { return strings.Contains(n, "inside the target") }) {
+				t.Errorf("notes %q: the Debian base has date +%%s%%N, the time must be taken inside", m.Notes)
+			}
+			t.Logf("%s: wall median %.4f s (min %.4f, max %.4f), dd %.4f s", tc.name,
+				m.Metrics["wall_median_s"], m.Metrics["wall_min_s"], m.Metrics["wall_max_s"], m.Metrics["dd_s"])
+		})
 	}
 }
