@@ -27,7 +27,10 @@ Reports are recomputed from those records by 'ctrperf report OUT'.
 
 Workloads: web (ticketd + SQLite or MariaDB), kv (memcached), fileio (fio),
 exec (process start-up), oltp (sysbench on MariaDB), cpu (sysbench cpu),
-noisy (tenants of which some turn hot). A configuration's isolate: knob runs
+noisy (tenants of which some turn hot), command (your own command, e.g.
+pgbench or a build, in a container of any local image and on the host:
+warm-ups, N timed executions, wall-time median/mean/σ/min/max and a figure
+parsed from its output). A configuration's isolate: knob runs
 the isolate controller during its runs (policy off, paper or strict), so the
 same plan measures the controller off and on.
 
