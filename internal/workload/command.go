@@ -92,7 +92,7 @@ func ParseCommandApp(m map[string]any) (CommandApp, error) {
 	k.command("prepare", &a.Prepare)
 	k.env("env", &a.Env, dataEnv)
 	err := k.err()
-	if _, given := m["command"]; !given {
+	if !given(m, "command") {
 		err = errors.Join(err, knobError("app.command", "app.command is required: the command to benchmark, a string run with sh -c or a list (an argv)"))
 	}
 	return a, err
@@ -162,11 +162,9 @@ func ParseCommandLoad(m map[string]any) (CommandLoad, error) {
 	k.str("figure_unit", &l.FigureUnit, nil)
 	k.enum("better", &l.Better, results.BetterHigher, results.BetterLower)
 	errs := []error{k.err()}
-	_, jsonGiven := m["figure_json"]
-	_, reGiven := m["figure_regex"]
-	_, nameGiven := m["figure"]
+	jsonGiven, reGiven, nameGiven := given(m, "figure_json"), given(m, "figure_regex"), given(m, "figure")
 	for _, key := range []string{"figure_from", "figure_unit", "better"} {
-		if _, given := m[key]; given && !nameGiven {
+		if given(m, key) && !nameGiven {
 			errs = append(errs, knobError("load."+key, "load.%s: there is no figure; name one with load.figure and say where it is with load.figure_json or load.figure_regex", key))
 		}
 	}
@@ -192,6 +190,13 @@ func ParseCommandLoad(m map[string]any) (CommandLoad, error) {
 		}
 	}
 	return l, errors.Join(errs...)
+}
+
+// given reports whether a knob is set: an empty value (key: null, or key:
+// with nothing) unsets a plan-level one in a configuration.
+func given(m map[string]any, key string) bool {
+	v, ok := m[key]
+	return ok && v != nil
 }
 
 // better is the figure's direction, declared or by its name.

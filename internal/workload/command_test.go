@@ -341,6 +341,7 @@ func TestCommandKnobs(t *testing.T) {
 		{"a reserved figure name", nil, map[string]any{"figure": "wall_median_s", "figure_json": ".t"}, "reports that name itself"},
 		{"a figure name with capitals", nil, map[string]any{"figure": "TPS", "figure_json": ".t", "better": "higher"}, "want a metric name"},
 		{"better without a figure", nil, map[string]any{"better": "higher"}, "load.better: there is no figure"},
+		{"a configuration's null unsets the plan's pattern", nil, map[string]any{"figure": "tps_per_s", "figure_json": ".tps", "figure_regex": nil}, ""},
 		{"figure_from", nil, map[string]any{"figure": "t_ms", "figure_regex": "(x)", "figure_from": "stdin"}, "want one of stdout, stderr, both"},
 	}
 	for _, tt := range tests {
