@@ -341,8 +341,8 @@ var errExecTimeout = errors.New("load.timeout")
 
 // timing says how wall times are taken, for the record.
 const (
-	timingInTarget = "wall time taken inside the target by the shell (date +%s%N around the command; about 1 ms of the shell's own fork of date is in it), so the exec's start-up is not"
-	timingAround   = "wall time taken by ctrperf around each exec, including the exec's own start-up (docker exec: tens of ms), because date +%s%N does not give nanoseconds in the target"
+	timingInTarget = "timed inside the target: sh reads date +%s%N around the command (the exec's start-up is not in the wall time; the wrapper's fork of date, about 1 ms, is)"
+	timingAround   = "timed by ctrperf around each exec, the exec's start-up included (docker exec: tens of ms): date +%s%N in the target gives no nanoseconds"
 )
 
 func (r *commandRunner) run(ctx context.Context) (*results.Measurement, error) {
@@ -531,7 +531,7 @@ func summarizeExecutions(execs []results.Execution, l CommandLoad, cmd CommandLi
 		},
 		Executions: execs,
 		Load:       &results.LoadStats{Mode: "tool"},
-		Tools:      map[string]string{"command": cmd.String()},
+		Tools:      map[string]string{"command": cmd.String(), "timing": timing},
 		Notes:      []string{"command: " + timing},
 	}
 	if sum > 0 {
