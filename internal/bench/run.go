@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/image"
 	"ctrperf/internal/lifecycle"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
@@ -144,8 +145,9 @@ func (rn *run) deploy() error {
 	rn.eng, rn.target = eng, target
 	rn.r.setCurrent(rn)
 	var missing *engine.ImageMissingError
-	if errors.As(err, &missing) {
-		// Every repetition would fail alike until someone builds or loads it.
+	if errors.Is(err, image.ErrMissing) || errors.As(err, &missing) {
+		// An image nobody can build here (ctrperf never pulls): every
+		// repetition would fail alike until someone loads it.
 		return notRunnable(err.Error())
 	}
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/image"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 	"ctrperf/internal/workload"
@@ -79,6 +80,9 @@ configurations:
 			status:    results.StatusNotRun,
 			errText:   `deploy r: image "postgres:16" of service "command" is not on docker engine default and ctrperf never pulls: build it or load it on that engine yourself (docker build -t postgres:16 …, or docker load -i FILE)`,
 			phases:    []string{"starting engine", "deploying", "tearing down"}, tornDown: 1},
+		{desc: "an image that is not a recipe and not on the engine: not_run", deployErr: fmt.Errorf("deploy r: images: image x:1 is not on this engine: %w", image.ErrMissing),
+			status: results.StatusNotRun, errText: "deploy r: images: image x:1 is not on this engine: image not on the engine",
+			phases: []string{"starting engine", "deploying", "tearing down"}, tornDown: 1},
 		{desc: "controller that cannot start: failed, torn down", isoErr: errors.New("locked"),
 			status: results.StatusFailed, errText: "isolate controller: locked", phases: []string{"starting engine", "deploying", "starting isolate controller", "tearing down"}, tornDown: 1},
 		{desc: "Ctrl-C during the drive: not recorded, torn down once",
