@@ -32,7 +32,10 @@ exec (process start-up), oltp (sysbench on MariaDB), cpu (sysbench cpu),
 noisy (tenants of which some turn hot), and app: your own service, from an
 image on the engine or a Dockerfile context built locally (never pulled),
 with a host command as the bare-metal baseline, driven by an HTTP scenario
-or the memcached protocol (examples/hello/plan.yaml). A configuration's isolate: knob runs
+or the memcached protocol (examples/hello/plan.yaml), and command (your own
+command, e.g. pgbench or a build, in a container of any local image and on
+the host: warm-ups, N timed executions, wall-time median/mean/σ/min/max and a
+figure parsed from its output). A configuration's isolate: knob runs
 the isolate controller during its runs (policy off, paper or strict), so the
 same plan measures the controller off and on.
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/image"
 	"ctrperf/internal/lifecycle"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
@@ -160,6 +161,13 @@ func (rn *run) deploy() error {
 		if err != nil {
 			if rn.cfg.Privileged && privilegedRefused(err) {
 				err2 = notRunnable(fmt.Sprintf("engine %s cannot start privileged containers on this machine: %v (dockerd itself lacks a capability that --privileged grants, as when it runs in a container or sandbox without all of them)", name, err))
+				break
+			}
+			var missing *engine.ImageMissingError
+			if errors.Is(err, image.ErrMissing) || errors.As(err, &missing) {
+				// An image nobody can build here (ctrperf never pulls): every
+				// repetition would fail alike until someone loads it.
+				err2 = notRunnable(err.Error())
 				break
 			}
 			if len(ids) > 1 {

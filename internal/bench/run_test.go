@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/image"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 	"ctrperf/internal/workload"
@@ -73,6 +75,14 @@ configurations:
 			status: results.StatusNotRun, errText: "engine docker (default) unavailable: no btrfs", phases: all[:1]},
 		{desc: "failed deploy is torn down", deployErr: errors.New("no image"),
 			status: results.StatusFailed, errText: "deploy: no image", phases: []string{"starting engine", "deploying", "tearing down"}, tornDown: 1},
+		{desc: "missing image: not_run (ctrperf never pulls), torn down",
+			deployErr: fmt.Errorf("deploy r: %w", &engine.ImageMissingError{Image: "postgres:16", Service: "command", Engine: "default"}),
+			status:    results.StatusNotRun,
+			errText:   "deploy r: image \"postgres:16\" of service \"command\" is not on docker engine default (ctrperf never pulls): build it with `docker build -t postgres:16 DIR` or load a saved copy with `docker load -i FILE.tar`",
+			phases:    []string{"starting engine", "deploying", "tearing down"}, tornDown: 1},
+		{desc: "an image that is not a recipe and not on the engine: not_run", deployErr: fmt.Errorf("deploy r: images: image x:1 is not on this engine: %w", image.ErrMissing),
+			status: results.StatusNotRun, errText: "deploy r: images: image x:1 is not on this engine: image not on the engine",
+			phases: []string{"starting engine", "deploying", "tearing down"}, tornDown: 1},
 		{desc: "controller that cannot start: failed, torn down", isoErr: errors.New("locked"),
 			status: results.StatusFailed, errText: "isolate controller: locked", phases: []string{"starting engine", "deploying", "starting isolate controller", "tearing down"}, tornDown: 1},
 		{desc: "Ctrl-C during the drive: not recorded, torn down once",

@@ -130,3 +130,36 @@ configurations:
 		}
 	}
 }
+
+// The command workload's knobs are refused at the line that wrote them,
+// each with what to write instead, and all at once.
+func TestCommandKnobErrorsAtTheirLines(t *testing.T) {
+	src := `name: c
+workload: command
+app:
+  command: [sysbench, cpu, run]
+load:
+  runs: 0
+  figure: events
+  figure_regex: "events per second: (?P<value>[0-9.]+"
+configurations:
+  - name: host
+    runtime: host
+    app:
+      env: {9X: y}
+`
+	_, err := ParsePlan("c.yaml", []byte(src), plan.Options{})
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{
+		"c.yaml:6: configurations[0] (host): configuration \"host\": workload command: load.runs = 0: out of range [1, 100000]",
+		"c.yaml:7: configurations[0] (host): configuration \"host\": workload command: load.figure = events: its name does not say which way is better",
+		"c.yaml:8: configurations[0] (host): configuration \"host\": workload command: load.figure_regex = events per second: (?P<value>[0-9.]+: error parsing regexp",
+		"c.yaml:13: configurations[0] (host): configuration \"host\": workload command: app.env = map[9X:y]: \"9X\" is not a variable name",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error:\n%v\nwant a line containing\n%s", err, want)
+		}
+	}
+}

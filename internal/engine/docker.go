@@ -230,6 +230,17 @@ func (d *Docker) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err er
 	return t, nil
 }
 
+// ImageMissingError is a deployment's image that the engine does not
+// have. ctrperf never pulls, so the configuration cannot run until someone
+// builds or loads it there.
+type ImageMissingError struct {
+	Image, Service, Engine string
+}
+
+func (e *ImageMissingError) Error() string {
+	return fmt.Sprintf("image %q of service %q is not on docker engine %s (ctrperf never pulls): %s", e.Image, e.Service, e.Engine, missingImageAdvice(e.Image))
+}
+
 func (d *Docker) checkImages(ctx context.Context, services []Service) error {
 	seen := map[string]bool{}
 	for _, s := range services {
@@ -239,7 +250,7 @@ func (d *Docker) checkImages(ctx context.Context, services []Service) error {
 		seen[s.Image] = true
 		if _, err := d.cli.ImageInspect(ctx, s.Image); err != nil {
 			if cerrdefs.IsNotFound(err) {
-				return fmt.Errorf("image %q of service %q is not on docker engine %s (ctrperf never pulls): %s", s.Image, s.Name, d.name, missingImageAdvice(s.Image))
+				return &ImageMissingError{Image: s.Image, Service: s.Name, Engine: d.name}
 			}
 			return fmt.Errorf("inspect image %q of service %q: %w", s.Image, s.Name, err)
 		}

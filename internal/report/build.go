@@ -169,6 +169,9 @@ func build(recs []results.RunRecord, o Options, baselineExplicit bool) (*Report,
 	rep.Warnings = append(rep.Warnings, warn...)
 	order = append([]string{base}, slices.DeleteFunc(slices.Clone(order), func(s string) bool { return s == base })...)
 
+	var declWarn []Warning
+	rep.Declared, declWarn = declared(recs)
+	rep.Warnings = append(rep.Warnings, declWarn...)
 	for _, name := range order {
 		c, w := buildConfig(name, groups[name], o)
 		rep.Configs = append(rep.Configs, c)
@@ -177,7 +180,7 @@ func build(recs []results.RunRecord, o Options, baselineExplicit bool) (*Report,
 	b := rep.Config(base)
 	for _, c := range rep.Configs {
 		if c != b {
-			c.VsBaseline = compareConfigs(c, b, so.Level)
+			c.VsBaseline = compareConfigs(c, b, so.Level, rep.sense)
 			c.OpVsBaseline = compareOperations(c, b, so.Level)
 		}
 	}
@@ -185,6 +188,39 @@ func build(recs []results.RunRecord, o Options, baselineExplicit bool) (*Report,
 	rep.Headline = headline(rep)
 	rep.Env = environmentFromRecords(recs, order)
 	return rep, nil
+}
+
+// declared gathers what the successful runs declared about their metrics.
+// Runs that disagree (a matrix over load.better) make the metric neutral
+// again, with a warning: no verdict is better than a wrong one.
+func declared(recs []results.RunRecord) (map[string]results.MetricInfo, []Warning) {
+	out := map[string]results.MetricInfo{}
+	conflict := map[string]bool{}
+	for i := range recs {
+		r := &recs[i]
+		if r.Status != results.StatusOK || r.Result == nil {
+			continue
+		}
+		for k, info := range r.Result.Declared {
+			if prev, seen := out[k]; seen && prev != info {
+				conflict[k] = true
+				continue
+			}
+			out[k] = info
+		}
+	}
+	var warn []Warning
+	for _, k := range sortedKeys(conflict) {
+		info := out[k]
+		info.Better = ""
+		out[k] = info
+		warn = append(warn, Warning{Message: fmt.Sprintf("runs declare metric %s differently (which way is better, or its unit); its verdicts only say higher or lower", k),
+			Advice: "give the figure one name per meaning"})
+	}
+	if len(out) == 0 {
+		return nil, warn
+	}
+	return out, warn
 }
 
 func chooseBaseline(want string, explicit bool, order []string, groups map[string][]*results.RunRecord) (string, []Warning, error) {
@@ -524,7 +560,7 @@ func representative(ok []runData, median float64) *results.RunRecord {
 }
 
 // compareConfigs is config/baseline for every metric both have.
-func compareConfigs(c, b *Config, level float64) map[string]stats.Comparison {
+func compareConfigs(c, b *Config, level float64, sense func(string) stats.Sense) map[string]stats.Comparison {
 	out := map[string]stats.Comparison{}
 	if !c.OK() || !b.OK() {
 		return out
@@ -534,7 +570,7 @@ func compareConfigs(c, b *Config, level float64) map[string]stats.Comparison {
 		if !ok {
 			continue
 		}
-		out[k] = stats.CompareReplicates(k, e.Median, be.Median, c.reps[k], b.reps[k], e.N, be.N, level)
+		out[k] = stats.CompareReplicatesSense(sense(k), e.Median, be.Median, c.reps[k], b.reps[k], e.N, be.N, level)
 	}
 	return out
 }

@@ -79,7 +79,7 @@ func Compare(firstLabel string, a *Report, secondLabel string, b *Report) *Compa
 					continue
 				}
 				cc.Metrics[m] = MetricComparison{First: ea, Second: eb,
-					Ratio: stats.CompareReplicates(m, eb.Median, ea.Median, cb.reps[m], ca.reps[m], eb.N, ea.N, a.Level)}
+					Ratio: stats.CompareReplicatesSense(a.sense(m), eb.Median, ea.Median, cb.reps[m], ca.reps[m], eb.N, ea.N, a.Level)}
 			}
 		}
 		c.Configs = append(c.Configs, cc)

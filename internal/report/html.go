@@ -156,7 +156,7 @@ func renderHTML(w io.Writer, rep *Report) error {
 					}
 				}
 				cell.Verdict = verdictText(cmp, b.Metrics[m].N, c.Metrics[m].N)
-				cell.Class = verdictClass(m, cmp)
+				cell.Class = verdictClass(rep.sense(m), cmp)
 			}
 			row.Cells = append(row.Cells, cell)
 		}
@@ -269,7 +269,7 @@ func opRows(rep *Report) ([]string, []htmlOpRow) {
 						}
 					}
 					cell.Verdict = cmp.Verdict
-					cell.Class = verdictClass(m, cmp)
+					cell.Class = verdictClass(rep.sense(m), cmp)
 				}
 				row.Cells = append(row.Cells, cell)
 			}
@@ -336,8 +336,7 @@ func drawWindows(ws []windowData) []htmlWindow {
 }
 
 // verdictClass colours a verdict: better, worse, or neither.
-func verdictClass(metric string, c stats.Comparison) string {
-	s := stats.SenseOf(metric)
+func verdictClass(s stats.Sense, c stats.Comparison) string {
 	switch {
 	case !c.Significant():
 		return "same"

@@ -36,6 +36,15 @@ type Report struct {
 	Thresholds []GateResult `json:"thresholds,omitempty"`
 
 	gateErr error // what checking the plan's thresholds found (Gate)
+	// Declared are the metrics the workload described itself (which way is
+	// better, the unit), as its records declared them: the command
+	// workload's figure and wall times. The rest go by SenseOf their name.
+	Declared map[string]results.MetricInfo `json:"declared,omitempty"`
+}
+
+// sense is which way metric is better: as declared, else by its name.
+func (r *Report) sense(metric string) stats.Sense {
+	return stats.SenseFor(metric, r.Declared[metric].Better)
 }
 
 // Gate is the outcome of the plan's thresholds as Load checked them: nil

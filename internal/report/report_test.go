@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -376,6 +377,52 @@ func TestToolPercentilesWithoutHistogram(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "iops") {
 		t.Error("table lacks the tool's own metric")
+	}
+}
+
+// A metric the workload declared (the command workload's figure, named
+// by the plan) gets its verdict from the declaration, not from its name,
+// and shows its unit; runs that disagree leave it neutral with a warning.
+func TestDeclaredMetricsDecideVerdicts(t *testing.T) {
+	mk := func(config string, i int, tps, wall float64, better string) results.RunRecord {
+		return results.RunRecord{Plan: "cmd", Config: config, Index: i, Status: results.StatusOK, Workload: "command",
+			Knobs: map[string]any{"runtime": map[bool]string{true: "host", false: "docker"}[config == "host"]},
+			Result: &results.Measurement{DurationS: 1, Metrics: map[string]float64{"tps": tps, "wall_median_s": wall},
+				Declared: map[string]results.MetricInfo{"tps": {Better: better, Unit: "tx/s"}, "wall_median_s": {Better: "lower", Unit: "s"}}}}
+	}
+	var recs []results.RunRecord
+	for i := range 3 {
+		recs = append(recs, mk("host", 2*i, 100+float64(i), 1+float64(i)/100, "higher"), mk("docker", 2*i+1, 80+float64(i), 1.5+float64(i)/100, "higher"))
+	}
+	rep, err := Build(recs, testStats, WithBaseline("host"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := rep.Config("docker")
+	if v := d.VsBaseline["tps"].Verdict; v != "worse" {
+		t.Errorf("tps 80 vs 100, declared higher is better: verdict %q, want worse", v)
+	}
+	if v := d.VsBaseline["wall_median_s"].Verdict; v != "worse" {
+		t.Errorf("wall 1.5 s vs 1 s, declared lower is better: verdict %q, want worse", v)
+	}
+	var buf bytes.Buffer
+	if err := Render(&buf, rep, "table"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "tps (tx/s)") {
+		t.Errorf("the table does not show the figure's unit:\n%s", buf.String())
+	}
+
+	recs[1].Result.Declared["tps"] = results.MetricInfo{Better: "lower", Unit: "tx/s"}
+	rep, err = Build(recs, testStats, WithBaseline("host"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := rep.Config("docker").VsBaseline["tps"].Verdict; v != "lower" {
+		t.Errorf("conflicting declarations: verdict %q, want the neutral lower", v)
+	}
+	if !slices.ContainsFunc(rep.Warnings, func(w Warning) bool { return strings.Contains(w.Message, "declare metric tps differently") }) {
+		t.Errorf("no warning of the conflict: %+v", rep.Warnings)
 	}
 }
 

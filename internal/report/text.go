@@ -212,7 +212,11 @@ func otherSection(rep *Report) (section, bool) {
 					ratio, verdict = fmtRatio(cmp.Ratio), verdictText(cmp, e.N, rep.Config(rep.Baseline).Metrics[m].N)
 				}
 			}
-			s.Rows = append(s.Rows, []string{c.Name, m, fmtNum(e.Median), fmtCI(m, e.CILow, e.CIHigh), ratio, verdict})
+			name := m
+			if u := rep.Declared[m].Unit; u != "" {
+				name += " (" + u + ")"
+			}
+			s.Rows = append(s.Rows, []string{c.Name, name, fmtNum(e.Median), fmtCI(m, e.CILow, e.CIHigh), ratio, verdict})
 		}
 	}
 	return s, len(s.Rows) > 0

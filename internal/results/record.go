@@ -87,6 +87,15 @@ type Measurement struct {
 	// generator saw it (the k6 picture); empty for tools that report only
 	// totals.
 	PerSecond []Second `json:"per_second,omitempty"`
+	// Declared describes metrics whose names the plan chose (the command
+	// workload's figure) or whose sense a name cannot tell (wall_median_s):
+	// which direction is better and the unit, as the workload declared them.
+	// Reports use it before guessing from the name.
+	Declared map[string]MetricInfo `json:"declared,omitempty"`
+	// Executions are the timed executions of a command, in order, when the
+	// workload runs one command several times (command): the raw values
+	// behind its summary metrics.
+	Executions []Execution `json:"executions,omitempty"`
 }
 
 // Second is one second of the measured window: the requests that completed
@@ -98,6 +107,26 @@ type Second struct {
 	P50Ms  float64 `json:"p50_ms,omitempty"`
 	P99Ms  float64 `json:"p99_ms,omitempty"`
 	MaxMs  float64 `json:"max_ms,omitempty"`
+}
+
+// MetricInfo is what a workload declares about one of its metrics.
+type MetricInfo struct {
+	// Better is "higher" or "lower"; empty: neither (a spread, a count).
+	Better string `json:"better,omitempty"`
+	Unit   string `json:"unit,omitempty"`
+}
+
+// Senses of MetricInfo.Better.
+const (
+	BetterHigher = "higher"
+	BetterLower  = "lower"
+)
+
+// Execution is one timed execution of a command.
+type Execution struct {
+	WallS float64 `json:"wall_s"` // wall time of the command alone
+	// Figures taken from its output, by metric name.
+	Figures map[string]float64 `json:"figures,omitempty"`
 }
 
 // EngineInfo describes the engine a run was deployed on, as the engine

@@ -44,6 +44,26 @@ func SenseOf(metric string) Sense {
 	return Sense{Neutral: true, Better: "higher", Worse: "lower"}
 }
 
+// SenseFor is the sense of a metric whose direction a workload declared
+// (results.MetricInfo.Better: "higher" or "lower"); without a declaration
+// it is SenseOf the name. A declaration the name agrees with keeps the
+// name's words ("faster"); one the name cannot tell says "better"/"worse".
+func SenseFor(metric, better string) Sense {
+	byName := SenseOf(metric)
+	var higher bool
+	switch better {
+	case results.BetterHigher:
+		higher = true
+	case results.BetterLower:
+	default:
+		return byName
+	}
+	if !byName.Neutral && byName.HigherIsBetter == higher {
+		return byName
+	}
+	return Sense{HigherIsBetter: higher, Better: "better", Worse: "worse"}
+}
+
 // Comparison is the ratio of a metric to a reference (the baseline, or the
 // first result set) with its interval and verdict. Ratio and the interval are
 // nil when undefined; Verdict always says why.
@@ -73,6 +93,12 @@ func (o Options) RatioCI(metric, keyNum string, num []float64, keyDen string, de
 // position only because both are independent draws). nNum and nDen are the
 // repetition counts; an interval needs at least two on each side.
 func CompareReplicates(metric string, num, den float64, numReps, denReps []float64, nNum, nDen int, level float64) Comparison {
+	return CompareReplicatesSense(SenseOf(metric), num, den, numReps, denReps, nNum, nDen, level)
+}
+
+// CompareReplicatesSense is CompareReplicates for a metric of a known sense
+// (SenseFor a declared one).
+func CompareReplicatesSense(s Sense, num, den float64, numReps, denReps []float64, nNum, nDen int, level float64) Comparison {
 	var c Comparison
 	switch {
 	case nNum == 0 || nDen == 0:
@@ -107,20 +133,22 @@ func CompareReplicates(metric string, num, den float64, numReps, denReps []float
 		return c
 	}
 	c.CILow, c.CIHigh = &lo, &hi
-	c.Verdict = Verdict(metric, lo, hi)
+	c.Verdict = VerdictSense(s, lo, hi)
 	return c
 }
 
 // Verdict words the interval [lo, hi] of a ratio for metric: an interval that
 // contains 1.0 is never a win or a loss.
-func Verdict(metric string, lo, hi float64) string {
+func Verdict(metric string, lo, hi float64) string { return VerdictSense(SenseOf(metric), lo, hi) }
+
+// VerdictSense is Verdict for a metric of a known sense.
+func VerdictSense(s Sense, lo, hi float64) string {
 	if math.IsNaN(lo) || math.IsNaN(hi) {
 		return UndefinedZero
 	}
 	if lo <= 1 && hi >= 1 {
 		return NoDifference
 	}
-	s := SenseOf(metric)
 	higher := lo > 1
 	switch {
 	case s.Neutral && higher:

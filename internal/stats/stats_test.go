@@ -304,6 +304,31 @@ func TestVerdictWording(t *testing.T) {
 	}
 }
 
+func TestDeclaredSenseDecidesTheVerdict(t *testing.T) {
+	tests := []struct {
+		desc           string
+		metric, better string
+		lo, hi         float64
+		want           string
+	}{
+		{"a neutral name declared higher: up is better", "tps", "higher", 1.1, 1.2, "better"},
+		{"a neutral name declared higher: down is worse", "tps", "higher", 0.8, 0.9, "worse"},
+		{"a neutral name declared lower: up is worse", "build_time_s", "lower", 1.1, 1.2, "worse"},
+		{"a declaration the name agrees with keeps its words", "events_per_s", "higher", 1.1, 1.2, "faster"},
+		{"a declaration wins over the name", "events_per_s", "lower", 1.1, 1.2, "worse"},
+		{"no declaration: the name decides", "p99_ms", "", 1.1, 1.2, "slower"},
+		{"no declaration, neutral name", "wall_stddev_s", "", 1.1, 1.2, "higher"},
+		{"no difference stays no difference", "tps", "higher", 0.9, 1.1, NoDifference},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			if got := VerdictSense(SenseFor(tt.metric, tt.better), tt.lo, tt.hi); got != tt.want {
+				t.Errorf("VerdictSense(SenseFor(%s, %q), %v, %v) = %q, want %q", tt.metric, tt.better, tt.lo, tt.hi, got, tt.want)
+			}
+		})
+	}
+}
+
 func newHist(t *testing.T, vals []int64) *hdrhistogram.Histogram {
 	t.Helper()
 	h := hdrhistogram.New(1, 10*60*1_000_000, 3)

@@ -3,7 +3,11 @@ package workload
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -341,4 +345,119 @@ func (k *knobs) subList(key string) []map[string]any {
 		out = append(out, m)
 	}
 	return out
+}
+
+// CommandLine is a command as a plan writes it: a string, run with
+// /bin/sh -c so that pipes, redirections and variables work, or a list,
+// run as that argv without a shell.
+type CommandLine struct {
+	Shell string   // run with /bin/sh -c; "" when Argv is set
+	Argv  []string // run as is
+}
+
+// IsZero reports whether no command was given.
+func (c CommandLine) IsZero() bool { return c.Shell == "" && len(c.Argv) == 0 }
+
+// argv is what to execute.
+func (c CommandLine) argv() []string {
+	if c.Shell != "" {
+		return []string{"/bin/sh", "-c", c.Shell}
+	}
+	return slices.Clone(c.Argv)
+}
+
+// String is the command as the plan wrote it, for messages.
+func (c CommandLine) String() string {
+	if c.Shell != "" {
+		return c.Shell
+	}
+	q := make([]string, len(c.Argv))
+	for i, a := range c.Argv {
+		q[i] = a
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`|&;<>()*?[]{}~#") {
+			q[i] = strconv.Quote(a)
+		}
+	}
+	return strings.Join(q, " ")
+}
+
+// command reads a CommandLine: a non-blank string, or a list of strings
+// (numbers are written as YAML wrote them) whose first one is not empty.
+func (k *knobs) command(key string, dst *CommandLine) {
+	v, ok := k.get(key)
+	if !ok {
+		return
+	}
+	switch x := v.(type) {
+	case string:
+		if strings.TrimSpace(x) == "" {
+			k.fail(key, v, "empty command")
+			return
+		}
+		*dst = CommandLine{Shell: x}
+	case []any:
+		if len(x) == 0 {
+			k.fail(key, v, "empty command")
+			return
+		}
+		argv := make([]string, len(x))
+		for i, a := range x {
+			switch y := a.(type) {
+			case string:
+				argv[i] = y
+			case int, int64, uint64, float64, bool:
+				argv[i] = fmt.Sprint(y)
+			default:
+				k.fail(key, v, "argument %d is %T; want a string", i+1, a)
+				return
+			}
+		}
+		if strings.TrimSpace(argv[0]) == "" {
+			k.fail(key, v, "the program (first element) is empty")
+			return
+		}
+		*dst = CommandLine{Argv: argv}
+	default:
+		k.fail(key, v, "want a command: a string (run with sh -c) or a list (an argv)")
+	}
+}
+
+// envVarName is what a POSIX shell accepts as a variable name.
+var envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// env reads a mapping of environment variables; scalar values are written
+// as YAML wrote them, and names must be valid shell variable names.
+func (k *knobs) env(key string, dst *map[string]string, reserved ...string) {
+	v, ok := k.get(key)
+	if !ok {
+		return
+	}
+	m, isMap := v.(map[string]any)
+	if !isMap {
+		k.fail(key, v, "want a mapping of variable names to values")
+		return
+	}
+	out := make(map[string]string, len(m))
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		if !envVarName.MatchString(name) {
+			k.fail(key, v, "%q is not a variable name (letters, digits and _, not starting with a digit)", name)
+			return
+		}
+		if slices.Contains(reserved, name) {
+			k.fail(key, v, "%s is set by ctrperf", name)
+			return
+		}
+		switch y := m[name].(type) {
+		case string:
+			out[name] = y
+		case int, int64, uint64, float64, bool:
+			out[name] = fmt.Sprint(y)
+		case nil:
+			out[name] = ""
+		default:
+			k.fail(key, v, "%s: want a string, not %T", name, y)
+			return
+		}
+	}
+	*dst = out
 }
