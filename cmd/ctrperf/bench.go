@@ -32,7 +32,9 @@ the isolate controller during its runs (policy off, paper or strict), so the
 same plan measures the controller off and on.
 
 The plan format is described in plans/README.md; ready plans, one per
-experiment, are in plans/.`,
+experiment, are in plans/ and built into ctrperf: PLAN is a file, or when
+no such file exists the name of a built-in plan ('ctrperf plans list';
+'ctrperf bench run smoke' works from any directory).`,
 	}
 	cmd.AddCommand(newBenchRunCmd(defaultEngines), newBenchValidateCmd())
 	return cmd
@@ -122,12 +124,12 @@ func runBench(cmd *cobra.Command, args []string, f benchRunFlags, newEngines fun
 			}
 			p, err = bench.LoadPlan(filepath.Join(f.resume, bench.PlanFile), plan.Options{})
 		} else {
-			p, err = bench.LoadPlan(args[0], plan.Options{Quick: f.quick, Only: f.only})
+			p, err = openPlan(cmd, args[0], plan.Options{Quick: f.quick, Only: f.only})
 		}
 	case len(args) == 1:
-		p, err = bench.LoadPlan(args[0], plan.Options{Quick: f.quick, Only: f.only})
+		p, err = openPlan(cmd, args[0], plan.Options{Quick: f.quick, Only: f.only})
 	default:
-		return &exitError{code: 2, msg: "bench run needs a PLAN file (or --resume OUT)"}
+		return &exitError{code: 2, msg: "bench run needs a PLAN file or built-in plan name (or --resume OUT)"}
 	}
 	if err != nil {
 		return planError(cmd.ErrOrStderr(), err)
@@ -185,7 +187,7 @@ func newBenchValidateCmd() *cobra.Command {
 		Short: "Check a plan without running it; print its configurations and run order",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := bench.LoadPlan(args[0], plan.Options{Quick: quick, Only: only})
+			p, err := openPlan(cmd, args[0], plan.Options{Quick: quick, Only: only})
 			if err != nil {
 				return planError(cmd.ErrOrStderr(), err)
 			}

@@ -33,6 +33,7 @@ ctrperf isolate keeps quiet containers fast when a neighbour gets hot.`,
 		newCleanCmd(),
 		newVersionCmd(),
 	)
+	addShipping(root)
 	return root
 }
 

@@ -19,6 +19,7 @@ import (
 	"ctrperf/internal/isolate"
 	"ctrperf/internal/kernel"
 	"ctrperf/internal/plan"
+	"ctrperf/internal/testenv"
 )
 
 // TestNoisyStrictIsolateDocker runs the noisy workload through the real
@@ -31,6 +32,7 @@ func TestNoisyStrictIsolateDocker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	cli := rootDocker(t, ctx, "cgroups, IRQ affinity")
+	testenv.Ctrperf(t) // the tenants' image carries ctrperf (__ticketd)
 
 	// A 2-CPU machine shares the "dedicated" CPU among the tenants, so a
 	// saturating tenant reaches well under 90 % of it: 50 % counts.

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/docker/docker/api/types/build"
+
+	"ctrperf/internal/selfbin"
 )
 
 // Scratch is the From of an image that starts empty.
@@ -130,14 +132,14 @@ func fileMode(f File) uint32 {
 	if m := f.Mode.Perm(); m != 0 {
 		return uint32(m)
 	}
-	if f.GoPackage != "" {
+	if f.GoPackage != "" || f.Self {
 		return 0o755
 	}
 	return 0o644
 }
 
-// resolveFiles returns files with every GoPackage built into Data and every
-// mode made explicit.
+// resolveFiles returns files with the ctrperf binary (Self) and every
+// GoPackage built into Data, and every mode made explicit.
 func resolveFiles(ctx context.Context, moduleDir string, in map[string]File) (map[string]File, error) {
 	out := make(map[string]File, len(in))
 	for _, p := range sortedKeys(in) {
@@ -146,6 +148,16 @@ func resolveFiles(ctx context.Context, moduleDir string, in map[string]File) (ma
 		}
 		f := in[p]
 		f.Mode = modeOf(fileMode(f))
+		if f.Self && f.GoPackage != "" {
+			return nil, fmt.Errorf("file %s: Self and GoPackage both set", p)
+		}
+		if f.Self {
+			bin, err := selfbin.Static()
+			if err != nil {
+				return nil, err
+			}
+			f.Data, f.Self = bin.Data, false
+		}
 		if f.GoPackage != "" {
 			bin, err := goBuild(ctx, moduleDir, f.GoPackage)
 			if err != nil {
