@@ -17,8 +17,9 @@ type File struct {
 	Mode fs.FileMode // permission bits; 0 means 0644 (0755 for Self or a GoPackage)
 	Data []byte
 	// Self, when set, replaces Data with the ctrperf binary itself
-	// (selfbin.Static: the running executable, which must be static), so
-	// that its hidden commands (`ctrperf __ticketd`) run in the image.
+	// (selfbin.Read: the running executable), so that its hidden commands
+	// (`ctrperf __ticketd`) run in the image. FROM scratch, a binary built
+	// with cgo brings its loader and libraries (selfbin.Runtime).
 	Self bool
 	// GoPackage, when set, replaces Data with the static binary built from
 	// this package of the module by `go build` (tests and development only:

@@ -92,7 +92,7 @@ func planDerived(ctx context.Context, api API, d Derived) (derivedPlan, error) {
 	if err := validateEnv(d.Env); err != nil {
 		return p, fmt.Errorf("image %s: %w", d.Ref, err)
 	}
-	files, err := resolveFiles(ctx, d.ModuleDir, d.Files)
+	files, err := resolveFiles(ctx, d.ModuleDir, d.Files, d.From == Scratch)
 	if err != nil {
 		return p, fmt.Errorf("image %s: %w", d.Ref, err)
 	}
@@ -139,8 +139,11 @@ func fileMode(f File) uint32 {
 }
 
 // resolveFiles returns files with the ctrperf binary (Self) and every
-// GoPackage built into Data, and every mode made explicit.
-func resolveFiles(ctx context.Context, moduleDir string, in map[string]File) (map[string]File, error) {
+// GoPackage built into Data, and every mode made explicit. In an image FROM
+// scratch a dynamically linked ctrperf gets its loader and libraries beside
+// it; on a parent image it uses the parent's (ctrperf's parents are
+// Debian, with glibc).
+func resolveFiles(ctx context.Context, moduleDir string, in map[string]File, scratch bool) (map[string]File, error) {
 	out := make(map[string]File, len(in))
 	for _, p := range sortedKeys(in) {
 		if _, err := imagePath(p); err != nil {
@@ -152,11 +155,22 @@ func resolveFiles(ctx context.Context, moduleDir string, in map[string]File) (ma
 			return nil, fmt.Errorf("file %s: Self and GoPackage both set", p)
 		}
 		if f.Self {
-			bin, err := selfbin.Static()
+			bin, err := selfbin.Read()
 			if err != nil {
 				return nil, err
 			}
 			f.Data, f.Self = bin.Data, false
+			if scratch {
+				libs, err := bin.Runtime("/")
+				if err != nil {
+					return nil, fmt.Errorf("ctrperf binary %s: %w", bin.Path, err)
+				}
+				for lp, data := range libs {
+					if _, ok := in[lp]; !ok {
+						out[lp] = File{Mode: 0o755, Data: data}
+					}
+				}
+			}
 		}
 		if f.GoPackage != "" {
 			bin, err := goBuild(ctx, moduleDir, f.GoPackage)

@@ -62,6 +62,7 @@ func TestProgramImageCopiesTheBinary(t *testing.T) {
 		t.Errorf("another binary: %+v, %v; want a rebuild with a new hash", changed, err)
 	}
 
+	// A loader the file does not name readably cannot be brought along.
 	dynamic := staticELF(3)
 	dynamic[56] = 1 // e_phnum = 1, at e_phoff 64:
 	dynamic[32] = 64

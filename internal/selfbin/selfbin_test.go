@@ -37,18 +37,27 @@ func elfFile(typ elf.Type, progs ...elf.ProgType) []byte {
 	w(uint16(64)) // shentsize
 	w(uint16(0))  // shnum
 	w(uint16(0))  // shstrndx
+	// The loader's path follows the program headers.
+	interpOff := uint64(ehsize + phsize*len(progs))
 	for _, p := range progs {
+		off, size := uint64(0), uint64(0)
+		if p == elf.PT_INTERP {
+			off, size = interpOff, uint64(len(testInterp)+1)
+		}
 		w(uint32(p))
 		w(uint32(elf.PF_R))
-		w(uint64(0)) // offset
+		w(off)
 		w(uint64(0)) // vaddr
 		w(uint64(0)) // paddr
-		w(uint64(0)) // filesz
-		w(uint64(0)) // memsz
+		w(size)      // filesz
+		w(size)      // memsz
 		w(uint64(1)) // align
 	}
+	b.WriteString(testInterp + "\x00")
 	return b.Bytes()
 }
+
+const testInterp = "/lib64/ld-test.so.2"
 
 func TestCheckStatic(t *testing.T) {
 	tests := []struct {
@@ -59,7 +68,7 @@ func TestCheckStatic(t *testing.T) {
 	}{
 		{"static executable", elfFile(elf.ET_EXEC, elf.PT_LOAD, elf.PT_NOTE), "", false},
 		{"static position-independent executable", elfFile(elf.ET_DYN, elf.PT_LOAD), "", false},
-		{"needs a loader", elfFile(elf.ET_EXEC, elf.PT_LOAD, elf.PT_INTERP), "CGO_ENABLED=0", true},
+		{"needs a loader", elfFile(elf.ET_EXEC, elf.PT_LOAD, elf.PT_INTERP), "needs the loader /lib64/ld-test.so.2", true},
 		{"object file", elfFile(elf.ET_REL), "not an executable", false},
 		{"a script", []byte("#!/bin/sh\necho hi\n"), "not an ELF executable", false},
 	}
@@ -82,7 +91,7 @@ func TestCheckStatic(t *testing.T) {
 	}
 }
 
-func TestStaticFollowsTheEnvironmentAndTheFile(t *testing.T) {
+func TestReadFollowsTheEnvironmentAndTheFile(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "ctrperf")
 	if err := os.WriteFile(bin, elfFile(elf.ET_EXEC, elf.PT_LOAD), 0o755); err != nil {
@@ -97,7 +106,7 @@ func TestStaticFollowsTheEnvironmentAndTheFile(t *testing.T) {
 	if err != nil || p != bin {
 		t.Fatalf("Path() = %q, %v; want %q (the symlink resolved)", p, err, bin)
 	}
-	first, err := Static()
+	first, err := Read()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +117,7 @@ func TestStaticFollowsTheEnvironmentAndTheFile(t *testing.T) {
 	if err := os.WriteFile(bin, elfFile(elf.ET_EXEC, elf.PT_LOAD, elf.PT_NOTE), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	second, err := Static()
+	second, err := Read()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,12 +127,61 @@ func TestStaticFollowsTheEnvironmentAndTheFile(t *testing.T) {
 	if err := os.WriteFile(bin, elfFile(elf.ET_EXEC, elf.PT_INTERP), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Static(); !errors.Is(err, ErrDynamic) || !strings.Contains(err.Error(), bin) {
-		t.Errorf("Static() of a dynamic binary: %v, want ErrDynamic naming %s", err, bin)
+	third, err := Read()
+	if err != nil || third.Interp != testInterp {
+		t.Fatalf("Read() of a dynamic binary: interpreter %q, %v; want %s", third.Interp, err, testInterp)
+	}
+	// Without its loader at hand it cannot go into an empty image.
+	if _, err := third.Runtime(t.TempDir()); !errors.Is(err, ErrDynamic) || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
+		t.Errorf("Runtime() with no loader: %v, want ErrDynamic with the fix", err)
+	}
+	if rt, err := second.Runtime(t.TempDir()); err != nil || rt != nil {
+		t.Errorf("Runtime() of a static binary: %v, %v; want nothing needed", rt, err)
 	}
 
 	t.Setenv(Env, filepath.Join(dir, "missing"))
 	if _, err := Path(); err == nil || !strings.Contains(err.Error(), Env) {
 		t.Errorf("Path() with a missing binary: %v, want an error naming %s", err, Env)
 	}
+}
+
+// TestRuntimeOfAHostBinary: a dynamically linked program of this machine
+// (/bin/true on Debian) needs its loader and libc, found where the loader
+// looks for them without ld.so.cache.
+func TestRuntimeOfAHostBinary(t *testing.T) {
+	data, err := os.ReadFile("/bin/true")
+	if err != nil {
+		t.Skipf("no /bin/true: %v", err)
+	}
+	interp, err := interpreter(data)
+	if err != nil || interp == "" {
+		t.Skipf("/bin/true is not dynamically linked here (%v)", err)
+	}
+	rt, err := Binary{Path: "/bin/true", Data: data, Interp: interp}.Runtime("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rt[interp]) == 0 {
+		t.Errorf("no loader %s in %v", interp, keys(rt))
+	}
+	libc := false
+	for p := range rt {
+		if filepath.Base(p) == "libc.so.6" {
+			libc = true
+		}
+		if filepath.Base(p) == filepath.Base(interp) && p != interp {
+			t.Errorf("the loader twice: %s and %s", interp, p)
+		}
+	}
+	if !libc {
+		t.Errorf("no libc.so.6 in %v", keys(rt))
+	}
+}
+
+func keys(m map[string][]byte) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }
