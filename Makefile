@@ -6,7 +6,11 @@ SHELL       := /usr/bin/env bash
 GO          ?= go
 BIN         := bin/ctrperf
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS     := -X ctrperf/internal/version.Version=$(VERSION)
+COMMIT      ?= $(shell git rev-parse HEAD 2>/dev/null)
+# The commit's date, not now: the same source builds the same bytes, so the
+# images that carry the binary (keyed by its hash) are not rebuilt.
+BUILD_DATE  ?= $(shell git log -1 --format=%cI 2>/dev/null)
+LDFLAGS     := -X ctrperf/internal/version.Version=$(VERSION) -X ctrperf/internal/version.Commit=$(COMMIT) -X ctrperf/internal/version.Date=$(BUILD_DATE)
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
 # Tests that need Docker or root say so in their name (…Docker, …Root).
 INTEGRATION := Docker|Root
@@ -14,7 +18,29 @@ TEST_FLAGS  ?=
 PLANS       ?= $(wildcard plans/*.yaml)
 DEMO_OUT    ?= out/demo
 
-.PHONY: all build example bootstrap engine images demo test vet staticcheck unit fuzz integration reliability bench clean help
+# Installation layout (make install PREFIX=... DESTDIR=...).
+PREFIX      ?= /usr/local
+DESTDIR     ?=
+SYSCONFDIR  ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+BINDIR      := $(PREFIX)/bin
+DATADIR     := $(PREFIX)/share
+MANDIR      := $(DATADIR)/man/man1
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+BASHCOMPDIR ?= $(DATADIR)/bash-completion/completions
+ZSHCOMPDIR  ?= $(DATADIR)/zsh/site-functions
+FISHCOMPDIR ?= $(DATADIR)/fish/vendor_completions.d
+MANGZ       ?=
+# The Debian package: nfpm from tools/ (its own module, so it adds nothing
+# to ctrperf's dependencies), built once into bin/.
+NFPM        := bin/nfpm
+DEB_ARCH    ?= $(shell $(GO) env GOARCH)
+DEB_VERSION ?= $(shell v=$$(git describe --tags --match 'v[0-9]*' 2>/dev/null); \
+	if [ -n "$$v" ]; then echo "$${v\#v}" | sed 's/-\([0-9]*\)-g/+\1.g/; s/-dirty$$/~dirty/'; \
+	else echo "0.0~git$$(git log -1 --format=%cd --date=format:%Y%m%d%H%M%S 2>/dev/null || echo 0).$$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"; fi)
+DEB_STAGE   := out/deb/root
+DEB         := out/deb/ctrperf_$(DEB_VERSION)_$(DEB_ARCH).deb
+
+.PHONY: all build example bootstrap engine images demo test vet staticcheck unit fuzz integration reliability bench clean help install uninstall deb deb-check
 
 all: build
 
@@ -28,10 +54,66 @@ help:
 	@echo "make engine    start a Docker engine if none answers"
 	@echo "make images    build ctrperf's images (FROM-scratch Go programs, Debian base)"
 	@echo "make bench     run every plan in plans/ (PLANS=... to choose)"
+	@echo "make install   binary, man pages, bash/zsh/fish completions, plans (share/ctrperf/plans), the ctrperf-isolate systemd unit and /etc/ctrperf/isolate.yaml into PREFIX ($(PREFIX); DESTDIR=... to stage)"
+	@echo "make uninstall remove what make install put into PREFIX (a changed isolate.yaml stays)"
+	@echo "make deb       $(DEB): the same files as a Debian package (nfpm, from tools/)"
+	@echo "make deb-check install the package in a clean ctrperf/debian-base container and run ctrperf doctor, plans list there (Docker)"
 	@echo "make clean     remove bin/ and out/ (images stay: ctrperf images rm --all)"
 
+# Static (CGO_ENABLED=0): the images ctrperf builds carry this binary FROM
+# scratch, with its hidden command __ticketd as their entrypoint.
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ctrperf
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ctrperf
+
+# Everything a user needs, nothing of the source tree: plans are built into
+# the binary as well (share/ctrperf/plans is a copy to read and edit).
+install: build
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) \
+		$(DESTDIR)$(FISHCOMPDIR) $(DESTDIR)$(DATADIR)/ctrperf/plans $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/ctrperf
+	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/ctrperf
+	$(BIN) __man $(DESTDIR)$(MANDIR)
+	$(if $(MANGZ),gzip -9nf $(DESTDIR)$(MANDIR)/ctrperf*.1)
+	$(BIN) completion bash > $(DESTDIR)$(BASHCOMPDIR)/ctrperf
+	$(BIN) completion zsh > $(DESTDIR)$(ZSHCOMPDIR)/_ctrperf
+	$(BIN) completion fish > $(DESTDIR)$(FISHCOMPDIR)/ctrperf.fish
+	install -m 0644 plans/*.yaml plans/README.md $(DESTDIR)$(DATADIR)/ctrperf/plans/
+	sed -e 's|/usr/bin/ctrperf|$(BINDIR)/ctrperf|g' -e 's|/etc/ctrperf/|$(SYSCONFDIR)/ctrperf/|g' \
+		packaging/ctrperf-isolate.service > $(DESTDIR)$(UNITDIR)/ctrperf-isolate.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/ctrperf-isolate.service
+	@# A configuration someone edited is theirs: never overwritten.
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/ctrperf/isolate.yaml ]; then \
+		echo "keeping $(DESTDIR)$(SYSCONFDIR)/ctrperf/isolate.yaml"; \
+	else install -m 0644 packaging/isolate.yaml $(DESTDIR)$(SYSCONFDIR)/ctrperf/isolate.yaml; fi
+	@echo "installed ctrperf $(VERSION) into $(DESTDIR)$(PREFIX)"
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/ctrperf $(DESTDIR)$(MANDIR)/ctrperf*.1 $(DESTDIR)$(MANDIR)/ctrperf*.1.gz \
+		$(DESTDIR)$(BASHCOMPDIR)/ctrperf $(DESTDIR)$(ZSHCOMPDIR)/_ctrperf $(DESTDIR)$(FISHCOMPDIR)/ctrperf.fish \
+		$(DESTDIR)$(UNITDIR)/ctrperf-isolate.service
+	rm -rf $(DESTDIR)$(DATADIR)/ctrperf
+	@if cmp -s packaging/isolate.yaml $(DESTDIR)$(SYSCONFDIR)/ctrperf/isolate.yaml; then \
+		rm -f $(DESTDIR)$(SYSCONFDIR)/ctrperf/isolate.yaml; rmdir $(DESTDIR)$(SYSCONFDIR)/ctrperf 2>/dev/null || true; \
+	elif [ -e $(DESTDIR)$(SYSCONFDIR)/ctrperf/isolate.yaml ]; then echo "keeping the edited $(DESTDIR)$(SYSCONFDIR)/ctrperf/isolate.yaml"; fi
+
+$(NFPM): tools/go.mod tools/go.sum
+	cd tools && $(GO) build -o ../$(NFPM) github.com/goreleaser/nfpm/v2/cmd/nfpm
+
+# The package installs under /usr with Debian's completion directories; the
+# configuration is a conffile (dpkg keeps an edited one on upgrade).
+deb: $(NFPM)
+	rm -rf $(DEB_STAGE) && mkdir -p $(dir $(DEB))
+	$(MAKE) --no-print-directory install PREFIX=/usr DESTDIR=$(CURDIR)/$(DEB_STAGE) MANGZ=1 \
+		ZSHCOMPDIR=/usr/share/zsh/vendor-completions FISHCOMPDIR=/usr/share/fish/vendor_completions.d
+	rm -f $(DEB)
+	DEB_VERSION=$(DEB_VERSION) DEB_ARCH=$(DEB_ARCH) \
+		$(NFPM) package --config packaging/nfpm.yaml --packager deb --target $(DEB)
+	@echo "$(DEB)"
+
+# Installs the package in a clean container of the local Debian base image
+# (never pulled) and runs ctrperf doctor and plans list there; the same
+# check as TestDebInstallsDocker in packaging/.
+deb-check: deb
+	CTRPERF_DEB=$(CURDIR)/$(DEB) $(GO) test -count=1 -run TestDebInstallsDocker -v ./packaging/
 
 # The example service of "Benchmark your own application": a static binary
 # next to its Dockerfile (FROM scratch, so nothing is fetched to build it).

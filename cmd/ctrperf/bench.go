@@ -47,7 +47,9 @@ capacity_per_s per configuration with its interval and ratio, or "below the
 lowest rate tried" when none met it.
 
 The plan format is described in plans/README.md; ready plans, one per
-experiment, are in plans/.`,
+experiment, are in plans/ and built into ctrperf: PLAN is a file, or when
+no such file exists the name of a built-in plan ('ctrperf plans list';
+'ctrperf bench run smoke' works from any directory).`,
 	}
 	cmd.AddCommand(newBenchRunCmd(defaultEngines), newBenchValidateCmd())
 	return cmd
@@ -137,12 +139,12 @@ func runBench(cmd *cobra.Command, args []string, f benchRunFlags, newEngines fun
 			}
 			p, err = bench.LoadPlan(filepath.Join(f.resume, bench.PlanFile), plan.Options{})
 		} else {
-			p, err = bench.LoadPlan(args[0], plan.Options{Quick: f.quick, Only: f.only})
+			p, err = openPlan(cmd, args[0], plan.Options{Quick: f.quick, Only: f.only})
 		}
 	case len(args) == 1:
-		p, err = bench.LoadPlan(args[0], plan.Options{Quick: f.quick, Only: f.only})
+		p, err = openPlan(cmd, args[0], plan.Options{Quick: f.quick, Only: f.only})
 	default:
-		return exitcode.AsUsage(errors.New("bench run needs a PLAN file (or --resume OUT)"))
+		return exitcode.AsUsage(errors.New("bench run needs a PLAN file or built-in plan name (or --resume OUT)"))
 	}
 	if err != nil {
 		return planError(cmd.ErrOrStderr(), err)
@@ -216,7 +218,7 @@ same as one document (configurations with their knobs as records store
 them, runs in order).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := bench.LoadPlan(args[0], plan.Options{Quick: quick, Only: only})
+			p, err := openPlan(cmd, args[0], plan.Options{Quick: quick, Only: only})
 			if err != nil {
 				return planError(cmd.ErrOrStderr(), err)
 			}

@@ -49,7 +49,10 @@ func newImagesCmd() *cobra.Command {
 		Use:   "images",
 		Short: "Build, list and remove ctrperf's local images (no registry needed)",
 		Long: `ctrperf builds its images locally, never pulling from a registry:
-FROM-scratch images for its own Go programs, and the Debian base image
+FROM-scratch images holding this ctrperf binary itself (its hidden command
+__ticketd is the web workload's server; a copy, so no source tree or Go
+toolchain is needed, and an unchanged binary is never rebuilt into them),
+images derived from the base with the same binary, and the Debian base image
 (` + image.DebianBase.Ref() + `: memcached, MariaDB, fio, sysbench, stress-ng)
 made with debootstrap from this machine's apt mirror and imported. The base
 image's rootfs tarball is cached in ` + image.DefaultCacheDir + ` (or

@@ -180,7 +180,9 @@ func loadIsolateConfig(path string, o *isolateOptions, cmd *cobra.Command) error
 	if err != nil {
 		return fmt.Errorf("read config: %w", err)
 	}
-	fromFile, err := decodeIsolateConfig(b)
+	// The file's keys replace the flag defaults; keys it leaves out keep
+	// them (irq and rps stay on unless the file turns them off).
+	fromFile, err := decodeIsolateConfigOnto(b, *o)
 	if err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
@@ -232,23 +234,6 @@ func loadIsolateConfig(path string, o *isolateOptions, cmd *cobra.Command) error
 			merged.StateDir = o.StateDir
 		}
 	})
-	// Unset file values keep the flag defaults.
-	def := *o
-	if merged.Policy == "" {
-		merged.Policy = def.Policy
-	}
-	if merged.Interval == 0 {
-		merged.Interval = def.Interval
-	}
-	if merged.IRQRotate == 0 {
-		merged.IRQRotate = def.IRQRotate
-	}
-	if merged.StateDir == "" {
-		merged.StateDir = def.StateDir
-	}
-	if merged.Metrics == "" {
-		merged.Metrics = def.Metrics
-	}
 	*o = merged
 	return nil
 }
@@ -257,7 +242,13 @@ func loadIsolateConfig(path string, o *isolateOptions, cmd *cobra.Command) error
 // unknown key is an error, not a silently ignored typo. An empty file sets
 // nothing.
 func decodeIsolateConfig(b []byte) (isolateOptions, error) {
-	var o isolateOptions
+	return decodeIsolateConfigOnto(b, isolateOptions{})
+}
+
+// decodeIsolateConfigOnto is decodeIsolateConfig over base: what the file
+// does not name keeps base's value.
+func decodeIsolateConfigOnto(b []byte, base isolateOptions) (isolateOptions, error) {
+	o := base
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&o); err != nil && !errors.Is(err, io.EOF) {

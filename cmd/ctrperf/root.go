@@ -37,6 +37,7 @@ schema_version and ctrperf_version.
 		newCleanCmd(),
 		newVersionCmd(),
 	)
+	addShipping(root)
 	// Last: the rules every command follows (flags, arguments, exit statuses).
 	applyConventions(root)
 	return root

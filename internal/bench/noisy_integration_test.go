@@ -17,6 +17,8 @@ import (
 	"ctrperf/internal/kernel"
 	"ctrperf/internal/plan"
 
+	"ctrperf/internal/testenv"
+
 	"github.com/moby/moby/client"
 )
 
@@ -30,6 +32,7 @@ func TestNoisyStrictIsolateDocker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	cli := rootDocker(t, ctx, "cgroups, IRQ affinity")
+	testenv.Ctrperf(t) // the tenants' image carries ctrperf (__ticketd)
 
 	// A 2-CPU machine shares the "dedicated" CPU among the tenants, so a
 	// saturating tenant reaches well under 90 % of it: 50 % counts.

@@ -14,10 +14,16 @@ import (
 
 // File is one file placed into an image.
 type File struct {
-	Mode fs.FileMode // permission bits; 0 means 0644 (0755 for a GoPackage)
+	Mode fs.FileMode // permission bits; 0 means 0644 (0755 for Self or a GoPackage)
 	Data []byte
+	// Self, when set, replaces Data with the ctrperf binary itself
+	// (selfbin.Read: the running executable), so that its hidden commands
+	// (`ctrperf __ticketd`) run in the image. FROM scratch, a binary built
+	// with cgo brings its loader and libraries (selfbin.Runtime).
+	Self bool
 	// GoPackage, when set, replaces Data with the static binary built from
-	// this package of the module (e.g. "./workloads/ticketd").
+	// this package of the module by `go build` (tests and development only:
+	// it needs the source tree and a Go toolchain; shipped recipes use Self).
 	GoPackage string
 }
 

@@ -12,6 +12,8 @@ import (
 
 	"github.com/moby/moby/api/types/build"
 	"github.com/moby/moby/client"
+
+	"ctrperf/internal/selfbin"
 )
 
 // Scratch is the From of an image that starts empty.
@@ -91,7 +93,7 @@ func planDerived(ctx context.Context, api API, d Derived) (derivedPlan, error) {
 	if err := validateEnv(d.Env); err != nil {
 		return p, fmt.Errorf("image %s: %w", d.Ref, err)
 	}
-	files, err := resolveFiles(ctx, d.ModuleDir, d.Files)
+	files, err := resolveFiles(ctx, d.ModuleDir, d.Files, d.From == Scratch)
 	if err != nil {
 		return p, fmt.Errorf("image %s: %w", d.Ref, err)
 	}
@@ -131,15 +133,18 @@ func fileMode(f File) uint32 {
 	if m := f.Mode.Perm(); m != 0 {
 		return uint32(m)
 	}
-	if f.GoPackage != "" {
+	if f.GoPackage != "" || f.Self {
 		return 0o755
 	}
 	return 0o644
 }
 
-// resolveFiles returns files with every GoPackage built into Data and every
-// mode made explicit.
-func resolveFiles(ctx context.Context, moduleDir string, in map[string]File) (map[string]File, error) {
+// resolveFiles returns files with the ctrperf binary (Self) and every
+// GoPackage built into Data, and every mode made explicit. In an image FROM
+// scratch a dynamically linked ctrperf gets its loader and libraries beside
+// it; on a parent image it uses the parent's (ctrperf's parents are
+// Debian, with glibc).
+func resolveFiles(ctx context.Context, moduleDir string, in map[string]File, scratch bool) (map[string]File, error) {
 	out := make(map[string]File, len(in))
 	for _, p := range sortedKeys(in) {
 		if _, err := imagePath(p); err != nil {
@@ -147,6 +152,27 @@ func resolveFiles(ctx context.Context, moduleDir string, in map[string]File) (ma
 		}
 		f := in[p]
 		f.Mode = modeOf(fileMode(f))
+		if f.Self && f.GoPackage != "" {
+			return nil, fmt.Errorf("file %s: Self and GoPackage both set", p)
+		}
+		if f.Self {
+			bin, err := selfbin.Read()
+			if err != nil {
+				return nil, err
+			}
+			f.Data, f.Self = bin.Data, false
+			if scratch {
+				libs, err := bin.Runtime("/")
+				if err != nil {
+					return nil, fmt.Errorf("ctrperf binary %s: %w", bin.Path, err)
+				}
+				for lp, data := range libs {
+					if _, ok := in[lp]; !ok {
+						out[lp] = File{Mode: 0o755, Data: data}
+					}
+				}
+			}
+		}
 		if f.GoPackage != "" {
 			bin, err := goBuild(ctx, moduleDir, f.GoPackage)
 			if err != nil {

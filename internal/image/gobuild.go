@@ -15,7 +15,9 @@ import (
 )
 
 // GoImage is a FROM-scratch image holding one static Go program of this
-// module as its entrypoint.
+// module as its entrypoint, built from source with `go build`: for tests
+// and development, since it needs the source tree and a Go toolchain. The
+// images ctrperf ships are Program images of the ctrperf binary itself.
 type GoImage struct {
 	Name    string            // recipe name; default: the package's last path element
 	Ref     string            // e.g. "ctrperf/ticketd:latest"

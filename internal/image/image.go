@@ -2,7 +2,11 @@
 // registry, through the Docker Engine API (so the same code serves the user's
 // engine and every private engine ctrperf starts):
 //
-//   - FROM-scratch images for the project's own static Go programs (BuildGo),
+//   - FROM-scratch images holding the static ctrperf binary itself, whose
+//     entrypoint is one of its hidden commands (Program: the binary is
+//     copied from the running executable, so no source tree and no Go
+//     toolchain are needed; BuildGo builds a package from source instead,
+//     for tests and development),
 //   - the Debian base image with memcached, MariaDB, fio, sysbench and
 //     stress-ng, made by debootstrap and imported as a rootfs tarball
 //     (BuildBase), the tarball kept in a cache directory so another engine

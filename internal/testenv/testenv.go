@@ -8,11 +8,18 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"ctrperf/internal/selfbin"
 )
 
 // Environment variables that turn a skip into a failure.
@@ -70,4 +77,54 @@ func Docker(t testing.TB) *client.Client {
 	}
 	t.Cleanup(func() { cli.Close() })
 	return cli
+}
+
+var ctrperfBuild struct {
+	sync.Mutex
+	path string
+	err  error
+}
+
+// Ctrperf builds a static ctrperf (CGO_ENABLED=0) once per test process
+// and makes it the binary whose hidden commands the images and host runs
+// use (CTRPERF_SELF_BINARY): a test binary is neither ctrperf nor, built
+// with -race, static. It returns the binary's path; the test fails if the
+// build does.
+func Ctrperf(t testing.TB) string {
+	t.Helper()
+	ctrperfBuild.Lock()
+	defer ctrperfBuild.Unlock()
+	if ctrperfBuild.path == "" && ctrperfBuild.err == nil {
+		ctrperfBuild.path, ctrperfBuild.err = buildCtrperf()
+		if ctrperfBuild.err == nil {
+			ctrperfBuild.err = os.Setenv(selfbin.Env, ctrperfBuild.path)
+		}
+	}
+	if ctrperfBuild.err != nil {
+		t.Fatalf("build ctrperf for the images and host runs: %v", ctrperfBuild.err)
+	}
+	return ctrperfBuild.path
+}
+
+// buildCtrperf builds ./cmd/ctrperf of the module the test runs in into a
+// directory that lives as long as the machine's temporary files (a test
+// process has no end hook; its size is one binary).
+func buildCtrperf() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(out)))
+	dir, err := os.MkdirTemp("", "ctrperf-testbin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "ctrperf")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/ctrperf")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/ctrperf in %s: %w\n%s", root, err, b)
+	}
+	return bin, nil
 }

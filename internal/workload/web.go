@@ -8,12 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"ctrperf/internal/engine"
@@ -21,6 +17,7 @@ import (
 	"ctrperf/internal/load"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
+	"ctrperf/internal/selfbin"
 )
 
 // The web workload: ticketd (workloads/ticketd), an issue tracker that
@@ -54,18 +51,24 @@ const (
 
 func init() {
 	Register(Web{})
-	image.Register(image.Recipe{Name: WebImageTicketd, Go: &image.GoImage{
-		Name: WebImageTicketd, Ref: "ctrperf/ticketd:latest", Package: "./workloads/ticketd"}})
+	// Both images carry the ctrperf binary itself; ticketd is its hidden
+	// command `ctrperf __ticketd`.
+	ticketd := image.Program(WebImageTicketd, "ctrperf/ticketd:latest", selfbin.Ticketd)
+	image.Register(image.Recipe{Name: WebImageTicketd, Derived: &ticketd})
 	image.Register(image.Recipe{Name: WebImageCombined, Derived: &image.Derived{
 		Name: WebImageCombined, Ref: "ctrperf/web-combined:latest", From: image.DebianBase.Name,
-		Files: map[string]image.File{"/usr/local/bin/ticketd": {Mode: 0o755, GoPackage: "./workloads/ticketd"}}}})
+		Files: map[string]image.File{combinedCtrperf: {Mode: 0o755, Self: true}}}})
 }
+
+// combinedCtrperf is the ctrperf binary in the web-combined image.
+const combinedCtrperf = "/usr/local/bin/ctrperf"
 
 // Web is the "web" workload.
 type Web struct {
-	// HostBinary returns the path of a ticketd binary for the host runtime;
-	// nil builds one into the cache directory (tests inject a fake).
-	HostBinary func(ctx context.Context) (string, error)
+	// HostBinary returns the path of the ctrperf binary whose hidden
+	// command __ticketd serves on the host runtime; nil is selfbin.Path
+	// (the running ctrperf; tests inject a fake).
+	HostBinary func() (string, error)
 }
 
 var _ Workload = Web{}
@@ -353,20 +356,18 @@ func (w Web) Services(c Config) ([]engine.Service, error) {
 		Image: image.Resolve(WebImageTicketd)}
 	var hostBin string
 	if c.Runtime == engine.RuntimeHost {
-		build := w.HostBinary
-		if build == nil {
-			build = buildHostTicketd
+		find := w.HostBinary
+		if find == nil {
+			find = selfbin.Path
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
 		var err error
-		if hostBin, err = build(ctx); err != nil {
-			return nil, fmt.Errorf("web on the host: ticketd binary: %w", err)
+		if hostBin, err = find(); err != nil {
+			return nil, fmt.Errorf("web on the host: ticketd (ctrperf %s): %w", selfbin.Ticketd, err)
 		}
 	}
 	withHost := func(s engine.Service) engine.Service {
 		if hostBin != "" {
-			s.HostCommand = append([]string{hostBin}, s.Command...)
+			s.HostCommand = append([]string{hostBin, selfbin.Ticketd}, s.Command...)
 		}
 		return s
 	}
@@ -390,46 +391,10 @@ func (w Web) Services(c Config) ([]engine.Service, error) {
 	// Combined: one container; ticketd reaches MariaDB over its unix socket.
 	app.Image = image.Resolve(WebImageCombined)
 	dbDir := "{{data:app}}/mariadb"
-	argv := append([]string{"/usr/local/bin/ticketd"},
+	argv := append([]string{combinedCtrperf, selfbin.Ticketd},
 		ticketdArgs(c, a, fmt.Sprintf("mysql://%s:%s@unix(%s/mysqld.sock)/%s", webDBUser, webDBPass, dbDir, webDBName))...)
 	app.Command = shCommand("combined", dbDir, margs, argv)
 	return []engine.Service{app}, nil
-}
-
-var hostBuild struct {
-	sync.Mutex
-	path string
-}
-
-// buildHostTicketd builds ticketd as a static binary into the cache
-// directory, once per process (go's build cache makes an unchanged rebuild
-// cheap, but not free).
-func buildHostTicketd(ctx context.Context) (string, error) {
-	hostBuild.Lock()
-	defer hostBuild.Unlock()
-	if hostBuild.path != "" {
-		return hostBuild.path, nil
-	}
-	root, err := image.ModuleRoot(ctx)
-	if err != nil {
-		return "", err
-	}
-	dir := filepath.Join(image.CacheDir(), "bin")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("cache directory for ticketd: %w", err)
-	}
-	out := filepath.Join(dir, "ticketd")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out+".tmp", "./workloads/ticketd")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./workloads/ticketd in %s: %w\n%s", root, err, b)
-	}
-	if err := os.Rename(out+".tmp", out); err != nil {
-		return "", fmt.Errorf("install ticketd binary: %w", err)
-	}
-	hostBuild.path = out
-	return out, nil
 }
 
 // WebScenario is seed 000's JMeter session against ticketd: each session

@@ -85,7 +85,7 @@ func testBindings(services []engine.Service) engine.Bindings {
 }
 
 func TestWebServices(t *testing.T) {
-	fakeBin := func(context.Context) (string, error) { return "/cache/ticketd", nil }
+	fakeBin := func() (string, error) { return "/opt/ctrperf", nil }
 	tests := []struct {
 		desc      string
 		c         Config
@@ -100,7 +100,7 @@ func TestWebServices(t *testing.T) {
 		{"sqlite on the host", Config{Runtime: engine.RuntimeHost, Network: engine.NetworkHost, App: map[string]any{"max_clients": 200, "pool": 15}},
 			[]string{"app"}, "ctrperf/ticketd:latest", []string{"--listen", "127.0.0.1:40000", "--max-clients", "200", "--pool", "15"}, true, ""},
 		{"mariadb combined: one container with both", Config{Runtime: engine.RuntimeDocker, Network: engine.NetworkPublished, Topology: "combined", App: map[string]any{"db": "mariadb", "flush_at_commit": 2}},
-			[]string{"app"}, "ctrperf/web-combined:latest", []string{"web-db", "combined", "--innodb-flush-log-at-trx-commit=2", "--max-connections=56", "--", "/usr/local/bin/ticketd", "--db", "mysql://ticketd:ticketd@unix(/run/data/app/mariadb/mysqld.sock)/ticketd"}, false, ""},
+			[]string{"app"}, "ctrperf/web-combined:latest", []string{"web-db", "combined", "--innodb-flush-log-at-trx-commit=2", "--max-connections=56", "--", "/usr/local/bin/ctrperf", "/usr/local/bin/ctrperf", "__ticketd", "--db", "mysql://ticketd:ticketd@unix(/run/data/app/mariadb/mysqld.sock)/ticketd"}, false, ""},
 		{"mariadb split: app and db containers", Config{Runtime: engine.RuntimeDocker, Network: engine.NetworkContainerIP, Topology: "split", App: map[string]any{"db": "mariadb", "innodb_buffer_pool": "64M"}},
 			[]string{"app", "db"}, "ctrperf/ticketd:latest", []string{"--db", "mysql://ticketd:ticketd@127.0.0.1:40016/ticketd", "--listen", ":40000"}, false, ""},
 		{"mariadb on the host: host's mariadbd on loopback", Config{Runtime: engine.RuntimeHost, Network: engine.NetworkHost, App: map[string]any{"db": "mariadb"}},
@@ -133,8 +133,8 @@ func TestWebServices(t *testing.T) {
 			argvOf := func(s engine.Service) []string { return s.Command }
 			if tc.wantHost {
 				argvOf = func(s engine.Service) []string { return s.HostCommand }
-				if front.HostCommand[0] != "/cache/ticketd" {
-					t.Errorf("host command %v does not start with the built binary", front.HostCommand)
+				if front.HostCommand[0] != "/opt/ctrperf" || front.HostCommand[1] != "__ticketd" {
+					t.Errorf("host command %v does not start with ctrperf's hidden command __ticketd", front.HostCommand)
 				}
 			}
 			argv, err := b.ExpandAll(argvOf(front))
@@ -165,10 +165,10 @@ func TestWebServices(t *testing.T) {
 	}
 }
 
-func TestWebServicesHostBuildFails(t *testing.T) {
-	w := Web{HostBinary: func(context.Context) (string, error) { return "", errors.New("go: not found") }}
+func TestWebServicesHostBinaryMissing(t *testing.T) {
+	w := Web{HostBinary: func() (string, error) { return "", errors.New("ctrperf binary: no such file") }}
 	_, err := w.Services(decoded(t, w, Config{Runtime: engine.RuntimeHost, Network: engine.NetworkHost}))
-	if err == nil || !strings.Contains(err.Error(), "go: not found") {
+	if err == nil || !strings.Contains(err.Error(), "ctrperf binary: no such file") {
 		t.Fatalf("err = %v, want the build failure", err)
 	}
 }
@@ -207,6 +207,7 @@ ticketd_queue_length 0
 // root) and drives the scenario for a short window.
 func TestWebHostSQLiteRoot(t *testing.T) {
 	testenv.RequireRoot(t, "the host runtime's cgroups")
+	testenv.Ctrperf(t) // the host runs `ctrperf __ticketd`
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := Config{Runtime: engine.RuntimeHost, Network: engine.NetworkHost, Data: engine.DataBind,
@@ -246,6 +247,7 @@ func TestWebHostMariaDBRoot(t *testing.T) {
 			t.Skip("mariadbd not installed on the host")
 		}
 	}
+	testenv.Ctrperf(t) // the host runs `ctrperf __ticketd`
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	c := Config{Runtime: engine.RuntimeHost, Network: engine.NetworkHost, Data: engine.DataBind,
@@ -260,6 +262,7 @@ func dockerEngine(t *testing.T, ctx context.Context, images ...string) engine.En
 	t.Helper()
 	testenv.RequireRoot(t, "bind directories")
 	cli := testenv.Docker(t)
+	testenv.Ctrperf(t) // the binary the images carry
 	if _, err := image.Ensure(ctx, cli, images...); err != nil {
 		t.Fatalf("images %v: %v", images, err)
 	}

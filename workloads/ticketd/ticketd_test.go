@@ -1,4 +1,4 @@
-package main
+package ticketd
 
 import (
 	"bytes"
@@ -42,7 +42,7 @@ func TestRunBadInput(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
 			var stderr bytes.Buffer
-			err := run(context.Background(), tc.args, &stderr)
+			err := Run(context.Background(), tc.args, &stderr)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want one containing %q", err, tc.want)
 			}
@@ -61,7 +61,7 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 		stderr := &syncBuffer{}
 		done := make(chan error, 1)
 		go func() {
-			done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--data-dir", dir, "--hash-cost", "4", "--seed-users", "3", "--seed-projects", "2", "--seed-tickets", "5"}, stderr)
+			done <- Run(ctx, []string{"--listen", "127.0.0.1:0", "--data-dir", dir, "--hash-cost", "4", "--seed-users", "3", "--seed-projects", "2", "--seed-tickets", "5"}, stderr)
 		}()
 		deadline := time.Now().Add(20 * time.Second)
 		for !strings.Contains(stderr.String(), "ready") && time.Now().Before(deadline) {

@@ -1,4 +1,4 @@
-// Command ticketd is ctrperf's web workload: a small issue tracker that
+// Package ticketd is ctrperf's web workload: a small issue tracker that
 // behaves under load like the Redmine + MySQL of seed 000 (login page,
 // login, project page, create ticket), with the knobs that seed tuned: a cap
 // on concurrent requests with a queue and a 60 s timeout (Apache
@@ -8,10 +8,15 @@
 // (--db mysql://...), seeds its own users, projects and tickets at start-up,
 // and answers /healthz only once seeding is done and the database answers.
 //
-// Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 1 on a runtime
-// failure (database unreachable, data directory not writable, port in use),
-// 2 on bad flags.
-package main
+// It ships inside the ctrperf binary as the hidden command `ctrperf
+// __ticketd` (images and bare-metal runs copy or run ctrperf itself, so they
+// need neither the source tree nor a Go toolchain); cmd/ticketd is the same
+// program on its own.
+//
+// Exit status (Main): 0 after a clean shutdown (SIGTERM/SIGINT), 1 on a
+// runtime failure (database unreachable, data directory not writable, port
+// in use), 2 on bad flags.
+package ticketd
 
 import (
 	"context"
@@ -35,19 +40,26 @@ import (
 // usageError marks bad flags (exit status 2).
 type usageError struct{ error }
 
-func main() {
+// Main runs ticketd with its command-line arguments (without the program
+// name) until SIGTERM or SIGINT and returns the exit status.
+func Main(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := run(ctx, os.Args[1:], os.Stderr)
+	err := Run(ctx, args, os.Stderr)
 	if err == nil {
-		return
+		return 0
 	}
 	fmt.Fprintln(os.Stderr, "ticketd:", err)
-	var ue usageError
-	if errors.As(err, &ue) {
-		os.Exit(2)
+	if IsUsage(err) {
+		return 2
 	}
-	os.Exit(1)
+	return 1
+}
+
+// IsUsage reports whether err is about the command line (exit status 2).
+func IsUsage(err error) bool {
+	var ue usageError
+	return errors.As(err, &ue)
 }
 
 // options are the command-line knobs.
@@ -147,9 +159,9 @@ func sqliteSync(flush int) string {
 	}
 }
 
-// run is the whole program; it returns when ctx is cancelled (clean exit) or
-// on the first fatal error.
-func run(ctx context.Context, args []string, stderr io.Writer) error {
+// Run is the whole program; it returns when ctx is cancelled (clean exit) or
+// on the first fatal error. Log lines and flag errors go to stderr.
+func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
