@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -63,25 +62,46 @@ To change one, 'ctrperf plans show NAME > mine.yaml', edit, and run
 'ctrperf bench run mine.yaml'. Packages also install them under
 share/ctrperf/plans.`,
 	}
+	var format *outputFormat
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "Built-in plans: name, workload, configurations, description",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tWORKLOAD\tCONFIGS\tDESCRIPTION")
+			type row struct {
+				Name           string `json:"name"`
+				Workload       string `json:"workload,omitempty"`
+				Configurations int    `json:"configurations"`
+				Description    string `json:"description,omitempty"`
+				Error          string `json:"error,omitempty"`
+			}
+			var rows []row
 			var bad []string
 			for _, name := range plans.Names() {
 				b, _ := plans.Read(name)
 				p, err := bench.ParsePlan("built-in:"+plans.FileName(name), b, plan.Options{})
 				if err != nil {
-					fmt.Fprintf(w, "%s\t?\t?\tinvalid: %s\n", name, firstLine(err.Error()))
+					rows = append(rows, row{Name: name, Error: firstLine(err.Error())})
 					bad = append(bad, name)
 					continue
 				}
-				fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", name, p.Workload, len(p.Configurations), firstLine(p.Description))
+				rows = append(rows, row{Name: name, Workload: p.Workload, Configurations: len(p.Configurations), Description: firstLine(p.Description)})
 			}
-			if err := w.Flush(); err != nil {
+			var err error
+			if format.JSON() {
+				err = writeJSON(cmd.OutOrStdout(), map[string]any{"plans": rows})
+			} else {
+				t := &table{header: []string{"NAME", "WORKLOAD", "CONFIGS", "DESCRIPTION"}}
+				for _, r := range rows {
+					if r.Error != "" {
+						t.add(r.Name, "?", "?", "invalid: "+r.Error)
+						continue
+					}
+					t.add(r.Name, r.Workload, strconv.Itoa(r.Configurations), r.Description)
+				}
+				err = t.write(cmd.OutOrStdout(), format.String())
+			}
+			if err != nil {
 				return err
 			}
 			if len(bad) > 0 {
@@ -90,6 +110,7 @@ share/ctrperf/plans.`,
 			return nil
 		},
 	}
+	format = addFormatFlags(list, formatTable, formatJSON, formatMD, formatCSV)
 	show := &cobra.Command{
 		Use:               "show NAME",
 		Short:             "Print a built-in plan's YAML (to copy and edit)",
