@@ -194,7 +194,7 @@ func TestBenchRunStopsOnSignals(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			cmd.SetOut(&stdout)
 			cmd.SetErr(&stderr)
-			cmd.SetArgs([]string{planPath, "--out", out, "--observe=false", "--quiet"})
+			cmd.SetArgs([]string{planPath, "--out", out, "--observe=false", "--quiet", "--allow-concurrent"}) // a unit test: a live session elsewhere on the machine is not its business
 			ready := make(chan struct{})
 			go func() { <-driving; close(ready) }()
 			err := runUntilSignal(t, cmd, sig, ready)
