@@ -397,9 +397,13 @@ func (v *httpVU) ensureConn(ctx context.Context, deadline time.Time) error {
 
 // exchange writes the request and reads the whole response.
 func (v *httpVU) exchange(ctx context.Context, method string, u *url.URL, body []byte, contentType string, st *compiledStep, vars map[string]string, jar *cookiejar.Jar, deadline time.Time, keepBody bool) (int64, error) {
-	if err := v.conn.SetDeadline(deadline); err != nil {
+	// The read deadline only: the request is written without blocking
+	// (see wire), and the wire sets the write deadline itself on the rare
+	// path where a write may block. One timer to move per request, not two.
+	if err := v.conn.SetReadDeadline(deadline); err != nil {
 		return 0, err
 	}
+	v.w.deadline = deadline
 	// After the deadline is set: a cancel hook that ran before has
 	// already made Err non-nil, one that runs later poisons the deadline.
 	if err := ctx.Err(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"syscall"
+	"time"
 )
 
 // wire is a VU's connection as its bufio.Reader sees it. It counts the
@@ -34,6 +35,8 @@ type wire struct {
 	n    int64
 	// pending is the request still to be sent; Read sends it first.
 	pending []byte
+	// deadline is the request's: the write deadline of a write that may block.
+	deadline time.Time
 
 	// State of one sendAndRead, kept here so that its callback is a method
 	// value made once per connection instead of a closure per request.
@@ -68,7 +71,7 @@ func (w *wire) Read(p []byte) (int, error) {
 	case len(w.pending) > 0:
 		req := w.pending
 		w.pending = nil
-		if _, err = w.conn.Write(req); err != nil {
+		if err = w.write(req); err != nil {
 			return 0, err
 		}
 		n, err = w.conn.Read(p)
@@ -82,7 +85,15 @@ func (w *wire) Read(p []byte) (int, error) {
 // send writes req at once (no read follows).
 func (w *wire) send(req []byte) error {
 	w.pending = nil
-	_, err := w.conn.Write(req)
+	return w.write(req)
+}
+
+// write is a blocking write bounded by the request's deadline.
+func (w *wire) write(b []byte) error {
+	if err := w.conn.SetWriteDeadline(w.deadline); err != nil {
+		return err
+	}
+	_, err := w.conn.Write(b)
 	return err
 }
 
@@ -102,7 +113,7 @@ func (w *wire) sendAndRead(p []byte) (int, error) {
 		// The socket's send buffer filled up (a large body): the rest
 		// goes through the ordinary, deadline-aware write.
 		w.pending = nil
-		if _, err := w.conn.Write(req[w.written:]); err != nil {
+		if err := w.write(req[w.written:]); err != nil {
 			return 0, err
 		}
 		return w.conn.Read(p)

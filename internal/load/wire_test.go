@@ -196,6 +196,40 @@ func TestStalledAnswerTimesOutAndCancelInterrupts(t *testing.T) {
 			t.Errorf("got %v, want 2 timeouts", got)
 		}
 	})
+	t.Run("body never read", func(t *testing.T) {
+		// The server accepts but reads nothing: the write of a large body
+		// blocks and must end at the request's deadline too.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var held sync.WaitGroup
+		done := make(chan struct{})
+		defer func() { ln.Close(); close(done); held.Wait() }()
+		held.Add(1)
+		go func() {
+			defer held.Done()
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				held.Add(1)
+				go func() { defer held.Done(); <-done; c.Close() }()
+			}
+		}()
+		sc, err := ParseScenario(strings.NewReader(fmt.Sprintf("steps: [{label: up, method: POST, path: /u, body: %q}]", strings.Repeat("b", 16<<20))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, got, err := runHTTP(t, context.Background(), HTTPConfig{BaseURL: "http://" + ln.Addr().String(), Scenario: sc}, Profile{Concurrency: 1, Ops: 2, Timeout: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got["up timeout"] != 2 {
+			t.Errorf("got %v, want 2 timeouts", got)
+		}
+	})
 	t.Run("cancel", func(t *testing.T) {
 		srv := newRawServer(t, func(c net.Conn, r *http.Request, n int64) bool {
 			if n == 1 {
