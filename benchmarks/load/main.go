@@ -58,6 +58,7 @@ func main() {
 	rounds := flag.Int("rounds", 5, "efficiency: rounds (pairs of one run of each generator)")
 	roundDur := flag.Duration("round", 10*time.Second, "efficiency: duration of one round")
 	cpuDur := flag.Duration("cpu-duration", 60*time.Second, "cpu: measured window at 2000 sessions/60 s")
+	bin := flag.String("ctrperf", "", "use this ctrperf binary (e.g. an older build, to compare) instead of building ./cmd/ctrperf")
 	flag.Parse()
 
 	dir, err := os.MkdirTemp("", "ctrperf-load-bench-")
@@ -71,7 +72,9 @@ func main() {
 		fatal(err)
 	}
 	ctrperf := filepath.Join(dir, "ctrperf")
-	if *only == "" || *only == "efficiency" || *only == "cpu" || *only == "memslap" {
+	if *bin != "" {
+		ctrperf = *bin
+	} else if *only == "" || *only == "efficiency" || *only == "cpu" || *only == "memslap" {
 		if out, err := exec.Command("go", "build", "-o", ctrperf, "./cmd/ctrperf").CombinedOutput(); err != nil {
 			fatal(fmt.Errorf("build ctrperf (run from the module root): %v: %s", err, out))
 		}

@@ -38,7 +38,9 @@ type HTTPConfig struct {
 // http.Transport: the Transport's two goroutines per connection, its
 // connection pool and its header maps cost more CPU per request than a
 // static-file server spends, and a load generator that is the bottleneck
-// lies.
+// lies. A request costs one write and one read system call (see wire), one
+// deadline timer and no allocation when the step neither extracts nor
+// receives cookies.
 type HTTPDriver struct {
 	base    *url.URL
 	prefix  string // base path without the trailing slash, prepended to step paths
