@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -37,7 +38,9 @@ type HTTPConfig struct {
 // http.Transport: the Transport's two goroutines per connection, its
 // connection pool and its header maps cost more CPU per request than a
 // static-file server spends, and a load generator that is the bottleneck
-// lies.
+// lies. A request costs one write and one read system call (see wire), one
+// deadline timer and no allocation when the step neither extracts nor
+// receives cookies.
 type HTTPDriver struct {
 	base    *url.URL
 	prefix  string // base path without the trailing slash, prepended to step paths
@@ -118,35 +121,68 @@ type httpVU struct {
 	d     *HTTPDriver
 	id    int
 	rng   *rand.Rand
-	conn  net.Conn
-	cr    countingReader
+	conn  net.Conn // written under mu, read by the cancel hook under mu
+	w     wire
 	br    *bufio.Reader
-	bw    *bufio.Writer
 	reuse bool // the connection has served a request already
 	buf   bytes.Buffer
 	resp  response
+
+	// One cancel hook per VU and context instead of one per request: a
+	// context.AfterFunc per request was half of the generator's
+	// allocations. When the context ends, the hook interrupts a blocked
+	// read by setting the connection's deadline in the past.
+	mu       sync.Mutex
+	hookDone <-chan struct{}
+	hookStop func() bool
 }
 
-// countingReader counts the bytes received on the wire (status line,
-// headers and body), what JMeter reports as the response size.
-type countingReader struct {
-	r io.Reader
-	n int64
+// watch makes sure that the end of ctx interrupts this VU's I/O.
+func (v *httpVU) watch(ctx context.Context) {
+	done := ctx.Done()
+	if done == v.hookDone {
+		return
+	}
+	if v.hookStop != nil {
+		v.hookStop()
+		v.hookStop = nil
+	}
+	v.hookDone = done
+	if done != nil {
+		v.hookStop = context.AfterFunc(ctx, v.interrupt)
+	}
 }
 
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
+// interrupt runs when the VU's context ends. The context's Err is set
+// before it runs, so exchange, which checks Err after setting its own
+// deadline, either sees the end or has its deadline poisoned here.
+func (v *httpVU) interrupt() {
+	v.mu.Lock()
+	if v.conn != nil {
+		_ = v.conn.SetDeadline(aLongTimeAgo)
+	}
+	v.mu.Unlock()
+}
+
+// closeConn closes the connection; the next request dials a new one.
+func (v *httpVU) closeConn() error {
+	v.mu.Lock()
+	c := v.conn
+	v.conn = nil
+	v.mu.Unlock()
+	v.w = wire{}
+	if c != nil {
+		return c.Close()
+	}
+	return nil
 }
 
 func (v *httpVU) Close() error {
-	if v.conn != nil {
-		err := v.conn.Close()
-		v.conn = nil
-		return err
+	if v.hookStop != nil {
+		v.hookStop()
+		v.hookStop, v.hookDone = nil, nil
 	}
-	return nil
+	return v.closeConn()
 }
 
 // Run runs the scenario once. See the package comment for when each
@@ -163,6 +199,7 @@ func (v *httpVU) Run(ctx context.Context, s Session, rec Recorder) bool {
 			"rand":    strconv.FormatUint(v.rng.Uint64()%1_000_000_000, 10),
 		}
 	}
+	v.watch(ctx)
 	start := s.Due
 	for i := range v.d.steps {
 		st := &v.d.steps[i]
@@ -317,24 +354,18 @@ func (v *httpVU) roundTrip(ctx context.Context, method string, u *url.URL, body 
 			return nil, 0, err
 		}
 		reused := v.reuse
-		stop := context.AfterFunc(ctx, func() { _ = v.conn.SetDeadline(aLongTimeAgo) })
-		n, err := v.exchange(method, u, body, contentType, st, vars, jar, deadline, keepBody)
-		stopped := stop()
-		if err != nil && ctx.Err() != nil {
+		n, err := v.exchange(ctx, method, u, body, contentType, st, vars, jar, deadline, keepBody)
+		if err != nil && ctx.Err() != nil && !errors.Is(err, context.Canceled) {
 			err = fmt.Errorf("%w: %w", context.Canceled, err)
-		}
-		if !stopped {
-			// The cancel hook ran: the deadline is poisoned.
-			_ = v.Close()
 		}
 		if err == nil {
 			v.reuse = true
 			if v.resp.Close {
-				_ = v.Close()
+				_ = v.closeConn()
 			}
 			return &v.resp, n, nil
 		}
-		_ = v.Close()
+		_ = v.closeConn()
 		k := classify(err)
 		if reused && n == 0 && attempt == 0 && (k == KindEOF || k == KindReset) {
 			continue
@@ -353,22 +384,31 @@ func (v *httpVU) ensureConn(ctx context.Context, deadline time.Time) error {
 	if err != nil {
 		return fmt.Errorf("dial %s: %w", v.d.addr, err)
 	}
+	v.mu.Lock()
 	v.conn = c
-	v.cr = countingReader{r: c}
+	v.mu.Unlock()
+	v.w = newWire(c)
 	if v.br == nil {
-		v.br = bufio.NewReaderSize(&v.cr, 16<<10)
-		v.bw = bufio.NewWriterSize(c, 4<<10)
+		v.br = bufio.NewReaderSize(&v.w, 16<<10)
 	} else {
-		v.br.Reset(&v.cr)
-		v.bw.Reset(c)
+		v.br.Reset(&v.w)
 	}
 	v.reuse = false
 	return nil
 }
 
 // exchange writes the request and reads the whole response.
-func (v *httpVU) exchange(method string, u *url.URL, body []byte, contentType string, st *compiledStep, vars map[string]string, jar *cookiejar.Jar, deadline time.Time, keepBody bool) (int64, error) {
-	if err := v.conn.SetDeadline(deadline); err != nil {
+func (v *httpVU) exchange(ctx context.Context, method string, u *url.URL, body []byte, contentType string, st *compiledStep, vars map[string]string, jar *cookiejar.Jar, deadline time.Time, keepBody bool) (int64, error) {
+	// The read deadline only: the request is written without blocking
+	// (see wire), and the wire sets the write deadline itself on the rare
+	// path where a write may block. One timer to move per request, not two.
+	if err := v.conn.SetReadDeadline(deadline); err != nil {
+		return 0, err
+	}
+	v.w.deadline = deadline
+	// After the deadline is set: a cancel hook that ran before has
+	// already made Err non-nil, one that runs later poisons the deadline.
+	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	b := &v.buf
@@ -407,15 +447,24 @@ func (v *httpVU) exchange(method string, u *url.URL, body []byte, contentType st
 	}
 	b.WriteString("\r\n")
 	b.Write(body)
-	before := v.cr.n - int64(v.br.Buffered())
-	if _, err := v.bw.Write(b.Bytes()); err != nil {
-		return 0, err
-	}
-	if err := v.bw.Flush(); err != nil {
-		return 0, err
+	before := v.w.n - int64(v.br.Buffered())
+	if v.br.Buffered() > 0 {
+		// Bytes the server sent ahead of this request (a protocol error
+		// the parser will report): readResponse may not read from the
+		// wire at all, so the request goes out first.
+		if err := v.w.send(b.Bytes()); err != nil {
+			return 0, err
+		}
+	} else {
+		v.w.pending = b.Bytes()
 	}
 	err := readResponse(v.br, method, keepBody, &v.resp)
-	return v.cr.n - int64(v.br.Buffered()) - before, err
+	if err == nil && len(v.w.pending) > 0 {
+		// Cannot happen: a response is read only after the request left.
+		err = &protocolError{kind: KindProtocol, msg: "response before the request was sent"}
+	}
+	v.w.pending = nil
+	return v.w.n - int64(v.br.Buffered()) - before, err
 }
 
 func writeHeaders(b *bytes.Buffer, h map[string]string, vars map[string]string) {

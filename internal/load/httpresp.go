@@ -89,12 +89,11 @@ func readResponse(br *bufio.Reader, method string, keepBody bool, r *response) e
 				}
 				length = n
 			case bytes.EqualFold(name, hdrTransferEncoding):
-				chunked = bytes.Contains(bytes.ToLower(value), []byte("chunked"))
+				chunked = containsFold(value, "chunked")
 			case bytes.EqualFold(name, hdrConnection):
-				v := bytes.ToLower(value)
-				if bytes.Contains(v, []byte("close")) {
+				if containsFold(value, "close") {
 					r.Close = true
-				} else if http10 && bytes.Contains(v, []byte("keep-alive")) {
+				} else if http10 && containsFold(value, "keep-alive") {
 					r.Close = false
 				}
 			case bytes.EqualFold(name, hdrSetCookie):
@@ -171,4 +170,15 @@ func readHTTPLine(br *bufio.Reader) ([]byte, error) {
 		line = line[:n-1]
 	}
 	return line, nil
+}
+
+// containsFold reports whether s contains the lower-case ASCII word, in
+// any case, without allocating (bytes.ToLower did, once per response).
+func containsFold(s []byte, word string) bool {
+	for i := 0; i+len(word) <= len(s); i++ {
+		if bytes.EqualFold(s[i:i+len(word)], []byte(word)) {
+			return true
+		}
+	}
+	return false
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"sort"
@@ -308,4 +309,16 @@ func parseValueLine(line, key []byte) (int, error) {
 		return 0, &protocolError{kind: KindProtocol, msg: "bad value size in " + quote(line)}
 	}
 	return size, nil
+}
+
+// countingReader counts the bytes received on the wire.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
