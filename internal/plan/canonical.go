@@ -28,16 +28,17 @@ type canonPlan struct {
 }
 
 type canonConfig struct {
-	Name      string          `yaml:"name"`
-	Runtime   string          `yaml:"runtime"`
-	Engine    *EngineSpec     `yaml:"engine,omitempty"`
-	Network   string          `yaml:"network,omitempty"`
-	Data      string          `yaml:"data,omitempty"`
-	Topology  string          `yaml:"topology,omitempty"`
-	Resources *canonResources `yaml:"resources,omitempty"`
-	Isolate   *canonIsolate   `yaml:"isolate,omitempty"`
-	App       map[string]any  `yaml:"app,omitempty"`
-	Load      map[string]any  `yaml:"load,omitempty"`
+	Name       string           `yaml:"name"`
+	Runtime    string           `yaml:"runtime"`
+	Engine     *EngineSpec      `yaml:"engine,omitempty"`
+	Network    string           `yaml:"network,omitempty"`
+	Data       string           `yaml:"data,omitempty"`
+	Filesystem *canonFilesystem `yaml:"filesystem,omitempty"`
+	Topology   string           `yaml:"topology,omitempty"`
+	Resources  *canonResources  `yaml:"resources,omitempty"`
+	Isolate    *canonIsolate    `yaml:"isolate,omitempty"`
+	App        map[string]any   `yaml:"app,omitempty"`
+	Load       map[string]any   `yaml:"load,omitempty"`
 }
 
 type canonResources struct {
@@ -86,6 +87,7 @@ func (c *Configuration) canonical() canonConfig {
 		}
 	}
 	cc.Isolate = canonicalIsolate(c.Isolate)
+	cc.Filesystem = canonicalFilesystem(c.Filesystem)
 	return cc
 }
 

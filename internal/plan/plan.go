@@ -66,12 +66,15 @@ type Plan struct {
 
 // Knobs are what distinguishes one configuration from another.
 type Knobs struct {
-	Runtime   Runtime
-	Engine    EngineSpec
-	Network   NetworkMode
-	Data      DataPlacement
-	Topology  string
-	Resources Resources
+	Runtime Runtime
+	Engine  EngineSpec
+	Network NetworkMode
+	Data    DataPlacement
+	// Filesystem puts the data directory on a loop-mounted filesystem of
+	// ctrperf's own (zero: where Data puts it).
+	Filesystem FilesystemSpec
+	Topology   string
+	Resources  Resources
 	// Isolate runs the isolate controller during the run (docker only).
 	Isolate IsolateSpec
 	// App and Load are the workload's knobs as written (plan-level ones
@@ -138,7 +141,7 @@ func Parse(file string, data []byte, opt Options) (*Plan, error) {
 var topKeys = []string{"name", "description", "workload", "load", "app", "repetitions",
 	"warmup", "duration", "seed", "baseline", "load_cpuset", "configurations", "matrix", "quick"}
 
-var configKeys = []string{"name", "runtime", "engine", "network", "data", "topology", "resources", "isolate", "app", "load"}
+var configKeys = []string{"name", "runtime", "engine", "network", "data", "filesystem", "topology", "resources", "isolate", "app", "load"}
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+=-]*$`)
 
@@ -317,6 +320,7 @@ func (d *decoder) parse(data []byte, opt Options) *Plan {
 			d.decodeKnobs(p.Workload, c, planNodes)
 		}
 	}
+	d.checkFilesystemBaseline(configs, p.Baseline)
 	p.Configurations = configs
 	return p
 }
@@ -400,6 +404,9 @@ func (d *decoder) setKnob(k *Knobs, path string, n *yaml.Node, field string) {
 	case nested && head == "isolate":
 		d.setIsolate(k, rest, n, field)
 		return
+	case nested && head == "filesystem":
+		d.setFilesystem(k, rest, n, field)
+		return
 	case nested:
 		d.errorf(n, field, "%q has no sub-knobs", head)
 		return
@@ -432,6 +439,12 @@ func (d *decoder) setKnob(k *Knobs, path string, n *yaml.Node, field string) {
 		if pairs, ok := d.mapping(n, field, resourceKeys); ok {
 			for _, pr := range pairs {
 				d.setResource(k, pr.key, pr.value, join(field, pr.key))
+			}
+		}
+	case "filesystem":
+		if pairs, ok := d.mapping(n, field, filesystemKeys); ok {
+			for _, pr := range pairs {
+				d.setFilesystem(k, pr.key, pr.value, join(field, pr.key))
 			}
 		}
 	case "isolate":

@@ -23,6 +23,7 @@ import (
 // engine puts its processes in cgroups of their own.
 func (d *decoder) checkKnobs(c *Configuration) {
 	d.checkIsolate(c)
+	d.checkFilesystem(c)
 	field := func(k string) string { return join(c.Origin, k) }
 	switch c.Runtime {
 	case "":
@@ -192,6 +193,12 @@ func (d *decoder) only(configs []Configuration, only []string, baseline string) 
 // describeKnobs is a one-line summary of a configuration for listings.
 func (c *Configuration) describeKnobs() string {
 	parts := []string{string(c.Runtime), "net=" + string(c.Network), "data=" + string(c.Data)}
+	if c.Filesystem.On() {
+		parts = append(parts, "fs="+c.Filesystem.Key())
+		if c.Filesystem.Size != 0 {
+			parts[len(parts)-1] += "/" + FormatMemory(c.Filesystem.Size)
+		}
+	}
 	parts = append(parts, "topology="+c.Topology)
 	if !c.Engine.IsDefault() {
 		parts = append(parts, "engine="+c.Engine.Key())
