@@ -219,6 +219,11 @@ func sweep(ctx context.Context, errOut io.Writer, runID string, dry bool, own *e
 			errs = append(errs, err)
 		}
 	}
+	r, err := cleanDataFS(ctx, runID, own, dry)
+	removed = append(removed, r...)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	return removed, errors.Join(errs...)
 }
 

@@ -24,6 +24,9 @@ type run struct {
 	cfg *plan.Configuration
 	id  string
 	rec *results.RunRecord
+	// dataFS is the run's data filesystem (the filesystem knob), nil
+	// without one; release removes it after the services.
+	dataFS *DataFS
 
 	// ctx is the plan's: its end interrupts the run, which is then not
 	// recorded. rctx adds the run's own budget: a hung deploy or driver
@@ -135,7 +138,13 @@ func (rn *run) deploy() error {
 	if err := rn.r.claim(rn.id); err != nil {
 		return fmt.Errorf("record run %s in the owner record: %w", rn.id, err)
 	}
+	if err := rn.mountDataFS(); err != nil {
+		return err
+	}
 	spec := engine.DeploySpec{RunID: rn.id, Network: rn.cfg.Network, Data: rn.cfg.Data, Services: services}
+	if rn.dataFS != nil {
+		spec.DataRoot = rn.dataFS.Root
+	}
 	target, err := eng.Deploy(rn.rctx, spec)
 	if target == nil {
 		// Teardown is safe on a partial target; it finds the rest by run id.
@@ -349,5 +358,7 @@ func (rn *run) teardown() {
 // then the containers go. Both steps are safe to repeat.
 func (rn *run) release(ctx context.Context) error {
 	_ = rn.stopIsolate(ctx) // its error was reported after the drive
-	return rn.eng.Teardown(ctx, rn.target)
+	err := rn.eng.Teardown(ctx, rn.target)
+	// The data filesystem goes after the services that held it open.
+	return errors.Join(err, rn.removeDataFS(ctx))
 }
