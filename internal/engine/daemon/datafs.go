@@ -354,14 +354,32 @@ func CleanDataFS(ctx context.Context, runID string, keep func(DataFS) bool, opts
 	return done, errors.Join(errs...)
 }
 
-// ProbeMountOption mounts a small fresh filesystem of type fsType with
-// option, for ctrperf doctor: nil when the kernel accepts it.
-func ProbeMountOption(ctx context.Context, fsType, option string, opts ...Option) error {
+// ProbeMountOptions makes one small filesystem of type fsType and mounts it
+// with each option alone, for ctrperf doctor: the kernel's answer per
+// option (nil: accepted). The error is for the probe itself (no root, no
+// mkfs); nothing of it is left either way.
+func ProbeMountOptions(ctx context.Context, fsType string, options []string, opts ...Option) (map[string]error, error) {
 	o := buildOptions(opts)
-	runID := fmt.Sprintf("probe-%d", os.Getpid())
-	f, err := MountDataFS(ctx, runID, fsType, []string{option}, 512<<20, opts...)
+	f, err := MountDataFS(ctx, fmt.Sprintf("probe-%d-%s", os.Getpid(), fsType), fsType, nil, 512<<20, opts...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return removeDataFS(ctx, o, f)
+	out := map[string]error{}
+	var errs []error
+	for _, opt := range options {
+		if err := unix.Unmount(f.Mount, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+			errs = append(errs, fmt.Errorf("unmount probe %s: %w", f.Mount, err))
+			break
+		}
+		flags, data := MountArgs([]string{opt})
+		if err := unix.Mount(f.Device, f.Mount, fsType, flags, data); err != nil {
+			out[opt] = fmt.Errorf("the kernel (%s) refuses it: %w", kernelRelease(), err)
+			continue
+		}
+		out[opt] = nil
+	}
+	if err := removeDataFS(context.WithoutCancel(ctx), o, f); err != nil {
+		errs = append(errs, err)
+	}
+	return out, errors.Join(errs...)
 }
