@@ -92,6 +92,7 @@ func (e *fakeEngine) Deploy(ctx context.Context, spec engine.DeploySpec) (*engin
 	e.p.mu.Lock()
 	defer e.p.mu.Unlock()
 	e.p.deployed = append(e.p.deployed, spec.RunID)
+	e.p.dataRoots = append(e.p.dataRoots, spec.DataRoot)
 	if e.p.dieOnDeploy {
 		e.p.dieOnDeploy, e.p.down = false, true
 	}
@@ -126,6 +127,7 @@ type fakeProvider struct {
 	deployErr      error
 	calls          map[string]int
 	deployed       []string
+	dataRoots      []string // DeploySpec.DataRoot of each deploy
 	tornDown       []string
 	teardownCtxErr []string
 	closed         int
