@@ -13,7 +13,7 @@ PACKAGES=(
 	fio sysbench stress-ng memcached            # workloads on bare metal (the baseline)
 	mariadb-server nginx-light                  # the web workload's DB and proxy on bare metal
 	debootstrap                                 # the Debian base image (ctrperf images build)
-	btrfs-progs xfsprogs                        # loop-mounted data roots for private engines
+	e2fsprogs btrfs-progs xfsprogs              # loop-mounted data roots and data filesystems (mkfs)
 	wrk                                         # reference load generator for comparisons
 	chromium                                    # renders the HTML report in its test
 	gcc libc6-dev                               # cgo for go test -race

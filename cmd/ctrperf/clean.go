@@ -35,7 +35,9 @@ every private engine ctrperf still runs), bind directories, client network
 namespaces and veths, host-runtime processes, cgroups, tmpfs mounts and data,
 the cgroup a killed load generator was protected in (ctrperf/generator-PID),
 then the private engines themselves with their loop devices, mounts, bridges
-and iptables rules. --run limits it to one run id. Cached images are kept.
+and iptables rules, and runs' data filesystems (the plan's filesystem knob:
+ctrperf-fs-<run> mount, loop device and image). --run limits it to one run
+id. Cached images are kept.
 
 Only orphaned objects are removed. Every 'bench run' keeps an owner record
 (pid, process start time, host, command, start, output directory, its run
@@ -218,6 +220,11 @@ func sweep(ctx context.Context, errOut io.Writer, runID string, dry bool, own *e
 		if err != nil {
 			errs = append(errs, err)
 		}
+	}
+	r, err := cleanDataFS(ctx, runID, own, dry)
+	removed = append(removed, r...)
+	if err != nil {
+		errs = append(errs, err)
 	}
 	return removed, errors.Join(errs...)
 }

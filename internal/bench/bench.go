@@ -117,6 +117,9 @@ type Options struct {
 	// AllowConcurrent runs beside other live sessions; recorded in
 	// OUT/env.json and warned about in the report.
 	AllowConcurrent bool
+	// DataFS mounts the data filesystem of configurations with
+	// `filesystem:`; nil means LoopDataFS with the default roots.
+	DataFS DataFSMounter
 }
 
 // Summary is what happened in one invocation.

@@ -93,6 +93,7 @@ func (e *fakeEngine) Deploy(ctx context.Context, spec engine.DeploySpec) (*engin
 	defer e.p.mu.Unlock()
 	e.p.deployed = append(e.p.deployed, spec.RunID)
 	e.p.specs = append(e.p.specs, spec)
+	e.p.dataRoots = append(e.p.dataRoots, spec.DataRoot)
 	if e.p.dieOnDeploy {
 		e.p.dieOnDeploy, e.p.down = false, true
 	}
@@ -128,6 +129,7 @@ type fakeProvider struct {
 	calls          map[string]int
 	deployed       []string
 	specs          []engine.DeploySpec
+	dataRoots      []string // DeploySpec.DataRoot of each deploy
 	tornDown       []string
 	teardownCtxErr []string
 	closed         int

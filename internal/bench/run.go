@@ -26,6 +26,9 @@ type run struct {
 	cfg *plan.Configuration
 	id  string
 	rec *results.RunRecord
+	// dataFS is the run's data filesystem (the filesystem knob), nil
+	// without one; release removes it after the services.
+	dataFS *DataFS
 
 	// ctx is the plan's: its end interrupts the run, which is then not
 	// recorded. rctx adds the run's own budget: a hung deploy or driver
@@ -145,6 +148,18 @@ func (rn *run) deploy() error {
 
 	pr.Phase("deploying")
 	ids := instanceIDs(rn.id, rn.cfg.Instances)
+	if rn.cfg.Filesystem.On() {
+		// The data filesystem is the run's (named by its id), shared by
+		// its instances: their data directories are apart on it.
+		if ids[0] != rn.id {
+			if err := rn.r.claim(rn.id); err != nil {
+				return fmt.Errorf("record run %s in the owner record: %w", rn.id, err)
+			}
+		}
+		if err := rn.mountDataFS(); err != nil {
+			return err
+		}
+	}
 	var err2 error
 	for k, id := range ids {
 		if err := rn.r.claim(id); err != nil {
@@ -152,6 +167,9 @@ func (rn *run) deploy() error {
 			break
 		}
 		spec := engine.DeploySpec{RunID: id, Network: rn.cfg.Network, Data: rn.cfg.Data, Services: services}
+		if rn.dataFS != nil {
+			spec.DataRoot = rn.dataFS.Root
+		}
 		target, err := eng.Deploy(rn.rctx, spec)
 		if target == nil {
 			// Teardown is safe on a partial target; it finds the rest by run id.
@@ -379,8 +397,8 @@ func (rn *run) explain(stage string, err error) error {
 func (rn *run) teardown() {
 	defer rn.cancel()
 	rn.watch.stop() // a run that ended early; safe to repeat
-	if rn.target == nil {
-		return // nothing deployed
+	if rn.target == nil && rn.dataFS == nil {
+		return // nothing deployed, nothing mounted
 	}
 	pr := rn.r.opt.Progress
 	pr.Phase("tearing down")
@@ -408,5 +426,7 @@ func (rn *run) release(ctx context.Context) error {
 	for _, t := range rn.targets {
 		errs = append(errs, rn.eng.Teardown(ctx, t))
 	}
+	// The data filesystem goes after the services that held it open.
+	errs = append(errs, rn.removeDataFS(ctx))
 	return errors.Join(errs...)
 }

@@ -31,8 +31,13 @@ type Facts struct {
 	StorageDrivers  []daemon.DriverSupport `json:"storage_drivers"`
 	LoopFilesystems []Capability           `json:"loop_filesystems"`
 	LoopDevices     Capability             `json:"loop_devices"`
-	Tools           []Tool                 `json:"tools"`
-	Warnings        []string               `json:"warnings,omitempty"`
+	// MountOptions are the data filesystem options probed by mounting
+	// ("xfs nobarrier"), when asked (WithMountProbe).
+	MountOptions []Capability `json:"mount_options,omitempty"`
+	// VM says whether a VM runtime could run here (seed 003's KVM row).
+	VM       Capability `json:"vm_runtime"`
+	Tools    []Tool     `json:"tools"`
+	Warnings []string   `json:"warnings,omitempty"`
 	// Errors are collectors that failed; their part of Facts is empty.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -95,7 +100,14 @@ type options struct {
 	lookPath                                       func(string) (string, error)
 	docker                                         DockerProber
 	now                                            func() time.Time
+	probeMounts                                    bool
+	probe                                          func(ctx context.Context, fs string, options []string) (map[string]error, error)
+	geteuid                                        func() int
 }
+
+// WithMountProbe mounts a small loop filesystem of each type with seed
+// 004's options, to report which this kernel takes (needs root).
+func WithMountProbe() Option { return func(o *options) { o.probeMounts = true } }
 
 // Option changes where and how facts are gathered.
 type Option func(*options)
@@ -124,7 +136,7 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 // fails leaves its part empty and adds to Facts.Errors.
 func Gather(ctx context.Context, opts ...Option) (*Facts, error) {
 	o := options{procRoot: kernel.ProcMount, sysRoot: kernel.SysMount, devRoot: "/dev", libDir: "/var/lib/ctrperf",
-		cgroupRoot: kernel.CgroupMount, lookPath: exec.LookPath, now: time.Now}
+		cgroupRoot: kernel.CgroupMount, lookPath: exec.LookPath, now: time.Now, probe: defaultProbe, geteuid: defaultGeteuid}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -158,4 +170,6 @@ var collectors = []collector{
 	{"docker", collectDocker},
 	{"storage", collectStorage},
 	{"tools", collectTools},
+	{"mount options", collectMountOptions},
+	{"vm", collectVM},
 }

@@ -51,6 +51,22 @@ func (f *Facts) WriteText(w io.Writer) error {
 			p(k, "%-15s no: %s", c.Name, c.Reason)
 		}
 	}
+	for i, c := range f.MountOptions {
+		k := ""
+		if i == 0 {
+			k = "mount options"
+		}
+		if c.Usable {
+			p(k, "%-20s yes", c.Name)
+		} else {
+			p(k, "%-20s no: %s", c.Name, c.Reason)
+		}
+	}
+	if f.VM.Usable {
+		p("vm runtime", "available")
+	} else if f.VM.Reason != "" {
+		p("vm runtime", "not available: %s", f.VM.Reason)
+	}
 	for i, t := range f.Tools {
 		k := ""
 		if i == 0 {

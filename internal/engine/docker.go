@@ -305,6 +305,9 @@ func containerConfigs(spec DeploySpec, i int, b Bindings, bindRoot string, ext *
 	hc.NanoCPUs = int64(s.Resources.CPUs * 1e9)
 	hc.Memory = s.Resources.MemoryBytes
 	hc.Privileged = s.Privileged
+	if spec.DataRoot != "" {
+		bindRoot = spec.DataRoot
+	}
 	if s.DataDir != "" {
 		switch spec.Data {
 		case DataVolume:
@@ -363,7 +366,11 @@ func (d *Docker) deployService(ctx context.Context, t *Target, spec DeploySpec, 
 				return fmt.Errorf("service %q: create volume %s: %w", s.Name, name, err)
 			}
 		case DataBind:
-			dir := filepath.Join(d.bindRoot, spec.RunID, s.Name)
+			root := d.bindRoot
+			if spec.DataRoot != "" {
+				root = spec.DataRoot
+			}
+			dir := filepath.Join(root, spec.RunID, s.Name)
 			// World-writable: the image may run as any user (mysql, nobody).
 			if err := os.MkdirAll(dir, 0o777); err != nil {
 				return fmt.Errorf("service %q: bind directory: %w", s.Name, err)

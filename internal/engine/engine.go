@@ -135,6 +135,11 @@ type DeploySpec struct {
 	Network  NetworkMode   // how the client reaches the front service
 	Data     DataPlacement // where DataDir of each service lives
 	Services []Service     // the first one is the front service the load targets
+	// DataRoot, when set, is the host directory the services' data
+	// directories are made under instead of the engine's own (the host
+	// runtime's <DataRoot>/<run>/<svc>, docker's bind sources): a data
+	// filesystem of the run's (the plan's filesystem knob).
+	DataRoot string
 }
 
 // Endpoint is an address the load generator dials.

@@ -92,8 +92,12 @@ func (h *Host) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err erro
 	if err := ValidateSpec(RuntimeHost, spec); err != nil {
 		return nil, err
 	}
+	root := h.dataRoot
+	if spec.DataRoot != "" {
+		root = spec.DataRoot
+	}
 	r := &hostRun{
-		state: hostState{RunID: spec.RunID, DataDir: filepath.Join(h.dataRoot, spec.RunID)},
+		state: hostState{RunID: spec.RunID, DataDir: filepath.Join(root, spec.RunID)},
 		env:   map[string][]string{}, dirs: map[string]string{}, cgs: map[string][]string{}, done: map[string]chan struct{}{},
 	}
 	t = &Target{RunID: spec.RunID, Runtime: RuntimeHost, Network: NetworkHost, Private: r}

@@ -451,6 +451,11 @@ func TestParseMountinfo(t *testing.T) {
 			}
 		})
 	}
+	for _, m := range mounts {
+		if m.Point == "/" && (!reflect.DeepEqual(m.Options, []string{"rw", "relatime"}) || !reflect.DeepEqual(m.SuperOptions, []string{"rw"})) {
+			t.Errorf("/: options %q super options %q", m.Options, m.SuperOptions)
+		}
+	}
 	if _, err := ParseMountinfo(open(t, filepath.Join("testdata", "mountinfo", "malformed"))); err == nil || !strings.Contains(err.Error(), "line 1: malformed") {
 		t.Errorf("malformed line: err = %v", err)
 	}

@@ -16,6 +16,10 @@ type Mount struct {
 	Point  string // mount point, unescaped
 	FSType string
 	Source string // unescaped
+	// Options are the mount's own (rw, noatime, relatime); SuperOptions
+	// the filesystem's (data=writeback, discard, logbufs=8).
+	Options      []string
+	SuperOptions []string
 }
 
 // Mounts reads the mount table of the reading process under procRoot.
@@ -54,7 +58,14 @@ func ParseMountinfo(r io.Reader) ([]Mount, error) {
 		if len(f) < 5 || sep < 0 || sep+2 >= len(f) {
 			return nil, fmt.Errorf("line %d: malformed mountinfo entry %q", n, sc.Text())
 		}
-		out = append(out, Mount{Point: unescapeOctal(f[4]), FSType: f[sep+1], Source: unescapeOctal(f[sep+2])})
+		m := Mount{Point: unescapeOctal(f[4]), FSType: f[sep+1], Source: unescapeOctal(f[sep+2])}
+		if len(f) > 5 {
+			m.Options = strings.Split(f[5], ",")
+		}
+		if sep+3 < len(f) {
+			m.SuperOptions = strings.Split(f[sep+3], ",")
+		}
+		out = append(out, m)
 	}
 	return out, sc.Err()
 }

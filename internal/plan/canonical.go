@@ -30,14 +30,15 @@ type canonPlan struct {
 }
 
 type canonConfig struct {
-	Name      string          `yaml:"name"`
-	Runtime   string          `yaml:"runtime"`
-	Engine    *EngineSpec     `yaml:"engine,omitempty"`
-	Network   string          `yaml:"network,omitempty"`
-	Data      string          `yaml:"data,omitempty"`
-	Topology  string          `yaml:"topology,omitempty"`
-	Resources *canonResources `yaml:"resources,omitempty"`
-	Isolate   *canonIsolate   `yaml:"isolate,omitempty"`
+	Name       string           `yaml:"name"`
+	Runtime    string           `yaml:"runtime"`
+	Engine     *EngineSpec      `yaml:"engine,omitempty"`
+	Network    string           `yaml:"network,omitempty"`
+	Data       string           `yaml:"data,omitempty"`
+	Filesystem *canonFilesystem `yaml:"filesystem,omitempty"`
+	Topology   string           `yaml:"topology,omitempty"`
+	Resources  *canonResources  `yaml:"resources,omitempty"`
+	Isolate    *canonIsolate    `yaml:"isolate,omitempty"`
 	// Privileged and Instances are left out at their defaults (false, 1),
 	// so plans that do not use them keep their canonical form and hash.
 	Privileged bool           `yaml:"privileged,omitempty"`
@@ -100,6 +101,7 @@ func (c *Configuration) canonical() canonConfig {
 	if c.Instances > 1 {
 		cc.Instances = c.Instances
 	}
+	cc.Filesystem = canonicalFilesystem(c.Filesystem)
 	return cc
 }
 

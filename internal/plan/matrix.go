@@ -26,7 +26,7 @@ import (
 var matrixReserved = []string{"base", "exclude", "name"}
 
 var axisPaths = []string{"runtime", "network", "data", "topology", "privileged", "instances",
-	"engine.storage_driver", "engine.data_root", "engine.userland_proxy",
+	"filesystem.type", "engine.storage_driver", "engine.data_root", "engine.userland_proxy",
 	"resources.cpuset", "resources.cpu_shares", "resources.cpus", "resources.memory", "isolate.policy", "isolate.irq", "isolate.rps", "isolate.demote", "isolate.stall_gate"}
 
 type axis struct {

@@ -78,12 +78,15 @@ type Plan struct {
 
 // Knobs are what distinguishes one configuration from another.
 type Knobs struct {
-	Runtime   Runtime
-	Engine    EngineSpec
-	Network   NetworkMode
-	Data      DataPlacement
-	Topology  string
-	Resources Resources
+	Runtime Runtime
+	Engine  EngineSpec
+	Network NetworkMode
+	Data    DataPlacement
+	// Filesystem puts the data directory on a loop-mounted filesystem of
+	// ctrperf's own (zero: where Data puts it).
+	Filesystem FilesystemSpec
+	Topology   string
+	Resources  Resources
 	// Isolate runs the isolate controller during the run (docker only).
 	Isolate IsolateSpec
 	// Privileged runs every container of the configuration with
@@ -160,7 +163,7 @@ func Parse(file string, data []byte, opt Options) (*Plan, error) {
 var topKeys = []string{"name", "description", "workload", "load", "app", "repetitions",
 	"warmup", "duration", "seed", "baseline", "load_cpuset", "configurations", "matrix", "quick", "thresholds", "base_dir"}
 
-var configKeys = []string{"name", "runtime", "engine", "network", "data", "topology", "resources", "isolate", "privileged", "instances", "app", "load"}
+var configKeys = []string{"name", "runtime", "engine", "network", "data", "filesystem", "topology", "resources", "isolate", "privileged", "instances", "app", "load"}
 
 // MaxInstances bounds the instances knob: each instance is a whole
 // deployment, driven by a generator of its own.
@@ -353,6 +356,7 @@ func (d *decoder) parse(data []byte, opt Options) *Plan {
 			p.UsesDir = p.UsesDir || c.Decoded.UsesDir
 		}
 	}
+	d.checkFilesystemBaseline(configs, p.Baseline)
 	p.Configurations = configs
 	return p
 }
@@ -458,6 +462,9 @@ func (d *decoder) setKnob(k *Knobs, path string, n *yaml.Node, field string) {
 	case nested && head == "isolate":
 		d.setIsolate(k, rest, n, field)
 		return
+	case nested && head == "filesystem":
+		d.setFilesystem(k, rest, n, field)
+		return
 	case nested:
 		d.errorf(n, field, "%q has no sub-knobs", head)
 		return
@@ -502,6 +509,12 @@ func (d *decoder) setKnob(k *Knobs, path string, n *yaml.Node, field string) {
 		if pairs, ok := d.mapping(n, field, resourceKeys); ok {
 			for _, pr := range pairs {
 				d.setResource(k, pr.key, pr.value, join(field, pr.key))
+			}
+		}
+	case "filesystem":
+		if pairs, ok := d.mapping(n, field, filesystemKeys); ok {
+			for _, pr := range pairs {
+				d.setFilesystem(k, pr.key, pr.value, join(field, pr.key))
 			}
 		}
 	case "isolate":

@@ -31,6 +31,7 @@ import (
 // containers of one deployment.
 func (d *decoder) checkKnobs(c *Configuration) {
 	d.checkIsolate(c)
+	d.checkFilesystem(c)
 	field := func(k string) string { return join(c.Origin, k) }
 	if c.Instances > 1 && c.Isolate.On() {
 		d.errorf(c.node("instances"), field("instances"), "%d instances with isolate.policy %q: the isolate controller watches one deployment per run; use instances: 1 or isolate.policy off", c.Instances, c.Isolate.Policy)
@@ -206,6 +207,12 @@ func (d *decoder) only(configs []Configuration, only []string, baseline string) 
 // describeKnobs is a one-line summary of a configuration for listings.
 func (c *Configuration) describeKnobs() string {
 	parts := []string{string(c.Runtime), "net=" + string(c.Network), "data=" + string(c.Data)}
+	if c.Filesystem.On() {
+		parts = append(parts, "fs="+c.Filesystem.Key())
+		if c.Filesystem.Size != 0 {
+			parts[len(parts)-1] += "/" + FormatMemory(c.Filesystem.Size)
+		}
+	}
 	parts = append(parts, "topology="+c.Topology)
 	if !c.Engine.IsDefault() {
 		parts = append(parts, "engine="+c.Engine.Key())

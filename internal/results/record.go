@@ -156,6 +156,7 @@ type RunRecord struct {
 	Status     Status         `json:"status"`
 	Error      string         `json:"error,omitempty"`
 	Engine     *EngineInfo    `json:"engine,omitempty"`
+	DataFS     *DataFSInfo    `json:"data_fs,omitempty"` // the data filesystem, if the plan asked for one
 	Result     *Measurement   `json:"result,omitempty"`
 	System     *Series        `json:"system,omitempty"`
 	// WindowOffsetS is where the measured window starts in System, in

@@ -405,6 +405,12 @@ func cleanOrphans(ctx context.Context, o Options, runID string) ([]string, error
 			known[st.Loop.Mount] = true
 		}
 	}
+	// Data filesystems of runs (their own state; CleanDataFS removes them).
+	fss, _ := listDataFS(o)
+	for _, f := range fss {
+		known[f.Image] = true
+		known[f.Mount] = true
+	}
 	mine := func(p string) bool {
 		if known[p] {
 			return false

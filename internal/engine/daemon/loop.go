@@ -40,20 +40,8 @@ func runTool(ctx context.Context, argv ...string) (string, error) {
 // before doing it, so teardown can undo exactly what happened.
 func setUpLoop(ctx context.Context, o Options, st *State, size int64) error {
 	l := st.Loop
-	if err := os.MkdirAll(filepath.Dir(l.Image), 0o700); err != nil {
-		return fmt.Errorf("create loop image dir: %w", err)
-	}
-	f, err := os.OpenFile(l.Image, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fmt.Errorf("create loop image %s: %w", l.Image, err)
-	}
-	err = f.Truncate(size)
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("size loop image %s to %d bytes: %w", l.Image, size, err)
-	}
-	if _, err := runTool(ctx, mkfsArgs(l.FS, l.Image)...); err != nil {
-		return fmt.Errorf("make %s on loop image: %w", l.FS, err)
+	if err := makeLoopImage(ctx, l, size, mkfsArgs(l.FS, l.Image)); err != nil {
+		return err
 	}
 	dev, err := runTool(ctx, "losetup", "--find", "--show", l.Image)
 	if err != nil {

@@ -1,0 +1,90 @@
+package doctor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestVMWithoutKVM(t *testing.T) {
+	dev := t.TempDir()
+	o := options{devRoot: dev, lookPath: lookIn()}
+	f := &Facts{}
+	if err := collectVM(context.Background(), o, f); err != nil {
+		t.Fatal(err)
+	}
+	if f.VM.Usable || !strings.HasPrefix(f.VM.Reason, "/dev/kvm missing (") || !strings.Contains(f.VM.Reason, "qemu-system-x86_64 not installed") {
+		t.Errorf("vm = %+v", f.VM)
+	}
+	var b bytes.Buffer
+	if err := f.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "vm runtime") || !strings.Contains(b.String(), "not available: /dev/kvm missing (") {
+		t.Errorf("text:\n%s", b.String())
+	}
+
+	// A /dev/kvm that is no KVM device (a plain file) is unusable, said so.
+	if err := os.WriteFile(filepath.Join(dev, "kvm"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o.lookPath = lookIn("qemu-system-x86_64")
+	if err := collectVM(context.Background(), o, f); err != nil {
+		t.Fatal(err)
+	}
+	if f.VM.Usable || !strings.Contains(f.VM.Reason, "/dev/kvm present but unusable (KVM_GET_API_VERSION") || !strings.Contains(f.VM.Reason, "/usr/bin/qemu-system-x86_64") {
+		t.Errorf("vm = %+v", f.VM)
+	}
+}
+
+func TestMountOptionsProbe(t *testing.T) {
+	probe := func(_ context.Context, fs string, opts []string) (map[string]error, error) {
+		out := map[string]error{}
+		for _, o := range opts {
+			if fs == "xfs" && o == "nobarrier" {
+				out[o] = errors.New("the kernel (Linux 6.18) refuses it: invalid argument")
+				continue
+			}
+			if fs == "ext4" && o == "nobarrier" {
+				continue // not reached: the probe stopped
+			}
+			out[o] = nil
+		}
+		if fs == "ext4" {
+			return out, errors.New("unmount probe: busy")
+		}
+		return out, nil
+	}
+	f := &Facts{}
+	// Not asked: nothing probed.
+	if err := collectMountOptions(context.Background(), options{probe: probe, geteuid: func() int { return 0 }}, f); err != nil || len(f.MountOptions) != 0 {
+		t.Fatalf("probed without WithMountProbe: %+v %v", f.MountOptions, err)
+	}
+	if err := collectMountOptions(context.Background(), options{probeMounts: true, probe: probe, geteuid: func() int { return 0 }}, f); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Capability{}
+	for _, c := range f.MountOptions {
+		got[c.Name] = c
+	}
+	if c := got["xfs nobarrier"]; c.Usable || !strings.Contains(c.Reason, "refuses it") {
+		t.Errorf("xfs nobarrier: %+v", c)
+	}
+	if c := got["ext4 data=writeback"]; !c.Usable {
+		t.Errorf("ext4 data=writeback: %+v", c)
+	}
+	if c := got["ext4 nobarrier"]; c.Usable || !strings.Contains(c.Reason, "not probed: unmount probe: busy") {
+		t.Errorf("ext4 nobarrier: %+v", c)
+	}
+	f = &Facts{}
+	if err := collectMountOptions(context.Background(), options{probeMounts: true, probe: probe, geteuid: func() int { return 1000 }}, f); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.MountOptions) == 0 || f.MountOptions[0].Usable || !strings.Contains(f.MountOptions[0].Reason, "needs root") {
+		t.Errorf("as a user: %+v", f.MountOptions)
+	}
+}
