@@ -431,6 +431,7 @@ func TestSearchKnobs(t *testing.T) {
 // window, the observers' start signalled once.
 func TestWebCapacitySearchRoot(t *testing.T) {
 	testenv.RequireRoot(t, "the host runtime's cgroups")
+	testenv.Ctrperf(t) // the host runs `ctrperf __ticketd`
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	eng := engine.NewHost()
