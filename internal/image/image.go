@@ -3,8 +3,8 @@
 // engine and every private engine ctrperf starts):
 //
 //   - FROM-scratch images for the project's own static Go programs (BuildGo),
-//   - the Debian base image with memcached, MariaDB, fio, sysbench and
-//     stress-ng, made by debootstrap and imported as a rootfs tarball
+//   - the Debian base image with memcached, MariaDB, fio, bonnie++,
+//     sysbench and stress-ng, made by debootstrap and imported as a rootfs tarball
 //     (BuildBase), the tarball kept in a cache directory so another engine
 //     imports it in seconds,
 //   - images derived from another image by adding files (BuildFrom).

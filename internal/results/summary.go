@@ -53,6 +53,9 @@ type ContainerSummary struct {
 	MemBytes         Figure `json:"mem_bytes"`
 	BlkReadBPerS     Figure `json:"blk_read_b_s"`
 	BlkWriteBPerS    Figure `json:"blk_write_b_s"`
+	// Context switches per second of the container's threads.
+	VoluntaryCtxSwPerS   Figure `json:"vol_ctxsw_s"`
+	InvoluntaryCtxSwPerS Figure `json:"invol_ctxsw_s"`
 }
 
 // ProcessSummary is one process group over a run.
@@ -129,6 +132,8 @@ func Summarize(s *Series) Summary {
 			cs.MemBytes.add(c.MemBytes)
 			cs.BlkReadBPerS.add(c.BlkReadBPerS)
 			cs.BlkWriteBPerS.add(c.BlkWriteBPerS)
+			cs.VoluntaryCtxSwPerS.add(c.VoluntaryCtxSwPerS)
+			cs.InvoluntaryCtxSwPerS.add(c.InvoluntaryCtxSwPerS)
 			out.Containers[name] = cs
 		}
 		for name, p := range smp.Processes {

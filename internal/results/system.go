@@ -71,6 +71,11 @@ type ContainerStats struct {
 	MemBytes         float64 `json:"mem_bytes,omitempty"` // level at the end of the interval
 	BlkReadBPerS     float64 `json:"blk_read_b_s,omitempty"`
 	BlkWriteBPerS    float64 `json:"blk_write_b_s,omitempty"`
+	// Context switches per second of the cgroup's threads (summed from
+	// /proc/<tid>/status; switches of threads that exited during the
+	// interval are not counted).
+	VoluntaryCtxSwPerS   float64 `json:"vol_ctxsw_s,omitempty"`
+	InvoluntaryCtxSwPerS float64 `json:"invol_ctxsw_s,omitempty"`
 }
 
 // ProcessStats sum the processes of one group.
