@@ -165,6 +165,10 @@ func TestObserverHostV1Fixture(t *testing.T) {
 		{"vda w_await", smp.Disks["vda"].WriteAwaitMs, 59.0 / 600},
 		{"vda aqu-sz", smp.Disks["vda"].AvgQueueSize, 0.0405},
 		{"vda util", smp.Disks["vda"].UtilPercent, 2.8},
+		{"vda areq-sz", smp.Disks["vda"].AvgRequestKB, (12800 + 76800) / 2.0 / 700}, // sectors / 2 / requests
+		{"vda await", smp.Disks["vda"].AwaitMs, (12 + 59) / 700.0},
+		{"vda rrqm/s", smp.Disks["vda"].ReadMergedPerS, 0}, // merge counters did not move
+		{"vda wrqm/s", smp.Disks["vda"].WriteMergedPerS, 0},
 		// cgroup v1: cpuacct +1019612416 ns, nr_throttled +20,
 		// throttled_time +847441614 ns, blkio read +6553600, write +39321600.
 		{"web cpu", smp.Containers["web"].CPUPercent, 1019612416 / 1e9 / 2 * 100},
