@@ -175,3 +175,92 @@ func TestSeedToolsDocker(t *testing.T) {
 		t.Logf("ctxsw: %v", m.Metrics)
 	})
 }
+
+func TestOLTPMariaDBKnobs(t *testing.T) {
+	c := func(rt engine.Runtime, app map[string]any) Config {
+		return Config{Runtime: rt, Network: engine.NetworkHost, Data: engine.DataVolume, App: app}
+	}
+	for _, tc := range []struct {
+		desc string
+		c    Config
+		want string
+		knob string
+	}{
+		{"pool instances refused on the base image's MariaDB 10.11", c(engine.RuntimeDocker, map[string]any{"innodb_buffer_pool_instances": 8}),
+			"MariaDB 10.11, which has no such variable", "app.innodb_buffer_pool_instances"},
+		{"pool instances decode on the host (checked when deploying)", c(engine.RuntimeHost, map[string]any{"innodb_buffer_pool_instances": 8}), "", ""},
+		{"query cache type", c(engine.RuntimeDocker, map[string]any{"query_cache_type": "ON", "query_cache_size": "128M"}), "", ""},
+		{"query cache type lower case", c(engine.RuntimeDocker, map[string]any{"query_cache_type": "on"}), "want one of OFF, ON, DEMAND", "app.query_cache_type"},
+		{"query cache size", c(engine.RuntimeDocker, map[string]any{"query_cache_size": "32G"}), "out of range [0, 16G]", "app.query_cache_size"},
+		{"io capacity", c(engine.RuntimeDocker, map[string]any{"innodb_io_capacity": 50}), "out of range [100, 10000000]", "app.innodb_io_capacity"},
+		{"io threads", c(engine.RuntimeDocker, map[string]any{"innodb_read_io_threads": 65}), "out of range [1, 64]", "app.innodb_read_io_threads"},
+		{"write io threads", c(engine.RuntimeDocker, map[string]any{"innodb_write_io_threads": 0}), "out of range [1, 64]", "app.innodb_write_io_threads"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			err := validate(OLTP{}, tc.c)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("want valid, got %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("err = %v, want one containing %q", err, tc.want)
+			}
+			if tc.knob != "" && !slices.ContainsFunc(knobErrorsOf(err), func(k *plan.KnobError) bool { return k.Knob == tc.knob }) {
+				t.Errorf("no knob error at %s in %v", tc.knob, err)
+			}
+		})
+	}
+
+	a, err := ParseOLTPApp(map[string]any{"query_cache_type": "ON", "query_cache_size": "128M", "innodb_io_capacity": 2000,
+		"innodb_read_io_threads": 8, "innodb_write_io_threads": 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := oltpMariadbArgs(a)
+	for _, want := range []string{"--query-cache-type=ON", "--query-cache-size=134217728", "--innodb-io-capacity=2000",
+		"--innodb-read-io-threads=8", "--innodb-write-io-threads=4"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("missing %s in %v", want, got)
+		}
+	}
+	// query_cache_size 0 (the seed's winner) is written, not left to the default.
+	a, _ = ParseOLTPApp(map[string]any{"query_cache_size": 0})
+	if !slices.Contains(oltpMariadbArgs(a), "--query-cache-size=0") {
+		t.Errorf("query_cache_size 0: %v", oltpMariadbArgs(a))
+	}
+}
+
+func TestOLTPPoolInstancesOnTheHost(t *testing.T) {
+	orig := hostMariaDBVersion
+	t.Cleanup(func() { hostMariaDBVersion = orig })
+	c := decoded(t, OLTP{}, Config{Runtime: engine.RuntimeHost, Network: engine.NetworkHost, Data: engine.DataBind,
+		App: map[string]any{"innodb_buffer_pool_instances": 8}})
+	origLook := lookPath
+	t.Cleanup(func() { lookPath = origLook })
+	lookPath = func(n string) (string, error) { return "/usr/sbin/" + n, nil }
+
+	hostMariaDBVersion = func() (string, error) { return "10.11.19", nil }
+	if _, err := (OLTP{}).Services(c); err == nil || !strings.Contains(err.Error(), "this host has MariaDB 10.11.19, which has no such variable") {
+		t.Errorf("10.11: err = %v", err)
+	}
+	hostMariaDBVersion = func() (string, error) { return "10.3.39", nil }
+	svcs, err := (OLTP{}).Services(c)
+	if err != nil || !slices.Contains(svcs[0].Command, "--innodb-buffer-pool-instances=8") {
+		t.Errorf("10.3: %v, %v", err, svcs)
+	}
+	hostMariaDBVersion = func() (string, error) { return "", errors.New("mariadbd --version: exit status 1") }
+	if _, err := (OLTP{}).Services(c); err == nil || !strings.Contains(err.Error(), "needs the host's MariaDB version") {
+		t.Errorf("unknown version: err = %v", err)
+	}
+}
+
+func TestMariaDBVersion(t *testing.T) {
+	m := mariadbVersionRE.FindStringSubmatch("mariadbd  Ver 10.11.19-MariaDB-0+deb12u1 for debian-linux-gnu on x86_64 (Debian 12)")
+	if m == nil || m[1] != "10.11.19" {
+		t.Fatalf("got %v", m)
+	}
+	for v, want := range map[string]bool{"10.11.19": true, "10.6.0": true, "11.4.2": true, "10.5.23": false, "10.3": false, "garbage": false} {
+		if got := mariadbNoPoolInstances(v); got != want {
+			t.Errorf("%s: %v, want %v", v, got, want)
+		}
+	}
+}
