@@ -26,8 +26,9 @@ with the plan's seed, and appends one raw record per run to OUT/results.jsonl.
 Reports are recomputed from those records by 'ctrperf report OUT'.
 
 Workloads: web (ticketd + SQLite or MariaDB), kv (memcached), fileio (fio),
-exec (process start-up), oltp (sysbench on MariaDB), cpu (sysbench cpu),
-noisy (tenants of which some turn hot). A configuration's isolate: knob runs
+bonnie (bonnie++), exec (process start-up, parallel copies), ctxsw (pipe
+context switches, stress-ng), oltp (sysbench on MariaDB), cpu (sysbench
+cpu), noisy (tenants of which some turn hot). A configuration's isolate: knob runs
 the isolate controller during its runs (policy off, paper or strict), so the
 same plan measures the controller off and on.
 
