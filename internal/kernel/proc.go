@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // ProcAlive says whether process pid exists under procRoot and is not a
@@ -124,7 +126,8 @@ func ParseStatusCtxSwitches(r io.Reader) (CtxSwitches, error) {
 
 // TaskCtxSwitches reads <procRoot>/<tid>/status of one task (a thread ID:
 // /proc/<tid> answers for threads too, and its status counts that thread
-// alone).
+// alone). A task that is gone, before the open or between open and read
+// (ESRCH), is an error wrapping fs.ErrNotExist.
 func TaskCtxSwitches(procRoot string, tid int) (CtxSwitches, error) {
 	p := filepath.Join(procRoot, strconv.Itoa(tid), "status")
 	f, err := os.Open(p)
@@ -132,7 +135,16 @@ func TaskCtxSwitches(procRoot string, tid int) (CtxSwitches, error) {
 		return CtxSwitches{}, err
 	}
 	defer f.Close()
-	c, err := ParseStatusCtxSwitches(f)
+	return taskCtxSwitches(p, f)
+}
+
+// taskCtxSwitches parses the status file p read from r.
+func taskCtxSwitches(p string, r io.Reader) (CtxSwitches, error) {
+	c, err := ParseStatusCtxSwitches(r)
+	if errors.Is(err, syscall.ESRCH) {
+		// The task exited between open and read: gone, like a missing file.
+		return c, fmt.Errorf("read %s: task exited: %w", p, fs.ErrNotExist)
+	}
 	if err != nil {
 		return c, fmt.Errorf("parse %s: %w", p, err)
 	}

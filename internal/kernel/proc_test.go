@@ -2,9 +2,11 @@ package kernel
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -96,5 +98,16 @@ func TestCgroupThreadsV2AndV1(t *testing.T) {
 	}
 	if _, err := TaskCtxSwitches(proc, 12); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("gone task: %v, want ErrNotExist", err)
+	}
+}
+
+type esrchReader struct{}
+
+func (esrchReader) Read([]byte) (int, error) { return 0, syscall.ESRCH }
+
+func TestTaskCtxSwitchesExitedBetweenOpenAndRead(t *testing.T) {
+	_, err := taskCtxSwitches("/proc/42/status", esrchReader{})
+	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "/proc/42/status: task exited") {
+		t.Fatalf("err = %v, want a gone task", err)
 	}
 }
