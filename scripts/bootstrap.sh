@@ -10,7 +10,7 @@ set -euo pipefail
 # Debian packages, and why:
 PACKAGES=(
 	docker.io iptables                          # the default engine and its NAT
-	fio sysbench stress-ng memcached            # workloads on bare metal (the baseline)
+	fio sysbench stress-ng memcached bonnie++   # workloads on bare metal (the baseline)
 	mariadb-server nginx-light                  # the web workload's DB and proxy on bare metal
 	debootstrap                                 # the Debian base image (ctrperf images build)
 	e2fsprogs btrfs-progs xfsprogs              # loop-mounted data roots and data filesystems (mkfs)

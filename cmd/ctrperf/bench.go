@@ -28,7 +28,8 @@ with the plan's seed, and appends one raw record per run to OUT/results.jsonl.
 Reports are recomputed from those records by 'ctrperf report OUT'.
 
 Workloads: web (ticketd + SQLite or MariaDB), kv (memcached), fileio (fio),
-exec (process start-up), oltp (sysbench on MariaDB), cpu (sysbench cpu),
+bonnie (bonnie++), exec (process start-up, parallel copies), ctxsw (pipe
+context switches, stress-ng), oltp (sysbench on MariaDB), cpu (sysbench cpu),
 noisy (tenants of which some turn hot), and app: your own service, from an
 image on the engine or a Dockerfile context built locally (never pulled),
 with a host command as the bare-metal baseline, driven by an HTTP scenario

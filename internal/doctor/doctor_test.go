@@ -57,7 +57,7 @@ func hasWarning(f *Facts, sub string) bool {
 func TestGatherHere(t *testing.T) {
 	engine := Docker{Answers: true, Host: "unix:///var/run/docker.sock", Version: "20.10.24", StorageDriver: "overlay2",
 		BackingFS: "extfs", CgroupDriver: "cgroupfs", UserlandProxy: boolp(true), IPTables: boolp(true)}
-	allTools := []string{"dockerd", "iptables", "iptables-save", "losetup", "mkfs.ext4", "mkfs.xfs", "mkfs.btrfs", "fio", "sysbench",
+	allTools := []string{"dockerd", "iptables", "iptables-save", "losetup", "mkfs.ext4", "mkfs.xfs", "mkfs.btrfs", "fio", "bonnie++", "sysbench",
 		"stress-ng", "memcached", "mariadbd", "wrk", "debootstrap", "chromium"}
 	f := gatherFixture(t, "testdata/here", fakeDocker{d: engine}, allTools...)
 	if len(f.Errors) > 0 {

@@ -42,7 +42,7 @@ var DebianBase = Base{
 	Suite:   "bookworm",
 	Variant: "minbase",
 	Packages: []string{
-		"ca-certificates", "fio", "iproute2", "mariadb-server", "memcached",
+		"bonnie++", "ca-certificates", "fio", "iproute2", "mariadb-server", "memcached",
 		"procps", "stress-ng", "sysbench",
 	},
 }

@@ -158,7 +158,7 @@ func TestDebianBaseDocker(t *testing.T) {
 	}
 	ref := res[0].Ref
 	t.Logf("%s: %s (%s)", ref, res[0].Action, res[0].ID)
-	script := `for b in fio sysbench stress-ng memcached mariadbd mariadb-install-db ip ps; do command -v $b >/dev/null || echo "missing $b"; done; mariadbd --version`
+	script := `for b in fio sysbench stress-ng bonnie++ nproc memcached mariadbd mariadb-install-db ip ps; do command -v $b >/dev/null || echo "missing $b"; done; mariadbd --version`
 	out, code := runContainer(t, cli, runID, ref, []string{"sh", "-c", script})
 	if code != 0 || strings.Contains(out, "missing") || !strings.Contains(out, "MariaDB") {
 		t.Errorf("tools in %s: exit %d, output %q", ref, code, out)

@@ -8,7 +8,7 @@
 //     toolchain are needed; BuildGo builds a package from source instead,
 //     for tests and development),
 //   - the Debian base image with memcached, MariaDB, fio, sysbench and
-//     stress-ng, made by debootstrap and imported as a rootfs tarball
+//     stress-ng and bonnie++, made by debootstrap and imported as a rootfs tarball
 //     (BuildBase), the tarball kept in a cache directory so another engine
 //     imports it in seconds,
 //   - images derived from another image by adding files (BuildFrom).

@@ -1,14 +1,17 @@
 package kernel
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // ProcAlive says whether process pid exists under procRoot and is not a
@@ -78,4 +81,94 @@ func parseStatStartTime(r io.Reader) (uint64, error) {
 		return 0, fmt.Errorf("starttime %q: %w", f[idx], err)
 	}
 	return t, nil
+}
+
+// CtxSwitches are a task's context switches since it started, from the
+// voluntary_ctxt_switches and nonvoluntary_ctxt_switches lines of
+// /proc/<tid>/status.
+type CtxSwitches struct {
+	Voluntary, Involuntary uint64
+}
+
+// ParseStatusCtxSwitches reads the context switch counters of a status file.
+func ParseStatusCtxSwitches(r io.Reader) (CtxSwitches, error) {
+	var c CtxSwitches
+	var haveV, haveI bool
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		var dst *uint64
+		switch k {
+		case "voluntary_ctxt_switches":
+			dst, haveV = &c.Voluntary, true
+		case "nonvoluntary_ctxt_switches":
+			dst, haveI = &c.Involuntary, true
+		default:
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return c, fmt.Errorf("%s: %q is not a count", k, strings.TrimSpace(v))
+		}
+		*dst = n
+	}
+	if err := sc.Err(); err != nil {
+		return c, err
+	}
+	if !haveV || !haveI {
+		return c, errors.New("no voluntary_ctxt_switches / nonvoluntary_ctxt_switches lines")
+	}
+	return c, nil
+}
+
+// TaskCtxSwitches reads <procRoot>/<tid>/status of one task (a thread ID:
+// /proc/<tid> answers for threads too, and its status counts that thread
+// alone). A task that is gone, before the open or between open and read
+// (ESRCH), is an error wrapping fs.ErrNotExist.
+func TaskCtxSwitches(procRoot string, tid int) (CtxSwitches, error) {
+	p := filepath.Join(procRoot, strconv.Itoa(tid), "status")
+	f, err := os.Open(p)
+	if err != nil {
+		return CtxSwitches{}, err
+	}
+	defer f.Close()
+	return taskCtxSwitches(p, f)
+}
+
+// taskCtxSwitches parses the status file p read from r.
+func taskCtxSwitches(p string, r io.Reader) (CtxSwitches, error) {
+	c, err := ParseStatusCtxSwitches(r)
+	if errors.Is(err, syscall.ESRCH) {
+		// The task exited between open and read: gone, like a missing file.
+		return c, fmt.Errorf("read %s: task exited: %w", p, fs.ErrNotExist)
+	}
+	if err != nil {
+		return c, fmt.Errorf("parse %s: %w", p, err)
+	}
+	return c, nil
+}
+
+// CgroupThreads lists the thread IDs of a cgroup directory: cgroup.threads
+// on v2, tasks on v1 (both list every thread of the cgroup itself, not of
+// its children).
+func CgroupThreads(dir string) ([]int, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.threads"))
+	if errors.Is(err, os.ErrNotExist) {
+		b, err = os.ReadFile(filepath.Join(dir, "tasks"))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("threads of cgroup %s: %w", dir, err)
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("threads of cgroup %s: %q is not a thread ID", dir, f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

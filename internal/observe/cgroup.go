@@ -48,19 +48,25 @@ type cgroupCounters struct {
 	memBytes         uint64
 	readBytes        uint64
 	writeBytes       uint64
+	// Context switches of the cgroup's threads: per thread ID, as last
+	// read, and what this reading adds to the previous one (see ctxsw).
+	threads          map[int]kernel.CtxSwitches
+	ctxVol, ctxInvol uint64
+	ctxOK            bool
 }
 
 // containerSampler reads the cgroups of a list of containers.
 type containerSampler struct {
-	cgroups kernel.Layout // detected once, when the observer starts
-	mayGo   bool          // a cgroup that disappears after a reading is no failure
-	mu      sync.Mutex
-	list    []Container
-	prev    map[string]cgroupCounters // by container name
+	procRoot string        // for the threads' /proc/<tid>/status
+	cgroups  kernel.Layout // detected once, when the observer starts
+	mayGo    bool          // a cgroup that disappears after a reading is no failure
+	mu       sync.Mutex
+	list     []Container
+	prev     map[string]cgroupCounters // by container name
 }
 
-func newContainerSampler(root string, list []Container) *containerSampler {
-	return &containerSampler{cgroups: kernel.DetectCgroups(root), list: list, prev: map[string]cgroupCounters{}}
+func newContainerSampler(procRoot, root string, list []Container) *containerSampler {
+	return &containerSampler{procRoot: procRoot, cgroups: kernel.DetectCgroups(root), list: list, prev: map[string]cgroupCounters{}}
 }
 
 // accountingV2 says where a layout keeps the containers' accounting: in v1
@@ -117,6 +123,13 @@ func (c *containerSampler) sample(dt float64, s *results.Sample, fail func(strin
 				continue
 			}
 		}
+		var prevThreads map[int]kernel.CtxSwitches
+		if seen {
+			prevThreads = p.threads
+		}
+		if err := c.ctxsw(&cnt, v2, ct.CgroupPath, prevThreads); err != nil {
+			fail("containers/"+ct.Name+"/ctxsw", err)
+		}
 		cur[ct.Name] = cnt
 		if dt <= 0 || !seen || cnt.cpuNs < p.cpuNs {
 			continue // first reading, or a new cgroup under the same name
@@ -140,7 +153,7 @@ func containerRates(p, c cgroupCounters, dt float64) results.ContainerStats {
 		}
 		return float64(b - a)
 	}
-	return results.ContainerStats{
+	cs := results.ContainerStats{
 		CPUPercent:       d(p.cpuNs, c.cpuNs) / 1e9 / dt * 100,
 		ThrottledPeriods: d(p.throttledPeriods, c.throttledPeriods),
 		ThrottledS:       d(p.throttledNs, c.throttledNs) / 1e9,
@@ -148,6 +161,51 @@ func containerRates(p, c cgroupCounters, dt float64) results.ContainerStats {
 		BlkReadBPerS:     d(p.readBytes, c.readBytes) / dt,
 		BlkWriteBPerS:    d(p.writeBytes, c.writeBytes) / dt,
 	}
+	if c.ctxOK && p.ctxOK {
+		cs.VoluntaryCtxSwPerS = float64(c.ctxVol) / dt
+		cs.InvoluntaryCtxSwPerS = float64(c.ctxInvol) / dt
+	}
+	return cs
+}
+
+// ctxsw reads the context switches of the cgroup's threads (cgroup.threads
+// on v2, tasks of the cpuacct hierarchy on v1, then /proc/<tid>/status of
+// each) into cnt: the counters per thread, and in ctxVol/ctxInvol what the
+// interval since prev added: a thread seen before counts its increase, a
+// thread new to the cgroup counts all its switches (it started, or moved
+// in, during the interval). A thread that exited during the interval takes
+// its switches since the previous reading with it: short-lived processes
+// (an exec loop) are undercounted; long-lived ones (servers, stress-ng
+// workers) are counted whole. A thread gone between the listing and its
+// status is simply left out.
+func (c *containerSampler) ctxsw(cnt *cgroupCounters, v2 bool, path string, prev map[int]kernel.CtxSwitches) error {
+	dir := c.cgroups.Path("", path)
+	if !v2 {
+		dir = c.cgroups.Path("cpuacct", path)
+	}
+	tids, err := kernel.CgroupThreads(dir)
+	if err != nil {
+		return err
+	}
+	cnt.threads = make(map[int]kernel.CtxSwitches, len(tids))
+	for _, tid := range tids {
+		cs, err := kernel.TaskCtxSwitches(c.procRoot, tid)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		cnt.threads[tid] = cs
+		p, ok := prev[tid]
+		if !ok || cs.Voluntary < p.Voluntary || cs.Involuntary < p.Involuntary {
+			p = kernel.CtxSwitches{} // new (or a reused thread ID)
+		}
+		cnt.ctxVol += cs.Voluntary - p.Voluntary
+		cnt.ctxInvol += cs.Involuntary - p.Involuntary
+	}
+	cnt.ctxOK = true
+	return nil
 }
 
 // errNoCPUAccounting marks a reading without CPU usage, which makes the

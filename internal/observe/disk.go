@@ -113,6 +113,18 @@ func iostatX(prev, cur blockdevice.IOStats, dt float64) (results.DiskStats, bool
 		AvgQueueSize: float64(cur.WeightedIOTicks-prev.WeightedIOTicks) / 1000 / dt,
 		UtilPercent:  min(100, float64(cur.IOsTotalTicks-prev.IOsTotalTicks)/10/dt),
 	}
+	// Merge counters are checked apart: a device that does not merge
+	// (some virtual ones) keeps them at 0, never backwards.
+	if cur.ReadMerges >= prev.ReadMerges && cur.WriteMerges >= prev.WriteMerges {
+		ds.ReadMergedPerS = float64(cur.ReadMerges-prev.ReadMerges) / dt
+		ds.WriteMergedPerS = float64(cur.WriteMerges-prev.WriteMerges) / dt
+	}
+	if n := rIOs + wIOs; n > 0 {
+		// sysstat: areq-sz = sectors of reads and writes / 2 / requests (kB);
+		// await = their ticks / requests. Discards are left out of both.
+		ds.AvgRequestKB = float64(cur.ReadSectors-prev.ReadSectors+cur.WriteSectors-prev.WriteSectors) / 2 / n
+		ds.AwaitMs = float64(cur.ReadTicks-prev.ReadTicks+cur.WriteTicks-prev.WriteTicks) / n
+	}
 	if rIOs > 0 {
 		ds.ReadAwaitMs = float64(cur.ReadTicks-prev.ReadTicks) / rIOs
 	}

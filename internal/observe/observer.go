@@ -181,7 +181,7 @@ func (o *Observer) Start(ctx context.Context) error {
 		return errors.New("observer already started")
 	}
 	o.started = true
-	o.cgroups = newContainerSampler(o.cgroupRoot, o.containers)
+	o.cgroups = newContainerSampler(o.procRoot, o.cgroupRoot, o.containers)
 	o.cgroups.mayGo = o.containersMayGo
 	o.samplers = []sampler{
 		newCPUSampler(o.procRoot),

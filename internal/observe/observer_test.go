@@ -165,6 +165,10 @@ func TestObserverHostV1Fixture(t *testing.T) {
 		{"vda w_await", smp.Disks["vda"].WriteAwaitMs, 59.0 / 600},
 		{"vda aqu-sz", smp.Disks["vda"].AvgQueueSize, 0.0405},
 		{"vda util", smp.Disks["vda"].UtilPercent, 2.8},
+		{"vda areq-sz", smp.Disks["vda"].AvgRequestKB, (12800 + 76800) / 2.0 / 700}, // sectors / 2 / requests
+		{"vda await", smp.Disks["vda"].AwaitMs, (12 + 59) / 700.0},
+		{"vda rrqm/s", smp.Disks["vda"].ReadMergedPerS, 0}, // merge counters did not move
+		{"vda wrqm/s", smp.Disks["vda"].WriteMergedPerS, 0},
 		// cgroup v1: cpuacct +1019612416 ns, nr_throttled +20,
 		// throttled_time +847441614 ns, blkio read +6553600, write +39321600.
 		{"web cpu", smp.Containers["web"].CPUPercent, 1019612416 / 1e9 / 2 * 100},
@@ -452,5 +456,35 @@ func TestContainerGoneAfterReading(t *testing.T) {
 				t.Errorf("unavailable = %v, want containers/web recorded: %v", s.Unavailable, tc.wantFailed)
 			}
 		})
+	}
+}
+
+func TestObserverContainerContextSwitches(t *testing.T) {
+	path := "/system.slice/docker-5f0c3a9e1b7d4c2a8e6f9b0d1c3e5a7f9b2d4c6e8a0b1d3f5e7a9c0b2d4e6f81.scope"
+	s := runFixture(t, "cgroup-v2-ctxsw", 2*time.Second, WithContainers([]Container{{Name: "db", CgroupPath: path}}))
+	c, ok := s.Samples[0].Containers["db"]
+	if !ok {
+		t.Fatalf("no container db; unavailable %v", s.Unavailable)
+	}
+	checkFloat(t, "voluntary/s", c.VoluntaryCtxSwPerS, 320)     // 101: +600, 102 (new): 40
+	checkFloat(t, "involuntary/s", c.InvoluntaryCtxSwPerS, 2.5) // 101: +4, 102: 1
+	if u := s.Unavailable["containers/db/ctxsw"]; u != "" {
+		t.Errorf("ctxsw unavailable: %s", u)
+	}
+	sum := results.Summarize(s)
+	checkFloat(t, "summary voluntary", sum.Containers["db"].VoluntaryCtxSwPerS.Mean, 320)
+}
+
+func TestObserverContainerContextSwitchesUnavailable(t *testing.T) {
+	// The plain cgroup-v2 tree has neither cgroup.threads nor /proc: the
+	// switches are unavailable and say why; the cgroup's figures stay.
+	path := "/system.slice/docker-5f0c3a9e1b7d4c2a8e6f9b0d1c3e5a7f9b2d4c6e8a0b1d3f5e7a9c0b2d4e6f81.scope"
+	s := runFixture(t, "cgroup-v2", 2*time.Second, WithContainers([]Container{{Name: "db", CgroupPath: path}}))
+	if u := s.Unavailable["containers/db/ctxsw"]; !strings.Contains(u, "cgroup.threads") && !strings.Contains(u, "tasks") {
+		t.Errorf("ctxsw unavailable = %q, want it to name the threads file", u)
+	}
+	c := s.Samples[0].Containers["db"]
+	if c.VoluntaryCtxSwPerS != 0 || c.CPUPercent != 75 {
+		t.Errorf("got %+v", c)
 	}
 }

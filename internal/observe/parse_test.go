@@ -80,7 +80,8 @@ func TestIostatX(t *testing.T) {
 			c := base
 			c.WriteIOs, c.WriteSectors, c.WriteTicks, c.IOsTotalTicks, c.WeightedIOTicks = 110, 2148, 405, 1050, 460
 			return c
-		}(), 2, results.DiskStats{WritesPerS: 50, WriteKBPerS: 512, WriteAwaitMs: 4, AvgQueueSize: 0.2, UtilPercent: 50}, true},
+		}(), 2, results.DiskStats{WritesPerS: 50, WriteKBPerS: 512, WriteAwaitMs: 4, AvgQueueSize: 0.2, UtilPercent: 50,
+			AvgRequestKB: 1024 / 100.0, AwaitMs: 4}, true},
 		{"counter went backwards (device re-created)", blockdevice.IOStats{}, 1, results.DiskStats{}, false},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -225,5 +226,30 @@ func TestDevices(t *testing.T) {
 	}
 	if _, err := Devices(t.TempDir(), t.TempDir()); err == nil {
 		t.Error("no diskstats: no error")
+	}
+}
+
+func TestIostatXMergesAndRequestSize(t *testing.T) {
+	prev := blockdevice.IOStats{ReadIOs: 100, ReadMerges: 10, ReadSectors: 1000, ReadTicks: 50,
+		WriteIOs: 200, WriteMerges: 40, WriteSectors: 8000, WriteTicks: 300}
+	cur := prev
+	cur.ReadIOs, cur.ReadMerges, cur.ReadSectors, cur.ReadTicks = 150, 30, 2000, 100       // 50 reads, 20 merged, 500 kB, 50 ms
+	cur.WriteIOs, cur.WriteMerges, cur.WriteSectors, cur.WriteTicks = 350, 340, 16000, 600 // 150 writes, 300 merged, 4000 kB, 300 ms
+	ds, ok := iostatX(prev, cur, 2)
+	if !ok {
+		t.Fatal("not ok")
+	}
+	for _, c := range []struct {
+		what      string
+		got, want float64
+	}{
+		{"rrqm/s", ds.ReadMergedPerS, 10},
+		{"wrqm/s", ds.WriteMergedPerS, 150},
+		{"areq-sz", ds.AvgRequestKB, (500 + 4000) / 200.0},
+		{"await", ds.AwaitMs, (50 + 300) / 200.0},
+		{"r_await", ds.ReadAwaitMs, 1},
+		{"w_await", ds.WriteAwaitMs, 2},
+	} {
+		checkFloat(t, c.what, c.got, c.want)
 	}
 }

@@ -22,11 +22,14 @@ func WriteText(w io.Writer, s results.Sample) error {
 		fmt.Fprintf(tw, "t=%.0fs\t\n", s.T)
 	}
 	if len(s.Disks) > 0 {
-		fmt.Fprintf(tw, "Device\tr/s\tw/s\trkB/s\twkB/s\tr_await\tw_await\taqu-sz\t%%util\t\n")
+		// iostat -x's columns as the seed printed them, less svctm
+		// (deprecated, then removed, by sysstat).
+		fmt.Fprintf(tw, "Device\trrqm/s\twrqm/s\tr/s\tw/s\trkB/s\twkB/s\tareq-sz\taqu-sz\tawait\tr_await\tw_await\t%%util\t\n")
 		for _, name := range sortedKeys(s.Disks) {
 			d := s.Disks[name]
-			fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", name,
-				d.ReadsPerS, d.WritesPerS, d.ReadKBPerS, d.WriteKBPerS, d.ReadAwaitMs, d.WriteAwaitMs, d.AvgQueueSize, d.UtilPercent)
+			fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", name,
+				d.ReadMergedPerS, d.WriteMergedPerS, d.ReadsPerS, d.WritesPerS, d.ReadKBPerS, d.WriteKBPerS,
+				d.AvgRequestKB, d.AvgQueueSize, d.AwaitMs, d.ReadAwaitMs, d.WriteAwaitMs, d.UtilPercent)
 		}
 	}
 	if groups := busiestGroups(s.Processes); len(groups) > 0 {
@@ -37,11 +40,12 @@ func WriteText(w io.Writer, s results.Sample) error {
 		}
 	}
 	if len(s.Containers) > 0 {
-		fmt.Fprintf(tw, "Container\t%%CPU\tthrottled\tthrottled s\tmem MiB\trd kB/s\twr kB/s\t\n")
+		fmt.Fprintf(tw, "Container\t%%CPU\tthrottled\tthrottled s\tmem MiB\trd kB/s\twr kB/s\tcswch/s\tnvcswch/s\t\n")
 		for _, name := range sortedKeys(s.Containers) {
 			c := s.Containers[name]
-			fmt.Fprintf(tw, "%s\t%.1f\t%.0f\t%.3f\t%.1f\t%.1f\t%.1f\t\n", name,
-				c.CPUPercent, c.ThrottledPeriods, c.ThrottledS, c.MemBytes/(1<<20), c.BlkReadBPerS/1024, c.BlkWriteBPerS/1024)
+			fmt.Fprintf(tw, "%s\t%.1f\t%.0f\t%.3f\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t\n", name,
+				c.CPUPercent, c.ThrottledPeriods, c.ThrottledS, c.MemBytes/(1<<20), c.BlkReadBPerS/1024, c.BlkWriteBPerS/1024,
+				c.VoluntaryCtxSwPerS, c.InvoluntaryCtxSwPerS)
 		}
 	}
 	fmt.Fprintln(tw)
@@ -56,10 +60,11 @@ func WriteSummaryText(w io.Writer, sum results.Summary) error {
 	fmt.Fprintf(tw, "summary over %d samples (mean / max)\t%%usr\t%%sys\t%%iowait\t%%soft\t\n", sum.Samples)
 	fmt.Fprintf(tw, "all CPUs\t%s\t%s\t%s\t%s\t\n", f(sum.CPU.User), f(sum.CPU.System), f(sum.CPU.IOWait), f(sum.CPU.SoftIRQ))
 	if len(sum.Disks) > 0 {
-		fmt.Fprintf(tw, "Device\tw/s\twkB/s\tw_await\t%%util\t\n")
+		fmt.Fprintf(tw, "Device\twrqm/s\tw/s\twkB/s\tareq-sz\tawait\tw_await\t%%util\t\n")
 		for _, name := range sortedKeys(sum.Disks) {
 			d := sum.Disks[name]
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", name, f(d.WritesPerS), f(d.WriteKBPerS), f(d.WriteAwaitMs), f(d.UtilPercent))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, f(d.WriteMergedPerS), f(d.WritesPerS), f(d.WriteKBPerS),
+				f(d.AvgRequestKB), f(d.AwaitMs), f(d.WriteAwaitMs), f(d.UtilPercent))
 		}
 	}
 	if len(sum.Processes) > 0 {

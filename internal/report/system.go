@@ -43,10 +43,19 @@ func summarizeSystem(ok []runData) []SystemFigure {
 			add("system", "all", "ctxt/s", "/s", sum.ContextSwitchesPerS)
 			add("system", "all", "runq", "", sum.RunQueue)
 		}
+		// The seed's iostat -x columns (svctm aside: sysstat deprecated
+		// and then removed it, so ctrperf does not invent it).
 		for dev, ds := range sum.Disks {
+			add("disk", dev, "rrqm/s", "/s", ds.ReadMergedPerS)
+			add("disk", dev, "wrqm/s", "/s", ds.WriteMergedPerS)
 			add("disk", dev, "r/s", "/s", ds.ReadsPerS)
 			add("disk", dev, "w/s", "/s", ds.WritesPerS)
+			add("disk", dev, "rkB/s", "kB/s", ds.ReadKBPerS)
 			add("disk", dev, "wkB/s", "kB/s", ds.WriteKBPerS)
+			add("disk", dev, "areq-sz", "kB", ds.AvgRequestKB)
+			add("disk", dev, "aqu-sz", "", ds.AvgQueueSize)
+			add("disk", dev, "await", "ms", ds.AwaitMs)
+			add("disk", dev, "r_await", "ms", ds.ReadAwaitMs)
 			add("disk", dev, "w_await", "ms", ds.WriteAwaitMs)
 			add("disk", dev, "util", "%", ds.UtilPercent)
 		}
@@ -73,7 +82,8 @@ func summarizeSystem(ok []runData) []SystemFigure {
 	}
 	rank := map[string]int{"cpu": 0, "system": 1, "disk": 2, "container": 3, "process": 4}
 	figRank := map[string]int{"user": 0, "system": 1, "iowait": 2, "softirq": 3,
-		"ctxt/s": 0, "runq": 1, "r/s": 0, "w/s": 1, "wkB/s": 2, "w_await": 3, "util": 4}
+		"ctxt/s": 0, "runq": 1,
+		"rrqm/s": 0, "wrqm/s": 1, "r/s": 2, "w/s": 3, "rkB/s": 4, "wkB/s": 5, "areq-sz": 6, "aqu-sz": 7, "await": 8, "r_await": 9, "w_await": 10, "util": 11}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if a.Group != b.Group {

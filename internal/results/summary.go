@@ -33,6 +33,11 @@ type DiskSummary struct {
 	WriteAwaitMs Figure `json:"w_await"`
 	AvgQueueSize Figure `json:"aqu_sz"`
 	UtilPercent  Figure `json:"util"`
+	// rrqm/s, wrqm/s; areq-sz and await over intervals with requests.
+	ReadMergedPerS  Figure `json:"rrqm_s"`
+	WriteMergedPerS Figure `json:"wrqm_s"`
+	AvgRequestKB    Figure `json:"areq_sz"`
+	AwaitMs         Figure `json:"await"`
 }
 
 // CPUSummary is the all-CPU split over a run, in percent.
@@ -53,6 +58,9 @@ type ContainerSummary struct {
 	MemBytes         Figure `json:"mem_bytes"`
 	BlkReadBPerS     Figure `json:"blk_read_b_s"`
 	BlkWriteBPerS    Figure `json:"blk_write_b_s"`
+	// Context switches per second of the container's threads.
+	VoluntaryCtxSwPerS   Figure `json:"vol_ctxsw_s"`
+	InvoluntaryCtxSwPerS Figure `json:"invol_ctxsw_s"`
 }
 
 // ProcessSummary is one process group over a run.
@@ -117,6 +125,18 @@ func Summarize(s *Series) Summary {
 			}
 			ds.AvgQueueSize.add(d.AvgQueueSize)
 			ds.UtilPercent.add(d.UtilPercent)
+			// A sample with requests but no request size was recorded
+			// before ctrperf kept merges, areq-sz and await: those figures
+			// are unknown there, not zero.
+			legacy := d.ReadsPerS+d.WritesPerS > 0 && d.AvgRequestKB == 0
+			if !legacy {
+				ds.ReadMergedPerS.add(d.ReadMergedPerS)
+				ds.WriteMergedPerS.add(d.WriteMergedPerS)
+			}
+			if d.ReadsPerS+d.WritesPerS > 0 && !legacy {
+				ds.AvgRequestKB.add(d.AvgRequestKB)
+				ds.AwaitMs.add(d.AwaitMs)
+			}
 			out.Disks[name] = ds
 		}
 		for name, c := range smp.Containers {
@@ -129,6 +149,8 @@ func Summarize(s *Series) Summary {
 			cs.MemBytes.add(c.MemBytes)
 			cs.BlkReadBPerS.add(c.BlkReadBPerS)
 			cs.BlkWriteBPerS.add(c.BlkWriteBPerS)
+			cs.VoluntaryCtxSwPerS.add(c.VoluntaryCtxSwPerS)
+			cs.InvoluntaryCtxSwPerS.add(c.InvoluntaryCtxSwPerS)
 			out.Containers[name] = cs
 		}
 		for name, p := range smp.Processes {

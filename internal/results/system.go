@@ -50,6 +50,8 @@ type CPUPercent struct {
 }
 
 // DiskStats are iostat -x figures for one device over one interval.
+// (iostat's svctm is not among them: sysstat deprecated it as meaningless
+// for devices that serve requests in parallel, and removed it in 12.x.)
 type DiskStats struct {
 	ReadsPerS    float64 `json:"r_s"`
 	WritesPerS   float64 `json:"w_s"`
@@ -59,6 +61,14 @@ type DiskStats struct {
 	WriteAwaitMs float64 `json:"w_await"`
 	AvgQueueSize float64 `json:"aqu_sz"`
 	UtilPercent  float64 `json:"util"`
+	// Requests merged into others before reaching the device (rrqm/s,
+	// wrqm/s), the mean size of a read or write request in kB (areq-sz, the
+	// seed's avgrq-sz in sectors / 2) and the wait of reads and writes
+	// together (await), each over the interval.
+	ReadMergedPerS  float64 `json:"rrqm_s,omitempty"`
+	WriteMergedPerS float64 `json:"wrqm_s,omitempty"`
+	AvgRequestKB    float64 `json:"areq_sz,omitempty"`
+	AwaitMs         float64 `json:"await,omitempty"`
 }
 
 // ContainerStats come from one container's cgroup.
@@ -71,6 +81,11 @@ type ContainerStats struct {
 	MemBytes         float64 `json:"mem_bytes,omitempty"` // level at the end of the interval
 	BlkReadBPerS     float64 `json:"blk_read_b_s,omitempty"`
 	BlkWriteBPerS    float64 `json:"blk_write_b_s,omitempty"`
+	// Context switches per second of the cgroup's threads (summed from
+	// /proc/<tid>/status; switches of threads that exited during the
+	// interval are not counted).
+	VoluntaryCtxSwPerS   float64 `json:"vol_ctxsw_s,omitempty"`
+	InvoluntaryCtxSwPerS float64 `json:"invol_ctxsw_s,omitempty"`
 }
 
 // ProcessStats sum the processes of one group.

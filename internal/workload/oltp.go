@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -32,10 +34,19 @@ func (OLTP) Name() string { return "oltp" }
 // OLTPApp are the MariaDB settings, passed on mariadbd's command line.
 // Empty strings and zeros leave MariaDB's defaults.
 type OLTPApp struct {
-	BufferPoolSize      int64 // innodb_buffer_pool_size, bytes
-	BufferPoolInstances int64 // innodb_buffer_pool_instances (ignored by MariaDB >= 10.5, which has one pool; kept for the seed's table)
-	LRUScanDepth        int64 // innodb_lru_scan_depth
-	FlushLogAtTrxCommit int64 // innodb_flush_log_at_trx_commit: 0, 1, 2; -1 = default
+	BufferPoolSize int64 // innodb_buffer_pool_size, bytes
+	// innodb_buffer_pool_instances: MariaDB 10.5 went to a single buffer
+	// pool and 10.6 removed the variable, so it is refused on the base
+	// image's MariaDB 10.11 (at plan time) and on a host whose mariadbd is
+	// 10.6 or later (when the run deploys); kept for servers that have it.
+	BufferPoolInstances int64
+	LRUScanDepth        int64  // innodb_lru_scan_depth
+	FlushLogAtTrxCommit int64  // innodb_flush_log_at_trx_commit: 0, 1, 2; -1 = default
+	QueryCacheType      string // query_cache_type: OFF, ON, DEMAND; "" = default (OFF)
+	QueryCacheSize      int64  // query_cache_size, bytes; -1 = default (1M)
+	IOCapacity          int64  // innodb_io_capacity (I/O operations per second of background flushing)
+	ReadIOThreads       int64  // innodb_read_io_threads
+	WriteIOThreads      int64  // innodb_write_io_threads
 }
 
 // OLTPLoad are sysbench's knobs.
@@ -49,7 +60,7 @@ type OLTPLoad struct {
 // Defaults: MariaDB's 128 MiB pool; 4 tables of 50000 rows (about 50 MiB of
 // InnoDB data, so pools below that must read from the data directory).
 var (
-	DefaultOLTPApp  = OLTPApp{BufferPoolSize: 128 << 20, FlushLogAtTrxCommit: -1}
+	DefaultOLTPApp  = OLTPApp{BufferPoolSize: 128 << 20, FlushLogAtTrxCommit: -1, QueryCacheSize: -1}
 	DefaultOLTPLoad = OLTPLoad{Test: "oltp_read_write", Threads: 4, Tables: 4, TableSize: 50000}
 )
 
@@ -61,7 +72,52 @@ func ParseOLTPApp(m map[string]any) (OLTPApp, error) {
 	whole(k, "innodb_buffer_pool_instances", &a.BufferPoolInstances, 1, 64)
 	whole(k, "innodb_lru_scan_depth", &a.LRUScanDepth, 100, 1<<20)
 	whole(k, "innodb_flush_log_at_trx_commit", &a.FlushLogAtTrxCommit, 0, 2)
+	k.enum("query_cache_type", &a.QueryCacheType, "OFF", "ON", "DEMAND")
+	k.size("query_cache_size", &a.QueryCacheSize, 0, 16<<30)
+	whole(k, "innodb_io_capacity", &a.IOCapacity, 100, 10000000)
+	whole(k, "innodb_read_io_threads", &a.ReadIOThreads, 1, 64)
+	whole(k, "innodb_write_io_threads", &a.WriteIOThreads, 1, 64)
 	return a, k.err()
+}
+
+// imageMariaDB is the MariaDB of the Debian base image (bookworm).
+const imageMariaDB = "10.11"
+
+// mariadbNoPoolInstances says whether a MariaDB version ("10.11.6") no
+// longer has innodb_buffer_pool_instances (removed in 10.6.0).
+func mariadbNoPoolInstances(version string) bool {
+	major, rest, _ := strings.Cut(version, ".")
+	minor, _, _ := strings.Cut(rest, ".")
+	ma, err1 := strconv.Atoi(major)
+	mi, err2 := strconv.Atoi(minor)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > 10 || (ma == 10 && mi >= 6)
+}
+
+// poolInstancesRefused is the error for innodb_buffer_pool_instances on a
+// MariaDB that no longer has it.
+func poolInstancesRefused(n int64, where, version string) error {
+	return knobError("app.innodb_buffer_pool_instances",
+		"app.innodb_buffer_pool_instances = %d: %s has MariaDB %s, which has no such variable (MariaDB 10.5 went to a single buffer pool, 10.6 removed the setting); drop the knob, or use a server that has it", n, where, version)
+}
+
+// mariadbVersionRE finds the version in mariadbd --version
+// ("mariadbd  Ver 10.11.6-MariaDB-0+deb12u1 for debian-linux-gnu ...").
+var mariadbVersionRE = regexp.MustCompile(`Ver\s+(\d+\.\d+(?:\.\d+)?)`)
+
+// hostMariaDBVersion is the host's mariadbd version, replaceable in tests.
+var hostMariaDBVersion = func() (string, error) {
+	out, err := exec.Command("mariadbd", "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("mariadbd --version: %w", err)
+	}
+	m := mariadbVersionRE.FindSubmatch(out)
+	if m == nil {
+		return "", fmt.Errorf("mariadbd --version: no version in %q", strings.TrimSpace(string(out)))
+	}
+	return string(m[1]), nil
 }
 
 // ParseOLTPLoad reads and checks the load knobs.
@@ -80,6 +136,9 @@ func (OLTP) Decode(k Knobs) (any, any, error) {
 	a, aerr := ParseOLTPApp(k.App)
 	l, lerr := ParseOLTPLoad(k.Load)
 	errs := []error{aerr, lerr, noNetwork("oltp", k.Network)}
+	if a.BufferPoolInstances > 0 && k.Runtime == engine.RuntimeDocker {
+		errs = append(errs, poolInstancesRefused(a.BufferPoolInstances, "the base image (Debian bookworm)", imageMariaDB))
+	}
 	if k.Topology == "split" {
 		errs = append(errs, fmt.Errorf("oltp: topology split is not supported: sysbench runs in the database's target over its Unix socket (combined)"))
 	}
@@ -97,6 +156,20 @@ func oltpMariadbArgs(a OLTPApp) []string {
 	}
 	if a.FlushLogAtTrxCommit >= 0 {
 		args = append(args, "--innodb-flush-log-at-trx-commit="+strconv.FormatInt(a.FlushLogAtTrxCommit, 10))
+	}
+	if a.QueryCacheType != "" {
+		args = append(args, "--query-cache-type="+a.QueryCacheType)
+	}
+	if a.QueryCacheSize >= 0 {
+		args = append(args, "--query-cache-size="+strconv.FormatInt(a.QueryCacheSize, 10))
+	}
+	for _, o := range []struct {
+		flag string
+		v    int64
+	}{{"--innodb-io-capacity=", a.IOCapacity}, {"--innodb-read-io-threads=", a.ReadIOThreads}, {"--innodb-write-io-threads=", a.WriteIOThreads}} {
+		if o.v > 0 {
+			args = append(args, o.flag+strconv.FormatInt(o.v, 10))
+		}
 	}
 	return args
 }
@@ -128,6 +201,15 @@ func (OLTP) Services(c Config) ([]engine.Service, error) {
 		return nil, err
 	}
 	a := c.App.(OLTPApp)
+	if a.BufferPoolInstances > 0 && c.Runtime == engine.RuntimeHost {
+		v, err := hostMariaDBVersion()
+		if err != nil {
+			return nil, fmt.Errorf("oltp: app.innodb_buffer_pool_instances needs the host's MariaDB version: %w", err)
+		}
+		if mariadbNoPoolInstances(v) {
+			return nil, poolInstancesRefused(a.BufferPoolInstances, "this host", v)
+		}
+	}
 	cmd := append([]string{"/bin/sh", "-c", oltpScript, "oltp-db", "{{port:db:3306}}"}, oltpMariadbArgs(a)...)
 	return []engine.Service{{
 		Name:      "db",

@@ -16,12 +16,13 @@ import (
 	"ctrperf/internal/load"
 )
 
-// Shared pieces of the tool workloads (kv, fileio, exec, oltp, cpu): a knob
+// Shared pieces of the tool workloads (kv, fileio, bonnie, exec, ctxsw, oltp,
+// cpu): a knob
 // reader, the Debian base image, the "sleeper" service that a tool runs in
 // through engine.Exec, and host tool checks.
 
 // baseImage is the image every tool workload runs in: the Debian base with
-// memcached, mariadb-server, fio, sysbench and stress-ng.
+// memcached, mariadb-server, fio, bonnie++, sysbench and stress-ng.
 func baseImage() string { return image.Resolve(image.DebianBase.Name) }
 
 // dataEnv carries a service's data directory, as its own processes see it,

@@ -16,7 +16,7 @@ import (
 )
 
 func TestToolWorkloadsRegistered(t *testing.T) {
-	for _, name := range []string{"kv", "fileio", "exec", "oltp", "cpu", "web"} {
+	for _, name := range []string{"kv", "fileio", "exec", "oltp", "cpu", "web", "bonnie", "ctxsw"} {
 		if !slices.Contains(Names(), name) {
 			t.Errorf("workload %q not registered (have %v)", name, Names())
 		}

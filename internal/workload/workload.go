@@ -2,7 +2,8 @@
 // a configuration's knobs into the services to deploy and, once they are
 // deployed, drives load against them and returns the measurement.
 //
-// One file per workload (web, kv, fileio, exec, oltp, cpu, noisy, app, command); each
+// One file per workload (web, kv, fileio, bonnie, exec, ctxsw, oltp, cpu,
+// noisy, app, command); each
 // registers itself with Register in an init function. A workload's knobs
 // are a struct of its own (WebApp, KVLoad, ...) with defaults and range
 // checks, decoded once when the plan is read (Decode, through
