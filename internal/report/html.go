@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"slices"
 	"strings"
 
 	"ctrperf/internal/results"
@@ -68,6 +69,7 @@ type htmlPage struct {
 	SummaryCols   []string
 	SummaryLabels []string
 	Summary       []htmlSummaryRow
+	CommonKnobs   string // knobs every configuration has alike, shown once
 	Throughput    template.HTML
 	P99           template.HTML
 	Percentiles   template.HTML
@@ -136,9 +138,11 @@ func renderHTML(w io.Writer, rep *Report) error {
 	var thr, p99 []dotRow
 	var windows []windowData
 	var curves []curve
+	common := commonKnobs(rep.Configs)
+	p.CommonKnobs = strings.Join(common, " ")
 	for i, c := range rep.Configs {
 		col := colour(i)
-		row := htmlSummaryRow{Config: c.Name, Colour: col, Status: c.status(), Failed: !c.OK(), Knobs: knobText(c.Knobs)}
+		row := htmlSummaryRow{Config: c.Name, Colour: col, Status: c.status(), Failed: !c.OK(), Knobs: knobText(c.Knobs, common...)}
 		if c.OK() && b != nil && b.OK() {
 			row.Caveat = runsCaveat(min(c.Runs, b.Runs))
 		}
@@ -211,8 +215,42 @@ func plainHTML(lines []string) []template.HTML {
 }
 
 // knobText lists a configuration's knobs as key=value, keys sorted, so a
-// reader sees what each name stands for.
-func knobText(k map[string]any) string {
+// reader sees what each name stands for; pairs in omit (the knobs every
+// configuration shares, shown once under the table) are left out.
+func knobText(k map[string]any, omit ...string) string {
+	var parts []string
+	for _, kv := range knobPairs(k) {
+		if !slices.Contains(omit, kv) {
+			parts = append(parts, kv)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// commonKnobs are the key=value pairs every one of two or more
+// configurations has, in order.
+func commonKnobs(cs []*Config) []string {
+	if len(cs) < 2 {
+		return nil
+	}
+	var out []string
+	for _, kv := range knobPairs(cs[0].Knobs) {
+		all := true
+		for _, c := range cs[1:] {
+			if !slices.Contains(knobPairs(c.Knobs), kv) {
+				all = false
+				break
+			}
+		}
+		if all {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// knobPairs flattens knobs into sorted key=value pairs.
+func knobPairs(k map[string]any) []string {
 	var parts []string
 	var walk func(prefix string, v any)
 	walk = func(prefix string, v any) {
@@ -230,7 +268,7 @@ func knobText(k map[string]any) string {
 		}
 	}
 	walk("", k)
-	return strings.Join(parts, " ")
+	return parts
 }
 
 func dotFor(c *Config, m, col string, baseline bool) dotRow {
@@ -434,6 +472,7 @@ footer { color: var(--muted); font-size: 12.5px; margin-top: 40px; border-top: 1
 {{range .Cells}}<td title="{{.Metric}}: 95% CI {{.CI}}"><div class="cell">{{if .Value}}<span class="v">{{.Value}}</span>{{if .Ratio}}<span class="ci">{{.Ratio}}</span>{{else}}<span class="ci">CI {{.CI}}</span>{{end}}{{if .Verdict}}<span class="badge {{.Class}}">{{.Verdict}}</span>{{end}}{{else}}–{{end}}</div></td>{{end}}
 </tr>{{end}}
 </table>
+{{if .CommonKnobs}}<p class="note">Common to every configuration: <span class="knobs">{{.CommonKnobs}}</span></p>{{end}}
 <p class="note">Each cell: the configuration's median, then ×ratio to the baseline with the ratio's 95% interval in brackets (both sides resampled independently), then the verdict. An interval that contains 1 is “no measurable difference”, never a win or a loss. The baseline row shows each median's own interval; hover a cell for any configuration's.</p>
 </div>
 

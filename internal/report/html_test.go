@@ -37,3 +37,25 @@ func TestHTMLSelfContained(t *testing.T) {
 		t.Error("not-run configuration plotted as a number")
 	}
 }
+
+// Knobs every configuration shares are shown once under the table, each
+// configuration only with what sets it apart.
+func TestCommonKnobsShownOnce(t *testing.T) {
+	cs := []*Config{
+		{Name: "a", Knobs: map[string]any{"runtime": "host", "app": map[string]any{"port": 8080, "build": "."}}},
+		{Name: "b", Knobs: map[string]any{"runtime": "docker", "app": map[string]any{"port": 8080, "build": "."}}},
+	}
+	common := commonKnobs(cs)
+	if strings.Join(common, " ") != "app.build=. app.port=8080" {
+		t.Errorf("common = %q", common)
+	}
+	if got := knobText(cs[1].Knobs, common...); got != "runtime=docker" {
+		t.Errorf("b's own knobs = %q, want runtime=docker", got)
+	}
+	if got := knobText(cs[0].Knobs); got != "app.build=. app.port=8080 runtime=host" {
+		t.Errorf("all of a's knobs = %q", got)
+	}
+	if commonKnobs(cs[:1]) != nil {
+		t.Error("one configuration has nothing to share")
+	}
+}
