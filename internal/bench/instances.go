@@ -157,14 +157,7 @@ func mergeInstances(ms []*results.Measurement) (*results.Measurement, error) {
 				dst = &results.Operation{}
 				out.Operations[label] = dst
 			}
-			dst.Count += op.Count
-			dst.Bytes += op.Bytes
-			for k, v := range op.Errors {
-				if dst.Errors == nil {
-					dst.Errors = map[string]int64{}
-				}
-				dst.Errors[k] += v
-			}
+			dst.AddCounts(op)
 			for q, v := range op.PercentilesMs {
 				if dst.PercentilesMs == nil {
 					dst.PercentilesMs = map[string]float64{}

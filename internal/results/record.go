@@ -29,6 +29,19 @@ type Operation struct {
 	MeanMs        float64            `json:"mean_ms,omitempty"` // when no histogram is available
 }
 
+// AddCounts adds op's count, bytes and errors to o: merging the same
+// operation measured by several generators (tenants, instances).
+func (o *Operation) AddCounts(op *Operation) {
+	o.Count += op.Count
+	o.Bytes += op.Bytes
+	for k, v := range op.Errors {
+		if o.Errors == nil {
+			o.Errors = map[string]int64{}
+		}
+		o.Errors[k] += v
+	}
+}
+
 // ErrorCount sums all error kinds.
 func (o *Operation) ErrorCount() int64 {
 	var n int64

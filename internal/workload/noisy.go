@@ -481,14 +481,7 @@ func mergeTenants(ms []*results.Measurement, window time.Duration) (*results.Mea
 				dst = &results.Operation{}
 				out.Operations[label] = dst
 			}
-			dst.Count += op.Count
-			dst.Bytes += op.Bytes
-			for k, v := range op.Errors {
-				if dst.Errors == nil {
-					dst.Errors = map[string]int64{}
-				}
-				dst.Errors[k] += v
-			}
+			dst.AddCounts(op)
 			if op.Histogram == "" {
 				continue
 			}
