@@ -65,15 +65,7 @@ func BuildFrom(ctx context.Context, api API, d Derived, opts ...Option) (Result,
 	if err := runBuild(ctx, api, tarCtx, d.Ref, imageLabels(d.Name, res.Hash, o.labels), o.progress); err != nil {
 		return res, err
 	}
-	img, _, found, err = existing(ctx, api, d.Ref)
-	if err != nil {
-		return res, err
-	}
-	if !found {
-		return res, fmt.Errorf("image %s: the build reported success but the engine has no such image", d.Ref)
-	}
-	res.ID, res.Action = img.ID, ActionBuilt
-	return res, nil
+	return built(ctx, api, res, d.Ref)
 }
 
 // derivedPlan is a derived image with its inputs resolved.
@@ -242,4 +234,18 @@ func readMessages(r io.Reader, w io.Writer) error {
 			fmt.Fprintln(w, m.Status)
 		}
 	}
+}
+
+// built is res once a build of ref has reported success: the image the
+// engine now has under ref, or an error when it has none.
+func built(ctx context.Context, api API, res Result, ref string) (Result, error) {
+	img, _, found, err := existing(ctx, api, ref)
+	if err != nil {
+		return res, err
+	}
+	if !found {
+		return res, fmt.Errorf("image %s: the build reported success but the engine has no such image", ref)
+	}
+	res.ID, res.Action = img.ID, ActionBuilt
+	return res, nil
 }

@@ -348,15 +348,7 @@ func BuildDir(ctx context.Context, api API, d Dir, opts ...Option) (Result, erro
 	if err := runBuildFile(ctx, api, tarCtx, dockerfileName(d.Dockerfile), d.Ref, imageLabels(d.Name, res.Hash, o.labels), io.MultiWriter(o.progress, tail)); err != nil {
 		return res, fmt.Errorf("%w%s", err, tail.String())
 	}
-	img, _, found, err = existing(ctx, api, d.Ref)
-	if err != nil {
-		return res, err
-	}
-	if !found {
-		return res, fmt.Errorf("image %s: the build reported success but the engine has no such image", d.Ref)
-	}
-	res.ID, res.Action = img.ID, ActionBuilt
-	return res, nil
+	return built(ctx, api, res, d.Ref)
 }
 
 // tailWriter keeps the last lines written to it.
