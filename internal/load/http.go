@@ -49,7 +49,18 @@ type HTTPDriver struct {
 	headers map[string]string
 	dial    Dialer
 	seed    uint64
+	// noLoop keeps closed loops on one goroutine per VU even when the
+	// scenario fits the event loops (evloop.go); tests run both.
+	noLoop bool
+	// plainDial: connections come from net.Dialer, so they are sockets
+	// the event loops can take over. A Dialer of the caller's may return
+	// any net.Conn.
+	plainDial bool
 }
+
+// testNoLoop makes every driver keep to the goroutine path: TestMain runs
+// the package's tests once with and once without the event loops.
+var testNoLoop bool
 
 var _ Driver = (*HTTPDriver)(nil)
 
@@ -78,7 +89,9 @@ func NewHTTP(cfg HTTPConfig) (*HTTPDriver, error) {
 	if d.dial == nil {
 		var nd net.Dialer
 		d.dial = nd.DialContext
+		d.plainDial = true
 	}
+	d.noLoop = testNoLoop
 	return d, nil
 }
 
@@ -277,27 +290,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 func (v *httpVU) do(ctx context.Context, st *compiledStep, vars map[string]string, jar **cookiejar.Jar, timeout time.Duration) httpResult {
 	var total int64
-	method := st.Method
-	u := &url.URL{Scheme: "http", Host: v.d.base.Host}
-	pathAndQuery := v.d.prefix + expand(st.Path, vars)
-	if i := strings.IndexByte(pathAndQuery, '?'); i >= 0 {
-		u.Path, u.RawQuery = pathAndQuery[:i], pathAndQuery[i+1:]
-	} else {
-		u.Path = pathAndQuery
-	}
-	var body []byte
-	contentType := ""
-	switch {
-	case len(st.Form) > 0:
-		form := url.Values{}
-		for k, val := range st.Form {
-			form.Set(k, expand(val, vars))
-		}
-		body = []byte(form.Encode())
-		contentType = "application/x-www-form-urlencoded"
-	case st.Body != "":
-		body = []byte(expand(st.Body, vars))
-	}
+	method, u, body, contentType := v.d.stepRequest(st, vars)
 	deadline := time.Now().Add(timeout)
 	for hop := 0; ; hop++ {
 		resp, n, err := v.roundTrip(ctx, method, u, body, contentType, st, vars, *jar, deadline, len(st.extract) > 0)
@@ -320,6 +313,30 @@ func (v *httpVU) do(ctx context.Context, st *compiledStep, vars map[string]strin
 		}
 		u = next
 	}
+}
+
+// stepRequest is what a step asks for: method, URL, body and its content type.
+func (d *HTTPDriver) stepRequest(st *compiledStep, vars map[string]string) (method string, u *url.URL, body []byte, contentType string) {
+	method = st.Method
+	u = &url.URL{Scheme: "http", Host: d.base.Host}
+	pathAndQuery := d.prefix + expand(st.Path, vars)
+	if i := strings.IndexByte(pathAndQuery, '?'); i >= 0 {
+		u.Path, u.RawQuery = pathAndQuery[:i], pathAndQuery[i+1:]
+	} else {
+		u.Path = pathAndQuery
+	}
+	switch {
+	case len(st.Form) > 0:
+		form := url.Values{}
+		for k, val := range st.Form {
+			form.Set(k, expand(val, vars))
+		}
+		body = []byte(form.Encode())
+		contentType = "application/x-www-form-urlencoded"
+	case st.Body != "":
+		body = []byte(expand(st.Body, vars))
+	}
+	return method, u, body, contentType
 }
 
 // redirectTarget returns where to go next, or nil to stop. Redirects are
@@ -412,6 +429,29 @@ func (v *httpVU) exchange(ctx context.Context, method string, u *url.URL, body [
 		return 0, err
 	}
 	b := &v.buf
+	v.d.writeRequest(b, method, u, body, contentType, st, vars, jar)
+	before := v.w.n - int64(v.br.Buffered())
+	if v.br.Buffered() > 0 {
+		// Bytes the server sent ahead of this request (a protocol error
+		// the parser will report): readResponse may not read from the
+		// wire at all, so the request goes out first.
+		if err := v.w.send(b.Bytes()); err != nil {
+			return 0, err
+		}
+	} else {
+		v.w.pending = b.Bytes()
+	}
+	err := readResponse(v.br, method, keepBody, &v.resp)
+	if err == nil && len(v.w.pending) > 0 {
+		// Cannot happen: a response is read only after the request left.
+		err = &protocolError{kind: KindProtocol, msg: "response before the request was sent"}
+	}
+	v.w.pending = nil
+	return v.w.n - int64(v.br.Buffered()) - before, err
+}
+
+// writeRequest puts the whole request (head and body) in b.
+func (d *HTTPDriver) writeRequest(b *bytes.Buffer, method string, u *url.URL, body []byte, contentType string, st *compiledStep, vars map[string]string, jar *cookiejar.Jar) {
 	b.Reset()
 	b.WriteString(method)
 	b.WriteByte(' ')
@@ -419,7 +459,7 @@ func (v *httpVU) exchange(ctx context.Context, method string, u *url.URL, body [
 	b.WriteString(" HTTP/1.1\r\nHost: ")
 	b.WriteString(u.Host)
 	b.WriteString("\r\nUser-Agent: ctrperf-load\r\n")
-	writeHeaders(b, v.d.headers, vars)
+	writeHeaders(b, d.headers, vars)
 	writeHeaders(b, st.Headers, vars)
 	if jar != nil {
 		if cs := jar.Cookies(u); len(cs) > 0 {
@@ -447,24 +487,6 @@ func (v *httpVU) exchange(ctx context.Context, method string, u *url.URL, body [
 	}
 	b.WriteString("\r\n")
 	b.Write(body)
-	before := v.w.n - int64(v.br.Buffered())
-	if v.br.Buffered() > 0 {
-		// Bytes the server sent ahead of this request (a protocol error
-		// the parser will report): readResponse may not read from the
-		// wire at all, so the request goes out first.
-		if err := v.w.send(b.Bytes()); err != nil {
-			return 0, err
-		}
-	} else {
-		v.w.pending = b.Bytes()
-	}
-	err := readResponse(v.br, method, keepBody, &v.resp)
-	if err == nil && len(v.w.pending) > 0 {
-		// Cannot happen: a response is read only after the request left.
-		err = &protocolError{kind: KindProtocol, msg: "response before the request was sent"}
-	}
-	v.w.pending = nil
-	return v.w.n - int64(v.br.Buffered()) - before, err
 }
 
 func writeHeaders(b *bytes.Buffer, h map[string]string, vars map[string]string) {

@@ -282,37 +282,41 @@ steps:
 	}
 }
 
+// responseCases are answers as a server may send them; readResponse and
+// the event loops' respParser must read them alike.
+var responseCases = []struct {
+	desc     string
+	raw      string
+	method   string
+	keep     bool
+	status   int
+	close    bool
+	body     string
+	cookies  int
+	location string
+	rest     string // what must remain unread on the connection
+	wantErr  string
+}{
+	{desc: "content-length body", raw: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloNEXT", keep: true, status: 200, body: "hello", rest: "NEXT"},
+	{desc: "discarded body leaves the next response", raw: "HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhelloNEXT", status: 200, rest: "NEXT"},
+	{desc: "chunked with trailer", raw: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\nX-T: 1\r\n\r\nNEXT",
+		keep: true, status: 200, body: "abcde", rest: "NEXT"},
+	{desc: "interim 100 Continue is skipped", raw: "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n", status: 201},
+	{desc: "HEAD has no body despite the length", raw: "HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\nNEXT", method: "HEAD", status: 200, rest: "NEXT"},
+	{desc: "204 has no body", raw: "HTTP/1.1 204 No Content\r\n\r\nNEXT", status: 204, rest: "NEXT"},
+	{desc: "no length: body until close", raw: "HTTP/1.1 200 OK\r\n\r\nall of it", keep: true, status: 200, close: true, body: "all of it"},
+	{desc: "Connection: close", raw: "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", status: 200, close: true},
+	{desc: "HTTP/1.0 closes unless keep-alive", raw: "HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n", status: 200, close: true},
+	{desc: "HTTP/1.0 keep-alive", raw: "HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n", status: 200},
+	{desc: "cookies and location", raw: "HTTP/1.1 302 Found\r\nSet-Cookie: a=1; Path=/\r\nSet-Cookie: b=2\r\nLocation: /next\r\nContent-Length: 0\r\n\r\n",
+		status: 302, cookies: 2, location: "/next"},
+	{desc: "not HTTP", raw: "SSH-2.0-OpenSSH\r\n", wantErr: "bad HTTP status line"},
+	{desc: "cut short", raw: "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", wantErr: "EOF"},
+	{desc: "bad length", raw: "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", wantErr: "Content-Length"},
+}
+
 func TestReadResponse(t *testing.T) {
-	tests := []struct {
-		desc     string
-		raw      string
-		method   string
-		keep     bool
-		status   int
-		close    bool
-		body     string
-		cookies  int
-		location string
-		rest     string // what must remain unread on the connection
-		wantErr  string
-	}{
-		{desc: "content-length body", raw: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloNEXT", keep: true, status: 200, body: "hello", rest: "NEXT"},
-		{desc: "discarded body leaves the next response", raw: "HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhelloNEXT", status: 200, rest: "NEXT"},
-		{desc: "chunked with trailer", raw: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\nX-T: 1\r\n\r\nNEXT",
-			keep: true, status: 200, body: "abcde", rest: "NEXT"},
-		{desc: "interim 100 Continue is skipped", raw: "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n", status: 201},
-		{desc: "HEAD has no body despite the length", raw: "HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\nNEXT", method: "HEAD", status: 200, rest: "NEXT"},
-		{desc: "204 has no body", raw: "HTTP/1.1 204 No Content\r\n\r\nNEXT", status: 204, rest: "NEXT"},
-		{desc: "no length: body until close", raw: "HTTP/1.1 200 OK\r\n\r\nall of it", keep: true, status: 200, close: true, body: "all of it"},
-		{desc: "Connection: close", raw: "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", status: 200, close: true},
-		{desc: "HTTP/1.0 closes unless keep-alive", raw: "HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n", status: 200, close: true},
-		{desc: "HTTP/1.0 keep-alive", raw: "HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n", status: 200},
-		{desc: "cookies and location", raw: "HTTP/1.1 302 Found\r\nSet-Cookie: a=1; Path=/\r\nSet-Cookie: b=2\r\nLocation: /next\r\nContent-Length: 0\r\n\r\n",
-			status: 302, cookies: 2, location: "/next"},
-		{desc: "not HTTP", raw: "SSH-2.0-OpenSSH\r\n", wantErr: "bad HTTP status line"},
-		{desc: "cut short", raw: "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", wantErr: "EOF"},
-		{desc: "bad length", raw: "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", wantErr: "Content-Length"},
-	}
+	tests := responseCases
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
 			br := bufio.NewReader(strings.NewReader(tc.raw))

@@ -55,14 +55,9 @@ func readResponse(br *bufio.Reader, method string, keepBody bool, r *response) e
 		if err != nil {
 			return err
 		}
-		// "HTTP/1.1 200 OK"
-		if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' {
-			return &protocolError{kind: KindProtocol, msg: "bad HTTP status line " + quote(line)}
-		}
-		http10 := line[7] == '0'
-		code, err := strconv.Atoi(string(line[9:12]))
-		if err != nil || code < 100 {
-			return &protocolError{kind: KindProtocol, msg: "bad HTTP status in " + quote(line)}
+		code, http10, err := parseStatusLine(line)
+		if err != nil {
+			return err
 		}
 		r.StatusCode = code
 		r.Close = http10
@@ -76,38 +71,15 @@ func readResponse(br *bufio.Reader, method string, keepBody bool, r *response) e
 			if len(h) == 0 {
 				break
 			}
-			name, value, ok := bytes.Cut(h, []byte(":"))
-			if !ok {
-				return &protocolError{kind: KindProtocol, msg: "bad header line " + quote(h)}
-			}
-			value = bytes.TrimSpace(value)
-			switch {
-			case bytes.EqualFold(name, hdrContentLength):
-				n, err := strconv.ParseInt(string(value), 10, 64)
-				if err != nil || n < 0 {
-					return &protocolError{kind: KindProtocol, msg: "bad Content-Length " + quote(value)}
-				}
-				length = n
-			case bytes.EqualFold(name, hdrTransferEncoding):
-				chunked = containsFold(value, "chunked")
-			case bytes.EqualFold(name, hdrConnection):
-				if containsFold(value, "close") {
-					r.Close = true
-				} else if http10 && containsFold(value, "keep-alive") {
-					r.Close = false
-				}
-			case bytes.EqualFold(name, hdrSetCookie):
-				r.SetCookies = append(r.SetCookies, string(value))
-			case bytes.EqualFold(name, hdrLocation):
-				r.Location = string(value)
+			if err := r.header(h, http10, &length, &chunked); err != nil {
+				return err
 			}
 		}
 		if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
 			continue // interim response; the real one follows
 		}
-		noBody := method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified || code < 200
 		switch {
-		case noBody:
+		case hasNoBody(method, code):
 			return nil
 		case chunked:
 			if err := r.readBody(httputil.NewChunkedReader(br), keepBody); err != nil {
@@ -135,6 +107,54 @@ func readResponse(br *bufio.Reader, method string, keepBody bool, r *response) e
 			return r.readBody(br, keepBody)
 		}
 	}
+}
+
+// parseStatusLine reads "HTTP/1.1 200 OK".
+func parseStatusLine(line []byte) (code int, http10 bool, err error) {
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' {
+		return 0, false, &protocolError{kind: KindProtocol, msg: "bad HTTP status line " + quote(line)}
+	}
+	code, err = strconv.Atoi(string(line[9:12]))
+	if err != nil || code < 100 {
+		return 0, false, &protocolError{kind: KindProtocol, msg: "bad HTTP status in " + quote(line)}
+	}
+	return code, line[7] == '0', nil
+}
+
+// header applies one header line (without its line end) to r and to the
+// body framing: the length (-1 when none) and whether the body is chunked.
+func (r *response) header(h []byte, http10 bool, length *int64, chunked *bool) error {
+	name, value, ok := bytes.Cut(h, []byte(":"))
+	if !ok {
+		return &protocolError{kind: KindProtocol, msg: "bad header line " + quote(h)}
+	}
+	value = bytes.TrimSpace(value)
+	switch {
+	case bytes.EqualFold(name, hdrContentLength):
+		n, err := strconv.ParseInt(string(value), 10, 64)
+		if err != nil || n < 0 {
+			return &protocolError{kind: KindProtocol, msg: "bad Content-Length " + quote(value)}
+		}
+		*length = n
+	case bytes.EqualFold(name, hdrTransferEncoding):
+		*chunked = containsFold(value, "chunked")
+	case bytes.EqualFold(name, hdrConnection):
+		if containsFold(value, "close") {
+			r.Close = true
+		} else if http10 && containsFold(value, "keep-alive") {
+			r.Close = false
+		}
+	case bytes.EqualFold(name, hdrSetCookie):
+		r.SetCookies = append(r.SetCookies, string(value))
+	case bytes.EqualFold(name, hdrLocation):
+		r.Location = string(value)
+	}
+	return nil
+}
+
+// hasNoBody reports whether a response to method with this status carries no body.
+func hasNoBody(method string, code int) bool {
+	return method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified || code < 200
 }
 
 func (r *response) readBody(src io.Reader, keep bool) error {

@@ -181,9 +181,12 @@ func Run(ctx context.Context, d Driver, p Profile) (*results.Measurement, error)
 	}
 	r := newRunner(d, p, labels)
 	var err error
-	if p.Rate > 0 {
+	switch ld, ok := d.(loopDriver); {
+	case p.Rate > 0:
 		err = r.open(ctx)
-	} else {
+	case ok && ld.loopable():
+		err = r.loops(ctx, ld)
+	default:
 		err = r.closed(ctx)
 	}
 	m, mErr := r.measurement()
@@ -368,21 +371,73 @@ loop:
 	return runErr
 }
 
-// closed runs Concurrency VUs back to back.
-func (r *runner) closed(ctx context.Context) error {
-	p := r.p
+// closedLoop is the bookkeeping that a closed loop's VUs share, whether
+// each VU is a goroutine (closed) or a connection of an event loop (loops).
+type closedLoop struct {
+	r       *runner
+	claimed atomic.Int64
+	last    atomic.Int64 // unix nanos of the last measured completion
+	id      atomic.Int64
+}
+
+func (r *runner) startClosed() *closedLoop {
 	t0 := time.Now()
-	r.mStart = t0.Add(p.Warmup)
-	r.mEnd = r.mStart.Add(p.Duration)
+	r.mStart = t0.Add(r.p.Warmup)
+	r.mEnd = r.mStart.Add(r.p.Duration)
 	r.rec.start = r.mStart
-	if p.Warmup == 0 {
+	if r.p.Warmup == 0 {
 		r.beginWindow()
 	}
-	var claimed atomic.Int64
+	return &closedLoop{r: r}
+}
+
+// next decides about the session a VU would start at now: run it unmeasured
+// (warm-up), run it measured, or stop (the window is over, or every
+// operation of an op count is claimed).
+func (c *closedLoop) next(now time.Time) (s Session, measured, stop bool) {
+	r := c.r
+	s = Session{ID: c.id.Add(1), Due: now, Timeout: r.p.Timeout}
+	if now.Before(r.mStart) {
+		return s, false, false
+	}
+	r.beginWindow()
+	if r.p.Ops > 0 {
+		if c.claimed.Add(1) > r.p.Ops {
+			return s, false, true
+		}
+	} else if !now.Before(r.mEnd) {
+		return s, false, true
+	}
+	return s, true, false
+}
+
+// done notes the end of a measured session.
+func (c *closedLoop) done(end time.Time) {
+	t := end.UnixNano()
+	for {
+		old := c.last.Load()
+		if t <= old || c.last.CompareAndSwap(old, t) {
+			return
+		}
+	}
+}
+
+// finish closes the measured window after the VUs have stopped.
+func (c *closedLoop) finish() {
+	r := c.r
+	r.cpu1 = processCPU()
+	r.lastDone = time.Unix(0, c.last.Load())
+	if r.lastDone.Before(r.mStart) {
+		r.lastDone = time.Now()
+	}
+}
+
+// closed runs Concurrency VUs back to back, one goroutine each.
+func (r *runner) closed(ctx context.Context) error {
+	p := r.p
+	c := r.startClosed()
 	var wg sync.WaitGroup
-	var last atomic.Int64 // unix nanos of the last measured completion
 	errs := make(chan error, p.Concurrency)
-	var id atomic.Int64
 	for w := 0; w < p.Concurrency; w++ {
 		vu, err := r.d.NewVU(w)
 		if err != nil {
@@ -394,37 +449,19 @@ func (r *runner) closed(ctx context.Context) error {
 			defer wg.Done()
 			defer vu.Close()
 			for ctx.Err() == nil {
-				now := time.Now()
-				s := Session{ID: id.Add(1), Due: now, Timeout: p.Timeout}
-				if now.Before(r.mStart) {
-					r.session(ctx, vu, s, false)
-					continue
-				}
-				r.beginWindow()
-				if p.Ops > 0 {
-					if claimed.Add(1) > p.Ops {
-						return
-					}
-				} else if !now.Before(r.mEnd) {
+				s, measured, stop := c.next(time.Now())
+				if stop {
 					return
 				}
-				r.session(ctx, vu, s, true)
-				end := time.Now().UnixNano()
-				for {
-					old := last.Load()
-					if end <= old || last.CompareAndSwap(old, end) {
-						break
-					}
+				r.session(ctx, vu, s, measured)
+				if measured {
+					c.done(time.Now())
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	r.cpu1 = processCPU()
-	r.lastDone = time.Unix(0, last.Load())
-	if r.lastDone.Before(r.mStart) {
-		r.lastDone = time.Now()
-	}
+	c.finish()
 	close(errs)
 	if err := <-errs; err != nil {
 		return err
