@@ -9,11 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,7 +38,7 @@ import (
 func addShipping(root *cobra.Command) {
 	root.Version = version.Get().Version
 	root.SetVersionTemplate(version.Get().String() + "\n")
-	root.AddCommand(newPlansCmd(), newTicketdCmd(), newManCmd())
+	root.AddCommand(newPlansCmd(), newTicketdCmd(), newIdleCmd(), newManCmd())
 	registerCompletions(root)
 }
 
@@ -150,6 +152,23 @@ func newTicketdCmd() *cobra.Command {
 			if code := ticketd.Main(args); code != 0 {
 				return &exitcode.Error{Code: code}
 			}
+			return nil
+		},
+	}
+}
+
+// newIdleCmd waits for SIGTERM or SIGINT: the main process of a container
+// ctrperf only execs commands in (kv's `load.client: container`).
+func newIdleCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    selfbin.Idle,
+		Short:  "Wait for SIGTERM or SIGINT, then exit 0 (a container's main process while ctrperf execs in it)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			<-ctx.Done()
 			return nil
 		},
 	}

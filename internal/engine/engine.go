@@ -111,8 +111,6 @@ type Service struct {
 	// ctrperf.isolate=true to opt in to the isolate controller. They never
 	// override the run's own ctrperf.* labels.
 	Labels map[string]string
-	// Keep the container alive with this argv when Command exits immediately
-	// (e.g. a tool image used only through Exec). Empty: Command is the main process.
 	User string // optional user to run as inside the container
 }
 

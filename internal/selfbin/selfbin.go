@@ -34,6 +34,11 @@ const Env = "CTRPERF_SELF_BINARY"
 // server: `ctrperf __ticketd FLAGS...` takes ticketd's own flags.
 const Ticketd = "__ticketd"
 
+// Idle is the hidden command that waits for SIGTERM or SIGINT and exits 0:
+// the main process of a container that ctrperf only runs commands in (the
+// kv workload's client container runs `ctrperf load` there by exec).
+const Idle = "__idle"
+
 // Path returns the absolute path of the ctrperf binary: $CTRPERF_SELF_BINARY
 // or the running executable, symlinks resolved.
 func Path() (string, error) {

@@ -2,15 +2,19 @@ package workload
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/image"
 	"ctrperf/internal/load"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
+	"ctrperf/internal/selfbin"
 )
 
 func init() { Register(KV{}) }
@@ -43,6 +47,12 @@ type KVLoad struct {
 	ValueSize   int64   // bytes
 	Keys        int64   // key space
 	Seed        int64
+	// Client is where the generator runs: "host" (ctrperf itself, in the
+	// client namespace of the network knob) or "container" (seed 004's
+	// memslap in a container --link'ed to the server: `ctrperf load` in a
+	// container of its own on the run's bridge network, dialing the
+	// server's container IP).
+	Client string
 	// Search, when set, finds the highest open-loop rate that meets an SLO
 	// instead of measuring one window (see capacity.go); Mode is "open".
 	Search *Search
@@ -62,11 +72,17 @@ func (l KVLoad) CapacitySearch() (plan.SearchSpec, bool) {
 	return l.Search.Spec(kvStepSlack), true
 }
 
+// Where the kv generator runs (KVLoad.Client).
+const (
+	kvClientHost      = "host"
+	kvClientContainer = "container"
+)
+
 // Defaults: seed 004's memslap (set only, concurrency 4) and memcached's own
 // defaults (-t 4, -m 64 raised to 256 so the key space never evicts).
 var (
 	DefaultKVApp  = KVApp{Threads: 4, MemoryMB: 256, Connections: 4096}
-	DefaultKVLoad = KVLoad{Mode: "closed", Concurrency: 4, Mix: "set", ValueSize: 100, Keys: 10000, Seed: 1}
+	DefaultKVLoad = KVLoad{Mode: "closed", Concurrency: 4, Mix: "set", ValueSize: 100, Keys: 10000, Seed: 1, Client: kvClientHost}
 )
 
 // ParseKVApp reads and checks the app knobs.
@@ -101,6 +117,7 @@ func ParseKVLoad(m map[string]any) (KVLoad, error) {
 	whole(k, "value_size", &l.ValueSize, 1, 1<<20)
 	whole(k, "keys", &l.Keys, 1, 1<<30)
 	whole(k, "seed", &l.Seed, 0, 1<<62)
+	k.enum("client", &l.Client, kvClientHost, kvClientContainer)
 	k.search("search", &l.Search)
 	if err := k.err(); err != nil {
 		return l, err
@@ -130,6 +147,12 @@ func ParseKVLoad(m map[string]any) (KVLoad, error) {
 func (KV) Decode(k Knobs) (any, any, error) {
 	a, aerr := ParseKVApp(k.App)
 	l, lerr := ParseKVLoad(k.Load)
+	if lerr == nil && l.Client == kvClientContainer {
+		switch k.Network {
+		case engine.NetworkPublished, engine.NetworkPublishedExternal:
+			lerr = knobError("load.client", "load.client container reaches memcached at its container IP on the run's bridge network (seed 004's --link); network %s (a published port) would not be on its path: use network container-ip, or host", k.Network)
+		}
+	}
 	return a, l, errors.Join(aerr, lerr)
 }
 
@@ -148,15 +171,34 @@ func (KV) Services(c Config) ([]engine.Service, error) {
 		return nil, err
 	}
 	a := c.App.(KVApp)
-	return []engine.Service{{
+	svcs := []engine.Service{{
 		Name:      "kv",
 		Image:     baseImage(),
 		Command:   kvArgv("memcached", a),
 		Ports:     []int{11211},
 		Resources: c.Resources,
 		Ready:     &engine.ReadyCheck{Port: 11211, Timeout: 30 * time.Second},
-	}}, nil
+	}}
+	if c.Load.(KVLoad).Client != kvClientContainer {
+		return svcs, nil
+	}
+	// The client: ctrperf itself (the ticketd image is the static binary
+	// FROM scratch), idle until Drive execs `ctrperf load` in it. Not
+	// limited by the configuration's resources, which are the server's.
+	client := engine.Service{Name: kvClientService, Image: image.Resolve(WebImageTicketd),
+		Entrypoint: []string{image.SelfPath}, Command: []string{selfbin.Idle}}
+	if c.Runtime == engine.RuntimeHost {
+		bin, err := selfbin.Path()
+		if err != nil {
+			return nil, fmt.Errorf("kv client on the host: %w", err)
+		}
+		client.HostCommand = []string{bin, selfbin.Idle}
+	}
+	return append(svcs, client), nil
 }
+
+// kvClientService is the service name of kv's client container.
+const kvClientService = "client"
 
 // kvProfile turns the load knobs and the window into the generator's profile.
 func kvProfile(l KVLoad, env Env) load.Profile {
@@ -180,6 +222,13 @@ func (KV) Drive(ctx context.Context, env Env) (*results.Measurement, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kv: %w", err)
 	}
+	window := kvWindow
+	if l.Client == kvClientContainer {
+		window = kvClientWindow
+		if ep.Addr, err = kvAddrFromClient(env.Target, ep); err != nil {
+			return nil, err
+		}
+	}
 	if l.Search != nil {
 		// A step where nothing completes, or everything fails, fails the
 		// SLO; it does not end the search.
@@ -188,10 +237,10 @@ func (KV) Drive(ctx context.Context, env Env) (*results.Measurement, error) {
 			sl.Rate = rate
 			p := kvProfile(sl, env)
 			p.Started = started
-			return kvWindow(ctx, env, l, p, ep.Addr)
+			return window(ctx, env, l, p, ep.Addr)
 		})
 	}
-	m, err := kvWindow(ctx, env, l, kvProfile(l, env), ep.Addr)
+	m, err := window(ctx, env, l, kvProfile(l, env), ep.Addr)
 	if err != nil {
 		return m, err
 	}
@@ -226,4 +275,75 @@ func kvWindow(ctx context.Context, env Env, l KVLoad, p load.Profile, addr strin
 	}
 	m.Tools["memcached-driver"] = "ctrperf load (memcached text protocol)"
 	return m, nil
+}
+
+// kvAddrFromClient is where the client container reaches memcached: the
+// server container's IP on the run's bridge network and its own port, as a
+// --link resolved; on a network shared with the host (host runtime,
+// docker --net=host) the endpoint's loopback address.
+func kvAddrFromClient(t *engine.Target, ep engine.Endpoint) (string, error) {
+	if t.Runtime == engine.RuntimeHost || t.Network == engine.NetworkHost {
+		return ep.Addr, nil
+	}
+	for _, c := range t.Containers {
+		if c.Service == "kv" && c.IP != "" {
+			return net.JoinHostPort(c.IP, strconv.Itoa(ep.Port)), nil
+		}
+	}
+	return "", fmt.Errorf("kv: the client container needs the server's container IP, and target %s has none", t.RunID)
+}
+
+// kvClientWindow drives one window from the client container: `ctrperf
+// load --memcached --format json` exec'd there prints the measurement
+// (histograms included) that the host-side generator would have returned.
+func kvClientWindow(ctx context.Context, env Env, l KVLoad, p load.Profile, addr string) (*results.Measurement, error) {
+	bin := image.SelfPath
+	if env.Target.Runtime == engine.RuntimeHost {
+		var err error
+		if bin, err = selfbin.Path(); err != nil {
+			return nil, fmt.Errorf("kv client: %w", err)
+		}
+	}
+	argv := []string{bin, "load", addr, "--memcached", "--format", "json",
+		"--mix", l.Mix, "--value-size", strconv.FormatInt(l.ValueSize, 10), "--keys", strconv.FormatInt(l.Keys, 10),
+		"--seed", strconv.FormatUint(p.Seed, 10), "--timeout", p.Timeout.String(),
+		"--warmup", p.Warmup.String(), "--duration", p.Duration.String()}
+	if p.Rate > 0 {
+		argv = append(argv, "--rate", strconv.FormatFloat(p.Rate, 'f', -1, 64))
+		if p.Poisson {
+			argv = append(argv, "--poisson")
+		}
+	} else {
+		argv = append(argv, "--concurrency", strconv.Itoa(p.Concurrency))
+		if p.Ops > 0 {
+			argv = append(argv, "--ops", strconv.FormatInt(p.Ops, 10))
+		}
+	}
+	if p.CPUSet != "" {
+		argv = append(argv, "--cpuset", p.CPUSet)
+	}
+	// The window starts inside the container after the warm-up; the
+	// observers' series start with it (give or take the exec's start-up,
+	// a few milliseconds).
+	if p.Started != nil {
+		t := time.AfterFunc(p.Warmup, p.Started)
+		defer t.Stop()
+	}
+	res, err := env.Engine.Exec(ctx, env.Target, kvClientService, argv)
+	if err != nil {
+		return nil, fmt.Errorf("kv: the client container: %w", err)
+	}
+	// 3: an open-loop shortfall, reported in the measurement itself.
+	if res.ExitCode != 0 && res.ExitCode != 3 {
+		return nil, fmt.Errorf("kv: ctrperf load in the client container exited %d: %s", res.ExitCode, lastLines(res.Stderr, 5))
+	}
+	var m results.Measurement
+	if err := json.Unmarshal(res.Stdout, &m); err != nil {
+		return nil, fmt.Errorf("kv: the client container's measurement: %w (stderr: %s)", err, lastLines(res.Stderr, 5))
+	}
+	if m.Tools == nil {
+		m.Tools = map[string]string{}
+	}
+	m.Tools["memcached-driver"] = "ctrperf load (memcached text protocol) in a container on the run's network"
+	return &m, nil
 }
