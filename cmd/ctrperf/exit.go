@@ -56,6 +56,7 @@ func applyConventions(root *cobra.Command) {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitcode.AsUsage(err) })
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
+	strictHelp(root)
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		if c.SuggestionsMinimumDistance <= 0 {
@@ -76,6 +77,33 @@ func applyConventions(root *cobra.Command) {
 		}
 	}
 	walk(root)
+}
+
+// strictHelp makes `ctrperf help TOPIC` a usage error (exit 2, with the
+// closest command) when TOPIC is no command: cobra's help prints "Unknown
+// help topic" and the root's usage, then exits 0.
+func strictHelp(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		if c.Name() != "help" {
+			continue
+		}
+		run := c.Run
+		c.Run = nil
+		c.RunE = func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				target, rest, err := c.Root().Find(args)
+				if err != nil || target == nil || len(rest) > 0 || target == c.Root() {
+					msg := fmt.Sprintf("unknown help topic %q", strings.Join(args, " "))
+					if s := c.Root().SuggestionsFor(args[0]); len(s) > 0 {
+						msg += "; did you mean " + strings.Join(s, " or ") + "?"
+					}
+					return exitcode.AsUsage(errors.New(msg))
+				}
+			}
+			run(c, args)
+			return nil
+		}
+	}
 }
 
 // checkFlagsFirst runs cobra's required-flag and flag-group checks in

@@ -70,6 +70,9 @@ func TestExitStatuses(t *testing.T) {
 		{[]string{"bench", "nosuch"}, 2, `unknown command "nosuch" for "ctrperf bench"`},
 		{[]string{"isolate", "stat"}, 2, "did you mean status?"},
 		{[]string{"report"}, 2, "accepts 1 arg(s), received 0"},
+		{[]string{"help", "nosuch"}, 2, `unknown help topic "nosuch"`},
+		{[]string{"help", "benhc"}, 2, "did you mean bench?"},
+		{[]string{"help", "bench", "nosuch"}, 2, `unknown help topic "bench nosuch"`},
 		{[]string{"compare", "a"}, 2, "accepts 2 arg(s), received 1"},
 		{[]string{"bench", "validate"}, 2, "accepts 1 arg(s)"},
 		{[]string{"load"}, 2, "accepts 1 arg(s)"},
@@ -94,6 +97,7 @@ func TestExitStatuses(t *testing.T) {
 		{[]string{"bench", "validate", "../../plans/smoke.yaml", "--format", "json"}, 0, ""},
 		{[]string{"bench", "validate", "../../plans/smoke.yaml", "--json", "--format", "json"}, 0, ""},
 		{[]string{"bench"}, 0, ""}, // a group alone prints its help
+		{[]string{"help", "bench", "run"}, 0, ""},
 		{[]string{}, 0, ""},
 	}
 	for _, tt := range tests {
