@@ -61,6 +61,12 @@ func summarizeSystem(ok []runData) []SystemFigure {
 		}
 		for name, cs := range sum.Containers {
 			add("container", name, "cpu", "%", cs.CPUPercent)
+			// Context switches of the container's threads (seed 003's
+			// UnixBench question), where the sampler could count them.
+			if cs.VoluntaryCtxSwPerS.Max > 0 || cs.InvoluntaryCtxSwPerS.Max > 0 {
+				add("container", name, "vol ctxsw/s", "/s", cs.VoluntaryCtxSwPerS)
+				add("container", name, "invol ctxsw/s", "/s", cs.InvoluntaryCtxSwPerS)
+			}
 		}
 		for name, ps := range sum.Processes {
 			add("process", name, "cpu", "%", ps.CPUPercent)
@@ -82,7 +88,7 @@ func summarizeSystem(ok []runData) []SystemFigure {
 	}
 	rank := map[string]int{"cpu": 0, "system": 1, "disk": 2, "container": 3, "process": 4}
 	figRank := map[string]int{"user": 0, "system": 1, "iowait": 2, "softirq": 3,
-		"ctxt/s": 0, "runq": 1,
+		"ctxt/s": 0, "runq": 1, "cpu": 0, "vol ctxsw/s": 1, "invol ctxsw/s": 2,
 		"rrqm/s": 0, "wrqm/s": 1, "r/s": 2, "w/s": 3, "rkB/s": 4, "wkB/s": 5, "areq-sz": 6, "aqu-sz": 7, "await": 8, "r_await": 9, "w_await": 10, "util": 11}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
