@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -58,7 +59,7 @@ type loopDriver interface {
 // of the VUs.
 func (r *runner) loops(ctx context.Context, ld loopDriver) error {
 	c := r.startClosed()
-	n := min(runtime.GOMAXPROCS(0), r.p.Concurrency)
+	n := min(runtime.NumCPU(), r.p.Concurrency)
 	errs := make(chan error, n)
 	for i := 0; i < n; i++ {
 		var ids []int
@@ -197,7 +198,7 @@ func (d *HTTPDriver) runLoop(ctx context.Context, c *closedLoop, ids []int) erro
 		if len(l.ready) > 0 {
 			wait = 0
 		}
-		n, err := unix.EpollWait(epfd, events, wait)
+		n, err := epollWait(epfd, events, wait)
 		if err != nil && err != unix.EINTR {
 			l.cancelAll()
 			return fmt.Errorf("event loop: %w", os.NewSyscallError("epoll_wait", err))
@@ -269,7 +270,7 @@ func (l *evLoop) exchange(ec *evConn) {
 // waits for EPOLLOUT.
 func (l *evLoop) write(ec *evConn) {
 	for ec.wrote < len(ec.out) {
-		m, err := unix.Write(ec.fd, ec.out[ec.wrote:])
+		m, err := rawWrite(ec.fd, ec.out[ec.wrote:])
 		if m > 0 {
 			ec.wrote += m
 		}
@@ -312,7 +313,7 @@ func (l *evLoop) read(ec *evConn) {
 		return
 	}
 	for {
-		m, err := unix.Read(ec.fd, ec.buf[ec.n:])
+		m, err := rawRead(ec.fd, ec.buf[ec.n:])
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -527,4 +528,40 @@ func (l *evLoop) opError(op string, err error) error {
 		err = os.NewSyscallError(op, errno)
 	}
 	return &net.OpError{Op: op, Net: "tcp", Err: err}
+}
+
+// rawEpoll selects raw system calls for the loop (experiment).
+var rawEpoll = os.Getenv("CTRPERF_EVLOOP_RAW") == "1"
+
+func epollWait(epfd int, events []unix.EpollEvent, msec int) (int, error) {
+	if !rawEpoll {
+		return unix.EpollWait(epfd, events, msec)
+	}
+	r, _, e := syscall.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), uintptr(msec), 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
+func rawRead(fd int, p []byte) (int, error) {
+	if !rawEpoll {
+		return unix.Read(fd, p)
+	}
+	r, _, e := syscall.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), nil
+}
+
+func rawWrite(fd int, p []byte) (int, error) {
+	if !rawEpoll {
+		return unix.Write(fd, p)
+	}
+	r, _, e := syscall.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), nil
 }
