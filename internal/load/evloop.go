@@ -56,10 +56,12 @@ type loopDriver interface {
 }
 
 // loops runs the closed loop on one event loop per P, each with its share
-// of the VUs.
+// of the VUs. One per P, not more: a loop keeps its P while it waits (see
+// epollWait), so a loop without a P of its own would wait for another to
+// be preempted.
 func (r *runner) loops(ctx context.Context, ld loopDriver) error {
 	c := r.startClosed()
-	n := min(runtime.NumCPU(), r.p.Concurrency)
+	n := min(runtime.GOMAXPROCS(0), r.p.Concurrency)
 	errs := make(chan error, n)
 	for i := 0; i < n; i++ {
 		var ids []int
@@ -351,7 +353,7 @@ func (l *evLoop) idleRead(ec *evConn) {
 		l.fail(ec, &protocolError{kind: KindProtocol, msg: "16 KiB arrived before the request was sent"})
 		return
 	}
-	m, err := unix.Read(ec.fd, ec.buf[ec.n:])
+	m, err := rawRead(ec.fd, ec.buf[ec.n:])
 	switch {
 	case err == unix.EAGAIN || err == unix.EINTR:
 	case err != nil:
@@ -530,14 +532,24 @@ func (l *evLoop) opError(op string, err error) error {
 	return &net.OpError{Op: op, Net: "tcp", Err: err}
 }
 
-// rawEpoll selects raw system calls for the loop (experiment).
-var rawEpoll = os.Getenv("CTRPERF_EVLOOP_RAW") == "1"
+// The loop's system calls are raw: they do not tell the Go scheduler that
+// the thread may block (entersyscall), so the loop keeps its P while it
+// waits in epoll_wait, as a C event loop keeps its CPU. With the ordinary
+// calls, the scheduler's monitor takes the P of a thread that waits longer
+// than 20 µs and hands it to another thread, which spins looking for work
+// and gives it back: the ratio to wrk fell from 1.02 to 0.88 and the CPU
+// per request rose from 12.3 to 15.5 µs (benchmarks/load -only efficiency,
+// 4 rounds each, alternated, 2026-11-24). An extra P for the rest of the
+// program (GOMAXPROCS 3 on 2 CPUs) made it worse, not better (0.90).
+//
+// What keeps the program responsive: epoll_wait returns at least every
+// sweepEvery (10 ms), the loop checks the context then, and the runtime's
+// monitor preempts a goroutine that holds its P for 10 ms (a signal ends
+// epoll_wait with EINTR), which lets the other goroutines (signal
+// handling, progress, the garbage collector's stop-the-world) run.
 
 func epollWait(epfd int, events []unix.EpollEvent, msec int) (int, error) {
-	if !rawEpoll {
-		return unix.EpollWait(epfd, events, msec)
-	}
-	r, _, e := syscall.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), uintptr(msec), 0, 0)
+	r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), uintptr(msec), 0, 0)
 	if e != 0 {
 		return 0, e
 	}
@@ -545,10 +557,10 @@ func epollWait(epfd int, events []unix.EpollEvent, msec int) (int, error) {
 }
 
 func rawRead(fd int, p []byte) (int, error) {
-	if !rawEpoll {
-		return unix.Read(fd, p)
+	if len(p) == 0 {
+		return 0, unix.ENOBUFS // callers never read into a full buffer
 	}
-	r, _, e := syscall.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 	if e != 0 {
 		return -1, e
 	}
@@ -556,10 +568,10 @@ func rawRead(fd int, p []byte) (int, error) {
 }
 
 func rawWrite(fd int, p []byte) (int, error) {
-	if !rawEpoll {
-		return unix.Write(fd, p)
+	if len(p) == 0 {
+		return 0, nil
 	}
-	r, _, e := syscall.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	r, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 	if e != 0 {
 		return -1, e
 	}
