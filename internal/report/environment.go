@@ -18,6 +18,16 @@ type Environment struct {
 	// missing).
 	Start   time.Time   `json:"start,omitempty"`
 	Engines []EngineUse `json:"engines,omitempty"`
+	// DataFS are the data filesystems of the runs (the plan's filesystem
+	// knob), each with the configurations whose runs used it.
+	DataFS []DataFSUse `json:"data_fs,omitempty"`
+}
+
+// DataFSUse is a data filesystem (as the first run that made it recorded
+// it) and the configurations that ran on one like it.
+type DataFSUse struct {
+	results.DataFSInfo
+	Configs []string `json:"configs,omitempty"`
 }
 
 // EngineUse is an engine and the configurations whose runs it served.
@@ -40,6 +50,9 @@ func environmentFromRecords(recs []results.RunRecord, order []string) *Environme
 			if env.Start.IsZero() || (!r.Start.IsZero() && r.Start.Before(env.Start)) {
 				env.Start = r.Start
 			}
+			if r.DataFS != nil {
+				env.addDataFS(*r.DataFS, name)
+			}
 			if r.Engine == nil {
 				continue
 			}
@@ -56,6 +69,22 @@ func environmentFromRecords(recs []results.RunRecord, order []string) *Environme
 		}
 	}
 	return env
+}
+
+// addDataFS notes that configuration name ran on fs; filesystems alike in
+// type, options and size are one line.
+func (e *Environment) addDataFS(fs results.DataFSInfo, name string) {
+	same := func(u DataFSUse) bool {
+		return u.FS == fs.FS && u.Size == fs.Size && slices.Equal(u.Options, fs.Options)
+	}
+	i := slices.IndexFunc(e.DataFS, same)
+	if i < 0 {
+		e.DataFS = append(e.DataFS, DataFSUse{DataFSInfo: fs})
+		i = len(e.DataFS) - 1
+	}
+	if !slices.Contains(e.DataFS[i].Configs, name) {
+		e.DataFS[i].Configs = append(e.DataFS[i].Configs, name)
+	}
 }
 
 // addEnvFile adds what OUT/env.json knows: the machine, and engines no
@@ -122,7 +151,27 @@ func envLines(e *Environment) []string {
 		}
 		out = append(out, engineLine(eng))
 	}
+	for _, fs := range e.DataFS {
+		out = append(out, dataFSLine(fs))
+	}
 	return out
+}
+
+func dataFSLine(u DataFSUse) string {
+	line := "data filesystem " + orDash(u.FS)
+	if len(u.Options) > 0 {
+		line += " -o " + strings.Join(u.Options, ",")
+	}
+	if u.Size > 0 {
+		line += fmt.Sprintf(" on a %.1f GiB loop file", float64(u.Size)/(1<<30))
+	}
+	if len(u.Applied) > 0 {
+		line += ", mounted " + strings.Join(u.Applied, ",")
+	}
+	if len(u.Configs) > 0 {
+		line += " — used by " + strings.Join(u.Configs, ", ")
+	}
+	return line
 }
 
 func engineLine(e EngineUse) string {

@@ -3,7 +3,9 @@ package report
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -148,6 +150,29 @@ func TestEnvironmentBlock(t *testing.T) {
 		StorageDriver: "btrfs", DataRoot: "/var/lib/ctrperf/engines/btrfs", UserlandProxy: &off, Private: true}, Configs: []string{"docker-btrfs"}})
 	if l != "Docker engine ctrperf-smoke-1a2b-btrfs (private, started by ctrperf): version 20.10.24, storage driver btrfs, userland proxy off, data root /var/lib/ctrperf/engines/btrfs — used by docker-btrfs" {
 		t.Errorf("private engine line = %q", l)
+	}
+	// Data filesystems: one line per kind, with the configurations on it.
+	recs := genRecords(t)
+	xfs := results.DataFSInfo{FS: "xfs", Options: []string{"noatime"}, Size: 2 << 30, Device: "/dev/loop3", Applied: []string{"rw", "noatime", "attr2"}}
+	for i := range recs {
+		if recs[i].Config != "host" {
+			d := xfs
+			d.Device = fmt.Sprintf("/dev/loop%d", i) // a fresh loop file per run: still one line
+			recs[i].DataFS = &d
+		}
+	}
+	b, err = Build(recs, WithBaseline("host"), testStats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fsLines []string
+	for _, l := range envLines(b.Env) {
+		if strings.HasPrefix(l, "data filesystem") {
+			fsLines = append(fsLines, l)
+		}
+	}
+	if len(fsLines) != 1 || !strings.HasPrefix(fsLines[0], "data filesystem xfs -o noatime on a 2.0 GiB loop file, mounted rw,noatime,attr2 — used by ") || slices.Contains(strings.Split(strings.SplitN(fsLines[0], "used by ", 2)[1], ", "), "host") {
+		t.Errorf("data filesystem lines: %q", fsLines)
 	}
 }
 
