@@ -83,10 +83,22 @@ func (r *runner) loops(ctx context.Context, ld loopDriver) error {
 	return ctx.Err()
 }
 
-// complete records a one-step session that an event loop ran, as
-// runner.session does for a VU's.
-func (c *closedLoop) complete(label string, start, end time.Time, bytes int64, kind string, measured bool) {
-	r := c.r
+// loopTally is what one event loop counts for the run, kept apart from the
+// other loops' (no lock or cache line shared per request) and added to
+// the run's when the loop ends.
+type loopTally struct {
+	c        *closedLoop
+	rec      *recorder
+	ok, fail int64
+	last     time.Time // end of the last measured session
+}
+
+func (c *closedLoop) tally() *loopTally { return &loopTally{c: c, rec: c.r.rec.shard()} }
+
+// complete records a one-step session that the loop ran, as runner.session
+// does for a VU's.
+func (t *loopTally) complete(label string, start, end time.Time, bytes int64, kind string, measured bool) {
+	r := t.c.r
 	if r.p.Live != nil {
 		r.p.Live.sessions.Add(1)
 	}
@@ -94,13 +106,24 @@ func (c *closedLoop) complete(label string, start, end time.Time, bytes int64, k
 		r.p.Live.observe(kind)
 		return
 	}
-	r.rec.Observe(label, end.Sub(start), bytes, kind)
+	t.rec.Observe(label, end.Sub(start), bytes, kind)
 	if kind == "" {
-		r.sessOK.Add(1)
+		t.ok++
 	} else {
-		r.sessFail.Add(1)
+		t.fail++
 	}
-	c.done(end)
+	t.last = end
+}
+
+// flush adds the loop's counts to the run's.
+func (t *loopTally) flush() {
+	r := t.c.r
+	r.rec.merge(t.rec)
+	r.sessOK.Add(t.ok)
+	r.sessFail.Add(t.fail)
+	if !t.last.IsZero() {
+		t.c.done(t.last)
+	}
 }
 
 func (d *HTTPDriver) loopable() bool {
@@ -119,6 +142,7 @@ const sweepEvery = 10 * time.Millisecond
 type evLoop struct {
 	d     *HTTPDriver
 	c     *closedLoop
+	tally *loopTally
 	st    *compiledStep
 	ctx   context.Context
 	epfd  int
@@ -173,7 +197,8 @@ func (d *HTTPDriver) runLoop(ctx context.Context, c *closedLoop, ids []int) erro
 		return fmt.Errorf("event loop: %w", os.NewSyscallError("epoll_create1", err))
 	}
 	defer unix.Close(epfd)
-	l := &evLoop{d: d, c: c, st: &d.steps[0], ctx: ctx, epfd: epfd}
+	l := &evLoop{d: d, c: c, tally: c.tally(), st: &d.steps[0], ctx: ctx, epfd: epfd}
+	defer l.tally.flush()
 	method, u, body, ct := d.stepRequest(l.st, nil)
 	l.first = evRequest{method: method, u: u, body: body, contentType: ct}
 	var b bytes.Buffer
@@ -238,12 +263,12 @@ func (l *evLoop) beginReady() {
 
 func (l *evLoop) begin(ec *evConn) {
 	now := time.Now()
-	s, measured, stop := l.c.next(now)
+	measured, stop := l.c.decide(now)
 	if stop || l.ctx.Err() != nil {
 		l.closeConn(ec)
 		return
 	}
-	ec.busy, ec.measured, ec.start, ec.deadline = true, measured, now, now.Add(s.Timeout)
+	ec.busy, ec.measured, ec.start, ec.deadline = true, measured, now, now.Add(l.c.r.p.Timeout)
 	ec.req, ec.jar, ec.hops, ec.attempt, ec.total = l.first, nil, 0, 0, 0
 	l.busy++
 	l.exchange(ec)
@@ -438,7 +463,7 @@ func (l *evLoop) fail(ec *evConn, err error) {
 }
 
 func (l *evLoop) finish(ec *evConn, kind string, end time.Time) {
-	l.c.complete(l.st.Label, ec.start, end, ec.total, kind, ec.measured)
+	l.tally.complete(l.st.Label, ec.start, end, ec.total, kind, ec.measured)
 	ec.busy = false
 	l.busy--
 	l.ready = append(l.ready, ec)

@@ -126,6 +126,49 @@ func (r *recorder) Observe(label string, latency time.Duration, bytes int64, kin
 	o.mu.Unlock()
 }
 
+// shard is a recorder of the same labels and window for one event loop:
+// the loop records without sharing a lock or a cache line with the
+// others, and merge adds it to r when the loop ends.
+func (r *recorder) shard() *recorder {
+	s := newRecorder(r.order)
+	s.start, s.live = r.start, r.live
+	return s
+}
+
+// merge adds what shard s recorded.
+func (r *recorder) merge(s *recorder) {
+	r.canceled.Add(s.canceled.Load())
+	r.unknown.Add(s.unknown.Load())
+	for l, so := range s.ops {
+		o := r.ops[l]
+		so.mu.Lock()
+		o.mu.Lock()
+		o.count += so.count
+		o.ok += so.ok
+		o.bytes += so.bytes
+		for k, n := range so.errors {
+			o.errors[k] += n
+		}
+		o.hist.Merge(so.hist)
+		for len(o.secs) < len(so.secs) {
+			o.secs = append(o.secs, secStats{})
+		}
+		for i, ss := range so.secs {
+			d := &o.secs[i]
+			d.count += ss.count
+			d.errors += ss.errors
+			if ss.hist != nil {
+				if d.hist == nil {
+					d.hist = newSecondHistogram()
+				}
+				d.hist.Merge(ss.hist)
+			}
+		}
+		o.mu.Unlock()
+		so.mu.Unlock()
+	}
+}
+
 // addNotStarted counts n sessions that were due but never started.
 func (r *recorder) addNotStarted(label string, n int64) {
 	if o := r.ops[label]; o != nil && n > 0 {

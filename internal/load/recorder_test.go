@@ -40,3 +40,41 @@ func TestRecorderPerSecond(t *testing.T) {
 		t.Errorf("window 2.5 s keeps %d seconds, want 3", got)
 	}
 }
+
+// Shards merged give what one recorder of every observation gives.
+func TestRecorderShardsMerge(t *testing.T) {
+	start := time.Now().Add(-1500 * time.Millisecond)
+	whole := newRecorder([]string{"get"})
+	whole.start = start
+	a, b := whole.shard(), whole.shard()
+	whole2 := newRecorder([]string{"get"})
+	whole2.start = start
+	obs := []struct {
+		rec     *recorder
+		latency time.Duration
+		kind    string
+	}{{a, time.Millisecond, ""}, {b, 3 * time.Millisecond, ""}, {a, 9 * time.Millisecond, KindTimeout}, {b, 2 * time.Millisecond, kindCanceled}}
+	for _, o := range obs {
+		o.rec.Observe("get", o.latency, 7, o.kind)
+		whole2.Observe("get", o.latency, 7, o.kind)
+	}
+	whole.merge(a)
+	whole.merge(b)
+	got, gotOK, gotTotal, err := whole.operations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, wantOK, wantTotal, err := whole2.operations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, w := got["get"], want["get"]
+	if gotOK != wantOK || gotTotal != wantTotal || g.Count != w.Count || g.Bytes != w.Bytes || g.Histogram != w.Histogram ||
+		g.Errors[KindTimeout] != 1 || whole.canceled.Load() != 1 {
+		t.Errorf("merged %+v (ok %d of %d), want %+v (ok %d of %d)", g, gotOK, gotTotal, w, wantOK, wantTotal)
+	}
+	gs, ws := whole.perSecond(10), whole2.perSecond(10)
+	if len(gs) != len(ws) || gs[1] != ws[1] {
+		t.Errorf("merged timeline %+v, want %+v", gs, ws)
+	}
+}

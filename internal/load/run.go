@@ -395,20 +395,27 @@ func (r *runner) startClosed() *closedLoop {
 // (warm-up), run it measured, or stop (the window is over, or every
 // operation of an op count is claimed).
 func (c *closedLoop) next(now time.Time) (s Session, measured, stop bool) {
+	s = Session{ID: c.id.Add(1), Due: now, Timeout: c.r.p.Timeout}
+	measured, stop = c.decide(now)
+	return s, measured, stop
+}
+
+// decide is next without a session ID (the event loops need none, and
+// skip the shared counter).
+func (c *closedLoop) decide(now time.Time) (measured, stop bool) {
 	r := c.r
-	s = Session{ID: c.id.Add(1), Due: now, Timeout: r.p.Timeout}
 	if now.Before(r.mStart) {
-		return s, false, false
+		return false, false
 	}
 	r.beginWindow()
 	if r.p.Ops > 0 {
 		if c.claimed.Add(1) > r.p.Ops {
-			return s, false, true
+			return false, true
 		}
 	} else if !now.Before(r.mEnd) {
-		return s, false, true
+		return false, true
 	}
-	return s, true, false
+	return true, false
 }
 
 // done notes the end of a measured session.
