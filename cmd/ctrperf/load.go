@@ -64,6 +64,9 @@ from each session's intended start, so a stalled server shows up in every
 request that should have been sent during the stall (no coordinated
 omission). Closed loop (--concurrency N): N workers back to back, like wrk or
 memslap, for saturation throughput; --ops stops after that many operations.
+A closed loop of single requests (a URL, or a one-step scenario without
+think time, extraction or {{variables}}) runs as wrk does: one epoll event
+loop per CPU, each on its own thread with its share of the connections.
 
 A scenario file describes sessions of several labelled steps:
 
