@@ -2,14 +2,11 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"ctrperf/internal/engine"
@@ -51,31 +48,14 @@ configurations:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var (
-		mu       sync.Mutex
-		inspects = map[string][]container.InspectResponse{}
-		seenErr  error
-	)
-	observe := func(tg *engine.Target) Observer {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range tg.Containers {
-			res, err := cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
-			if err != nil {
-				seenErr = fmt.Errorf("inspect %s: %w", c.Name, err)
-				continue
-			}
-			inspects[tg.RunID] = append(inspects[tg.RunID], res.Container)
-		}
-		return &fakeObserver{}
-	}
+	ins := &inspector{ctx: ctx, cli: cli}
 	out := filepath.Join(t.TempDir(), "out")
-	if _, err := Run(ctx, p, Options{Out: out, Engines: &Engines{RunID: "kvclienttest"}, Observers: observe,
+	if _, err := Run(ctx, p, Options{Out: out, Engines: &Engines{RunID: "kvclienttest"}, Observers: ins.observe,
 		Workload: workload.Get, Progress: Discard{}}); err != nil {
 		t.Fatal(err)
 	}
-	if seenErr != nil {
-		t.Fatal(seenErr)
+	if ins.err != nil {
+		t.Fatal(ins.err)
 	}
 	for _, r := range readRecords(t, out) {
 		if r.Status != results.StatusOK {
@@ -86,7 +66,7 @@ configurations:
 		if op == nil || op.Count < 100 || op.ErrorCount() != 0 || op.Histogram == "" {
 			t.Errorf("%s: set operations %+v", r.Config, op)
 		}
-		cs := inspects[r.RunID]
+		cs := ins.byRun[r.RunID]
 		driver := m.Tools["memcached-driver"]
 		switch r.Config {
 		case "from-host":

@@ -53,33 +53,17 @@ configurations:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var (
-		mu       sync.Mutex
-		inspects []container.InspectResponse
-		seenErr  error
-	)
-	observe := func(tg *engine.Target) Observer {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range tg.Containers {
-			res, err := cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
-			if err != nil {
-				seenErr = fmt.Errorf("inspect %s: %w", c.Name, err)
-				continue
-			}
-			inspects = append(inspects, res.Container)
-		}
-		return &fakeObserver{}
-	}
+	ins := &inspector{ctx: ctx, cli: cli}
 	out := filepath.Join(t.TempDir(), "out")
-	_, err = Run(ctx, p, Options{Out: out, Engines: &Engines{RunID: "benchtest"}, Observers: observe,
+	_, err = Run(ctx, p, Options{Out: out, Engines: &Engines{RunID: "benchtest"}, Observers: ins.observe,
 		Workload: workload.Get, Progress: Discard{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if seenErr != nil {
-		t.Fatal(seenErr)
+	if ins.err != nil {
+		t.Fatal(ins.err)
 	}
+	inspects := ins.all
 	var rec, privRec results.RunRecord
 	for _, r := range readRecords(t, out) {
 		if r.Config == "two" {
@@ -139,4 +123,35 @@ configurations:
 			t.Errorf("run %s left %d containers behind", run, len(list.Items))
 		}
 	}
+}
+
+// inspector is an Observers factory that inspects every container of each
+// deployment as the run starts observing it: what Docker was asked for.
+type inspector struct {
+	ctx   context.Context
+	cli   *client.Client
+	mu    sync.Mutex
+	all   []container.InspectResponse
+	byRun map[string][]container.InspectResponse
+	err   error // the first inspect that failed
+}
+
+func (in *inspector) observe(tg *engine.Target) Observer {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, c := range tg.Containers {
+		res, err := in.cli.ContainerInspect(in.ctx, c.ID, client.ContainerInspectOptions{})
+		if err != nil {
+			if in.err == nil {
+				in.err = fmt.Errorf("inspect %s: %w", c.Name, err)
+			}
+			continue
+		}
+		in.all = append(in.all, res.Container)
+		if in.byRun == nil {
+			in.byRun = map[string][]container.InspectResponse{}
+		}
+		in.byRun[tg.RunID] = append(in.byRun[tg.RunID], res.Container)
+	}
+	return &fakeObserver{}
 }
