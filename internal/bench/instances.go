@@ -10,8 +10,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
-
 	"ctrperf/internal/engine"
 	"ctrperf/internal/results"
 	"ctrperf/internal/workload"
@@ -143,7 +141,7 @@ func mergeInstances(ms []*results.Measurement) (*results.Measurement, error) {
 		return ms[0], nil
 	}
 	out := &results.Measurement{Operations: map[string]*results.Operation{}, Metrics: map[string]float64{}}
-	hists := map[string]*hdrhistogram.Histogram{}
+	hists := results.HistogramMerger{}
 	means := map[string]float64{} // label → sum of count × mean
 	metricN := map[string]int{}
 	for i, m := range ms {
@@ -165,17 +163,9 @@ func mergeInstances(ms []*results.Measurement) (*results.Measurement, error) {
 				dst.PercentilesMs[q] = max(dst.PercentilesMs[q], v)
 			}
 			means[label] += op.MeanMs * float64(op.Count)
-			if op.Histogram == "" {
-				continue
+			if err := hists.Add(label, op); err != nil {
+				return nil, fmt.Errorf("instance %d: %w", i+1, err)
 			}
-			h, err := results.DecodeHistogram(op.Histogram)
-			if err != nil {
-				return nil, fmt.Errorf("instance %d, operation %s: %w", i+1, label, err)
-			}
-			if hists[label] == nil {
-				hists[label] = results.NewHistogram()
-			}
-			hists[label].Merge(h)
 		}
 		for name, v := range m.Metrics {
 			switch {
@@ -225,13 +215,9 @@ func mergeInstances(ms []*results.Measurement) (*results.Measurement, error) {
 		if op.Count > 0 && means[label] > 0 {
 			op.MeanMs = means[label] / float64(op.Count)
 		}
-		if h := hists[label]; h != nil {
-			s, err := results.EncodeHistogram(h)
-			if err != nil {
-				return nil, fmt.Errorf("operation %s: %w", label, err)
-			}
-			op.Histogram = s
-		}
+	}
+	if err := hists.EncodeInto(out.Operations); err != nil {
+		return nil, err
 	}
 	lo, hi := 0.0, 0.0
 	for i, m := range ms {

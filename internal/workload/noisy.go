@@ -473,7 +473,7 @@ func (r phaseRecorder) Observe(label string, latency time.Duration, bytes int64,
 func mergeTenants(ms []*results.Measurement, window time.Duration) (*results.Measurement, error) {
 	out := &results.Measurement{DurationS: window.Seconds(), Operations: map[string]*results.Operation{},
 		Metrics: map[string]float64{}, Load: &results.LoadStats{Mode: "open"}}
-	hists := map[string]*hdrhistogram.Histogram{}
+	hists := results.HistogramMerger{}
 	for _, m := range ms {
 		for label, op := range m.Operations {
 			dst := out.Operations[label]
@@ -482,17 +482,9 @@ func mergeTenants(ms []*results.Measurement, window time.Duration) (*results.Mea
 				out.Operations[label] = dst
 			}
 			dst.AddCounts(op)
-			if op.Histogram == "" {
-				continue
+			if err := hists.Add(label, op); err != nil {
+				return nil, err
 			}
-			h, err := results.DecodeHistogram(op.Histogram)
-			if err != nil {
-				return nil, fmt.Errorf("operation %s: %w", label, err)
-			}
-			if hists[label] == nil {
-				hists[label] = results.NewHistogram()
-			}
-			hists[label].Merge(h)
 		}
 		if ld := m.Load; ld != nil {
 			if ld.Mode == "open" && math.Abs(m.DurationS-window.Seconds()) < 1e-9 {
@@ -507,15 +499,11 @@ func mergeTenants(ms []*results.Measurement, window time.Duration) (*results.Mea
 			out.Load.LatenessMaxMs = max(out.Load.LatenessMaxMs, ld.LatenessMaxMs)
 		}
 	}
+	if err := hists.EncodeInto(out.Operations); err != nil {
+		return nil, err
+	}
 	var ok int64
 	for label, op := range out.Operations {
-		if h := hists[label]; h != nil {
-			s, err := results.EncodeHistogram(h)
-			if err != nil {
-				return nil, err
-			}
-			op.Histogram = s
-		}
 		if label != LabelNoisyPage {
 			ok += op.Count - op.ErrorCount()
 		}
