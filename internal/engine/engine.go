@@ -111,7 +111,7 @@ type Service struct {
 	// ctrperf.isolate=true to opt in to the isolate controller. They never
 	// override the run's own ctrperf.* labels.
 	Labels map[string]string
-	User string // optional user to run as inside the container
+	User   string // optional user to run as inside the container
 }
 
 // BuildContext is a Dockerfile context directory that builds a service's
