@@ -103,6 +103,7 @@ type options struct {
 	probeMounts                                    bool
 	probe                                          func(ctx context.Context, fs string, options []string) (map[string]error, error)
 	geteuid                                        func() int
+	kvmProbe                                       func(path string, timeout time.Duration) (kernel.KVMProbe, error)
 }
 
 // WithMountProbe mounts a small loop filesystem of each type with seed
@@ -136,7 +137,8 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 // fails leaves its part empty and adds to Facts.Errors.
 func Gather(ctx context.Context, opts ...Option) (*Facts, error) {
 	o := options{procRoot: kernel.ProcMount, sysRoot: kernel.SysMount, devRoot: "/dev", libDir: "/var/lib/ctrperf",
-		cgroupRoot: kernel.CgroupMount, lookPath: exec.LookPath, now: time.Now, probe: defaultProbe, geteuid: defaultGeteuid}
+		cgroupRoot: kernel.CgroupMount, lookPath: exec.LookPath, now: time.Now, probe: defaultProbe, geteuid: defaultGeteuid,
+		kvmProbe: kernel.ProbeKVM}
 	for _, f := range opts {
 		f(&o)
 	}

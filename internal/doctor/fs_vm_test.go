@@ -8,11 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"ctrperf/internal/kernel"
 )
 
 func TestVMWithoutKVM(t *testing.T) {
 	dev := t.TempDir()
-	o := options{devRoot: dev, lookPath: lookIn()}
+	o := options{devRoot: dev, lookPath: lookIn(), kvmProbe: kernel.ProbeKVM}
 	f := &Facts{}
 	if err := collectVM(context.Background(), o, f); err != nil {
 		t.Fatal(err)
@@ -38,6 +41,59 @@ func TestVMWithoutKVM(t *testing.T) {
 	}
 	if f.VM.Usable || !strings.Contains(f.VM.Reason, "/dev/kvm present but unusable (KVM_GET_API_VERSION") || !strings.Contains(f.VM.Reason, "/usr/bin/qemu-system-x86_64") {
 		t.Errorf("vm = %+v", f.VM)
+	}
+}
+
+func TestVMProbeOutcomes(t *testing.T) {
+	dev := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dev, "kvm"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		desc  string
+		probe kernel.KVMProbe
+		err   error
+		want  string
+	}{
+		{"a VM but no guest runs", kernel.KVMProbe{API: 12, VMCreated: true, RealMode: true},
+			errors.New("real mode runs, 64-bit long mode does not: the vCPU did not execute 3 instructions in 2s"),
+			"KVM creates a VM (/dev/kvm API 12) but does not run a test guest: real mode runs, 64-bit long mode does not"},
+		{"guests run", kernel.KVMProbe{API: 12, VMCreated: true, RealMode: true, LongMode: true}, nil,
+			"ctrperf has no VM runtime; KVM runs a 64-bit test guest here (/dev/kvm API 12)"},
+	}
+	for _, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			var asked string
+			o := options{devRoot: dev, lookPath: lookIn("qemu-system-x86_64"), kvmProbe: func(path string, _ time.Duration) (kernel.KVMProbe, error) {
+				asked = path
+				return c.probe, c.err
+			}}
+			f := &Facts{}
+			if err := collectVM(context.Background(), o, f); err != nil {
+				t.Fatal(err)
+			}
+			if asked != filepath.Join(dev, "kvm") || f.VM.Usable || !strings.HasPrefix(f.VM.Reason, c.want) || !strings.Contains(f.VM.Reason, "/usr/bin/qemu-system-x86_64") {
+				t.Errorf("probed %q; vm = %+v, want a reason starting %q", asked, f.VM, c.want)
+			}
+		})
+	}
+}
+
+// TestProbeKVMOnThisMachine runs the real probe where there is a
+// /dev/kvm: it must come back (within its timeouts) with a consistent
+// answer, whatever this machine's KVM can do.
+func TestProbeKVMOnThisMachine(t *testing.T) {
+	if _, err := os.Stat("/dev/kvm"); err != nil {
+		t.Skip("no /dev/kvm")
+	}
+	start := time.Now()
+	p, err := kernel.ProbeKVM("/dev/kvm", time.Second)
+	t.Logf("probe: %+v, %v (%s)", p, err, time.Since(start))
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the probe took %s; each guest is bounded by 1 s and its interruption", took)
+	}
+	if (err == nil) != p.LongMode || (p.LongMode && !p.RealMode) || (p.RealMode && !p.VMCreated) {
+		t.Errorf("inconsistent probe %+v with error %v", p, err)
 	}
 }
 
