@@ -402,6 +402,19 @@ func buildConfig(name string, runs []*results.RunRecord, o Options) (*Config, []
 			perRun[k] = append(perRun[k], v)
 		}
 	}
+	if len(perRun[results.MetricCapacity]) > 0 {
+		// A run whose search found no passing rate has no capacity_per_s,
+		// but it is a run whose capacity is below the lowest rate tried:
+		// it counts as 0, or the median of the other runs would overstate
+		// the configuration's capacity (below, below, 100, 200, 300 has
+		// a median of 100, not 200). The capacity section shows a median
+		// under the lowest rate as "below" it.
+		for _, d := range ok {
+			if s := d.rec.Result.Capacity; s != nil && s.Outcome == results.CapacityBelow {
+				perRun[results.MetricCapacity] = append(perRun[results.MetricCapacity], 0)
+			}
+		}
+	}
 	for k, xs := range perRun {
 		c.reps[k] = so.MedianReplicates(key("metric="+k), xs)
 		c.Metrics[k] = stats.Summarize(stats.Median(xs), c.reps[k], len(xs), so.Level)

@@ -156,7 +156,10 @@ func capacitySection(rep *Report) (section, bool) {
 			value, ci, ratio, ratioCI, verdict := "below "+fmtRate(capa.From), "-", "-", "-", "no capacity: no rate met the SLO"
 			if has {
 				value, ci = fmtNum(e.Median), fmtCI(results.MetricCapacity, e.CILow, e.CIHigh)
-				if capa.AtLeast > 0 {
+				switch {
+				case e.Median < capa.From:
+					value = "below " + fmtRate(capa.From) // most runs found no passing rate
+				case capa.AtLeast > 0:
 					value = "≥ " + value
 				}
 				ratio, verdict = "-", "baseline"

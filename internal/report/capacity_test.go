@@ -156,3 +156,54 @@ func sectionOf(text, title string) string {
 	}
 	return rest
 }
+
+// A run whose search found no passing rate counts as capacity 0 in the
+// median, so that the configuration's capacity is not the median of its
+// luckier runs only; when most runs found nothing, the section says
+// "below" the lowest rate.
+func TestCapacityMedianCountsRunsBelow(t *testing.T) {
+	cfgs := []fixtureConfig{
+		{name: "host", knobs: map[string]any{"runtime": "host"}, reps: 3, rate: 40, noise: 0.02, latencyMs: 4, failRep: -1, shortRep: -1},
+		{name: "one-below", knobs: map[string]any{"runtime": "docker"}, reps: 3, rate: 30, noise: 0.02, latencyMs: 6, failRep: -1, shortRep: -1},
+		{name: "two-below", knobs: map[string]any{"runtime": "docker"}, reps: 3, rate: 20, noise: 0.02, latencyMs: 60, failRep: -1, shortRep: -1},
+	}
+	recs := genRecordsFrom(t, cfgs, 11)
+	found := map[string][]float64{"host": {400, 410, 395}, "one-below": {0, 200, 300}, "two-below": {0, 0, 300}}
+	for i := range recs {
+		r := &recs[i]
+		if v := found[r.Config][r.Repetition]; v == 0 {
+			withSearch(r, results.CapacityBelow, 0, 1)
+		} else {
+			withSearch(r, results.CapacityFound, v, 11)
+		}
+	}
+	rep, err := Build(recs, WithBaseline("host"), testStats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := rep.Config("one-below")
+	if e := one.Metrics[results.MetricCapacity]; e.Median != 200 || e.N != 3 {
+		t.Errorf("one run below, two at 200 and 300: capacity %+v, want the median of all three runs, 200", e)
+	}
+	if one.Capacity.Below != 1 || !strings.Contains(one.Capacity.Text, "below the lowest rate tried (50/s) in 1 of 3 runs") {
+		t.Errorf("capacity %+v", one.Capacity)
+	}
+	two := rep.Config("two-below")
+	if e := two.Metrics[results.MetricCapacity]; e.Median != 0 {
+		t.Errorf("two runs below: capacity %+v, want a median of 0", e)
+	}
+	var buf bytes.Buffer
+	if err := Render(&buf, rep, "table"); err != nil {
+		t.Fatal(err)
+	}
+	var row string
+	for _, l := range strings.Split(buf.String(), "\n") {
+		if strings.HasPrefix(l, "two-below ") {
+			row = l // the capacity section comes first
+			break
+		}
+	}
+	if !strings.Contains(row, "below 50") {
+		t.Errorf("the capacity row of two-below does not say it is below the lowest rate:\n%s", buf.String())
+	}
+}
