@@ -428,7 +428,7 @@ func (s *Store) Project(ctx context.Context, id int64) (Project, error) {
 // EXPLAIN every 2 s during a 50 s run at 150 sessions/s: the switch came at
 // 4 400 tickets, and mariadbd went from 0.3 to 1.3 CPUs and kept rising
 // with the table). That switch, coming 9 to 19 s into a run at a random
-// moment, was the "stall" of the web plans; TestRecentTicketsPlanOnMariaDB
+// moment, was the "stall" of the web plans; TestRecentTicketsPlanOnMariaDBRoot
 // checks the plan on a real server.
 func recentTicketsQuery(dialect string) string {
 	from := "tickets t JOIN users u"
