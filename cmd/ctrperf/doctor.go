@@ -16,8 +16,10 @@ func newDoctorCmd() *cobra.Command {
 topology, cpufreq governor, irqbalance, the Docker engine ctrperf would use
 (or that it will start a private one), which storage drivers and loop
 filesystems private engines can use here, which tools are installed,
-whether a VM runtime could run (KVM, QEMU), and warnings with concrete
-advice. It starts nothing and changes nothing.
+whether a VM runtime could run (which module provides KVM, whether a test
+guest runs through /dev/kvm, QEMU), and warnings with concrete advice. Its
+"vm runtime" reason is what a plan's runtime: vm configuration is recorded
+not_run with (ctrperf has no VM runtime). It starts nothing and changes nothing.
 --format json prints the facts as the document bench writes as env.json.
 
 --probe-mounts (root) also mounts a small loop-backed ext4 and xfs with

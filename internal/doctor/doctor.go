@@ -133,12 +133,16 @@ func WithDocker(p DockerProber) Option { return func(o *options) { o.docker = p 
 // WithClock replaces time.Now.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
+func defaultOptions() options {
+	return options{procRoot: kernel.ProcMount, sysRoot: kernel.SysMount, devRoot: "/dev", libDir: "/var/lib/ctrperf",
+		cgroupRoot: kernel.CgroupMount, lookPath: exec.LookPath, now: time.Now, probe: defaultProbe, geteuid: defaultGeteuid,
+		kvmProbe: kernel.ProbeKVM}
+}
+
 // Gather collects every fact; it fails only if ctx is done. A collector that
 // fails leaves its part empty and adds to Facts.Errors.
 func Gather(ctx context.Context, opts ...Option) (*Facts, error) {
-	o := options{procRoot: kernel.ProcMount, sysRoot: kernel.SysMount, devRoot: "/dev", libDir: "/var/lib/ctrperf",
-		cgroupRoot: kernel.CgroupMount, lookPath: exec.LookPath, now: time.Now, probe: defaultProbe, geteuid: defaultGeteuid,
-		kvmProbe: kernel.ProbeKVM}
+	o := defaultOptions()
 	for _, f := range opts {
 		f(&o)
 	}

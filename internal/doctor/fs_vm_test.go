@@ -49,22 +49,37 @@ func TestVMProbeOutcomes(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dev, "kvm"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	longErr := errors.New("real mode runs, 64-bit long mode does not: the vCPU did not execute 3 instructions in 2s")
 	cases := []struct {
-		desc  string
-		probe kernel.KVMProbe
-		err   error
-		want  string
+		desc   string
+		module string // under /sys/module
+		probe  kernel.KVMProbe
+		err    error
+		want   string
 	}{
-		{"a VM but no guest runs", kernel.KVMProbe{API: 12, VMCreated: true, RealMode: true},
-			errors.New("real mode runs, 64-bit long mode does not: the vCPU did not execute 3 instructions in 2s"),
+		{"a VM but no guest runs", "kvm_amd", kernel.KVMProbe{API: 12, VMCreated: true, RealMode: true}, longErr,
 			"KVM creates a VM (/dev/kvm API 12) but does not run a test guest: real mode runs, 64-bit long mode does not"},
-		{"guests run", kernel.KVMProbe{API: 12, VMCreated: true, RealMode: true, LongMode: true}, nil,
+		{"guests run", "", kernel.KVMProbe{API: 12, VMCreated: true, RealMode: true, LongMode: true}, nil,
 			"ctrperf has no VM runtime; KVM runs a 64-bit test guest here (/dev/kvm API 12)"},
+		{"guests run, hardware module named", "kvm_intel", kernel.KVMProbe{API: 12, VMCreated: true, RealMode: true, LongMode: true}, nil,
+			"ctrperf has no VM runtime; KVM runs a 64-bit test guest here (/dev/kvm API 12, module kvm_intel)"},
+		// PVM passes the probe and runs no stock kernel: the module, not the
+		// probe, is the reason (this machine, 2026-11-24).
+		{"PVM runs the probe", "kvm_pvm", kernel.KVMProbe{API: 12, VMCreated: true, RealMode: true, LongMode: true}, nil,
+			"KVM here is PVM (module kvm_pvm, /dev/kvm API 12: a hypervisor in software for guests nested in a cloud VM without hardware virtualisation), which runs the 64-bit test guest but runs only guest kernels built for PVM"},
+		{"PVM fails the probe", "kvm_pvm", kernel.KVMProbe{API: 12, VMCreated: true, RealMode: true}, longErr,
+			"KVM here is PVM (module kvm_pvm, /dev/kvm API 12: a hypervisor in software for guests nested in a cloud VM without hardware virtualisation), which does not run the test guest: real mode runs"},
 	}
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
+			sys := t.TempDir()
+			if c.module != "" {
+				if err := os.MkdirAll(filepath.Join(sys, "module", c.module), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
 			var asked string
-			o := options{devRoot: dev, lookPath: lookIn("qemu-system-x86_64"), kvmProbe: func(path string, _ time.Duration) (kernel.KVMProbe, error) {
+			o := options{devRoot: dev, sysRoot: sys, lookPath: lookIn("qemu-system-x86_64"), kvmProbe: func(path string, _ time.Duration) (kernel.KVMProbe, error) {
 				asked = path
 				return c.probe, c.err
 			}}

@@ -236,3 +236,21 @@ func ioctlPtr(fd int, req uint, arg unsafe.Pointer) error {
 	}
 	return nil
 }
+
+// KVM modules that provide /dev/kvm, in the order KVMModule reports them:
+// the hardware-assisted ones, then PVM.
+var kvmModules = []string{"kvm_intel", "kvm_amd", "kvm_pvm"}
+
+// KVMModule is the loaded module that provides /dev/kvm (a directory
+// sysRoot/module/<name>): "kvm_intel" or "kvm_amd" (hardware
+// virtualisation, VMX or SVM), "kvm_pvm" (PVM, a hypervisor in software
+// for guests nested in a cloud VM without hardware virtualisation), or ""
+// when none is loaded (or KVM is built into the kernel).
+func KVMModule(sysRoot string) string {
+	for _, m := range kvmModules {
+		if fi, err := os.Stat(sysRoot + "/module/" + m); err == nil && fi.IsDir() {
+			return m
+		}
+	}
+	return ""
+}
