@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"ctrperf/internal/bench"
+	"ctrperf/internal/doctor"
 	"ctrperf/internal/exitcode"
 	"ctrperf/internal/lifecycle"
 	"ctrperf/internal/plan"
@@ -57,9 +59,10 @@ no such file exists the name of a built-in plan ('ctrperf plans list';
 }
 
 // defaultEngines are the real engines of a session: the host, the user's
-// Docker engine and private ones (named after the session, which owns them).
+// Docker engine and private ones (named after the session, which owns them);
+// runtime vm gets doctor's reason why no VM runs here.
 func defaultEngines(session string) bench.EngineProvider {
-	return &bench.Engines{RunID: session}
+	return &bench.Engines{RunID: session, VM: func(ctx context.Context) string { return doctor.VM(ctx).Reason }}
 }
 
 type benchRunFlags struct {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +34,10 @@ type Engines struct {
 	// answering and is not ctrperf's to restart (the user's) to answer
 	// again (default 30 s).
 	EngineWait time.Duration
+	// VM says why runtime vm does not run here (ctrperf has no VM
+	// runtime): `ctrperf doctor`'s reason for the vm capability. Nil gives
+	// a reason without the machine's facts.
+	VM func(ctx context.Context) string
 
 	mu      sync.Mutex
 	host    *engine.Host
@@ -148,6 +153,12 @@ func (e *Engines) open(ctx context.Context, rt engine.Runtime, spec engine.Engin
 		info, err := e.host.Info(ctx)
 		return e.host, info, nil, err
 	case engine.RuntimeDocker:
+	case engine.RuntimeVM:
+		why := "see `ctrperf doctor`"
+		if e.VM != nil {
+			why = e.VM(ctx)
+		}
+		return nil, engine.Info{}, nil, fmt.Errorf("ctrperf has no VM runtime: %s", strings.TrimPrefix(why, "ctrperf has no VM runtime; "))
 	default:
 		return nil, engine.Info{}, nil, fmt.Errorf("unknown runtime %q", rt)
 	}

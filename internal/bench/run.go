@@ -127,6 +127,9 @@ func (rn *run) deploy() error {
 		if rn.interrupted() {
 			return err // cancelled, not broken: the configuration may run next time
 		}
+		if rn.cfg.Runtime == engine.RuntimeVM {
+			return notRunnable(err.Error()) // "ctrperf has no VM runtime: <doctor's reason>"
+		}
 		return notRunnable(fmt.Sprintf("engine %s (%s) unavailable: %v", rn.cfg.Runtime, rn.cfg.Engine.Key(), err))
 	}
 	rn.rec.Engine = &info

@@ -43,6 +43,7 @@ type (
 const (
 	RuntimeHost              = plan.RuntimeHost
 	RuntimeDocker            = plan.RuntimeDocker
+	RuntimeVM                = plan.RuntimeVM
 	NetworkHost              = plan.NetworkHost
 	NetworkPublished         = plan.NetworkPublished
 	NetworkPublishedExternal = plan.NetworkPublishedExternal

@@ -145,8 +145,8 @@ func (d *decoder) checkIsolate(c *Configuration) {
 		}
 		return
 	}
-	if c.Runtime == RuntimeHost {
-		d.errorf(where("isolate.policy"), field("isolate.policy"), "%q needs runtime docker: the isolate controller manages containers, and runtime host has none (use isolate.policy off, or remove it)", s.Policy)
+	if c.Runtime == RuntimeHost || c.Runtime == RuntimeVM {
+		d.errorf(where("isolate.policy"), field("isolate.policy"), "%q needs runtime docker: the isolate controller manages containers, and runtime %s has none (use isolate.policy off, or remove it)", s.Policy, c.Runtime)
 		return
 	}
 	if d.schema == nil {

@@ -10,6 +10,10 @@ type Runtime string
 const (
 	RuntimeHost   Runtime = "host"   // processes directly on the machine
 	RuntimeDocker Runtime = "docker" // containers through the Docker Engine API
+	// RuntimeVM is a KVM guest (seed 003's "KVM vs Docker"). ctrperf has no
+	// VM runtime: its configurations are recorded not_run with the reason
+	// `ctrperf doctor` gives for the vm capability on the machine.
+	RuntimeVM Runtime = "vm"
 )
 
 // NetworkMode is how the load generator reaches the workload.

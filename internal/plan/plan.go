@@ -415,7 +415,7 @@ func (d *decoder) configuration(n *yaml.Node, field string) (Configuration, bool
 }
 
 var (
-	runtimes   = []string{string(RuntimeHost), string(RuntimeDocker)}
+	runtimes   = []string{string(RuntimeHost), string(RuntimeDocker), string(RuntimeVM)}
 	networks   = []string{string(NetworkHost), string(NetworkPublished), string(NetworkPublishedExternal), string(NetworkContainerIP)}
 	placements = []string{string(DataLayer), string(DataVolume), string(DataBind), string(DataTmpfs)}
 	topologies = []string{"combined", "split"}
@@ -609,7 +609,7 @@ func (c *Configuration) node(path string) *yaml.Node {
 // default is a published port on the writable layer, which is what
 // `docker run -p` gives.
 func (c *Configuration) applyDefaults() {
-	if c.Runtime == RuntimeHost {
+	if c.Runtime == RuntimeHost || c.Runtime == RuntimeVM {
 		if c.Network == "" {
 			c.Network = NetworkHost
 		}

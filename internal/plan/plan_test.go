@@ -292,3 +292,33 @@ func TestCanonicalRoundTrip(t *testing.T) {
 		t.Error("quick and full variants hash the same; --resume could mix them")
 	}
 }
+
+// TestRuntimeVM: a vm configuration (recorded not_run: no VM runtime)
+// takes no placement, engine or container knob, each refused at its line.
+func TestRuntimeVM(t *testing.T) {
+	ok := "name: x\nworkload: testweb\nbaseline: a\nconfigurations:\n  - name: a\n    runtime: host\n  - name: g\n    runtime: vm\n"
+	p, err := Parse("p.yaml", []byte(ok), Options{Schema: testSchema{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := p.Config("g")
+	if g.Runtime != RuntimeVM || g.Network != NetworkHost || g.Data != DataBind || g.Instances != 1 {
+		t.Errorf("vm configuration: %+v", g.Knobs)
+	}
+	bad := ok + "    network: published\n    data: volume\n    privileged: true\n    engine: {storage_driver: vfs}\n    isolate: {policy: shield}\n"
+	_, err = Parse("p.yaml", []byte(bad), Options{Schema: testSchema{}})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, w := range []string{
+		"p.yaml:9: configurations[1] (g).network: not a knob of runtime vm",
+		"p.yaml:10: configurations[1] (g).data: not a knob of runtime vm",
+		"p.yaml:11: configurations[1] (g).privileged: not a knob of runtime vm",
+		"p.yaml:12: configurations[1] (g).engine.storage_driver: engine knobs select a Docker engine; runtime vm has none",
+		"configurations[1] (g).isolate.policy: \"shield\" needs runtime docker: the isolate controller manages containers, and runtime vm has none",
+	} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error\n%v\ndoes not contain\n%s", err, w)
+		}
+	}
+}

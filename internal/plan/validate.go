@@ -57,6 +57,20 @@ func (d *decoder) checkKnobs(c *Configuration) {
 		if c.Data != DataBind && c.Data != DataTmpfs {
 			d.errorf(c.node("data"), field("data"), "%q needs runtime docker; the host runtime writes to a directory of the host (\"bind\", the default) or a tmpfs (\"tmpfs\")", c.Data)
 		}
+	case RuntimeVM:
+		// A guest has none of Docker's or the host's placement knobs; it is
+		// recorded not_run (no VM runtime), so a knob here would only look
+		// as if it had been measured.
+		for _, k := range []string{"network", "data", "topology", "privileged", "instances", "filesystem", "resources"} {
+			if n, ok := c.nodes[k]; ok {
+				d.errorf(n, field(k), "not a knob of runtime vm: ctrperf has no VM runtime, and a vm configuration is recorded not_run with the reason `ctrperf doctor` gives (remove it)")
+			}
+		}
+		for _, k := range engineKeys {
+			if n, ok := c.nodes["engine."+k]; ok {
+				d.errorf(n, field("engine."+k), "engine knobs select a Docker engine; runtime vm has none (remove it)")
+			}
+		}
 	}
 }
 
@@ -206,6 +220,14 @@ func (d *decoder) only(configs []Configuration, only []string, baseline string) 
 
 // describeKnobs is a one-line summary of a configuration for listings.
 func (c *Configuration) describeKnobs() string {
+	if c.Runtime == RuntimeVM {
+		// No placement knobs, and nothing is deployed: say so.
+		s := "vm (no VM runtime: recorded not_run with ctrperf doctor's reason)"
+		if len(c.Load) > 0 {
+			s += " load=" + flatMap(c.Load)
+		}
+		return s
+	}
 	parts := []string{string(c.Runtime), "net=" + string(c.Network), "data=" + string(c.Data)}
 	if c.Filesystem.On() {
 		parts = append(parts, "fs="+c.Filesystem.Key())

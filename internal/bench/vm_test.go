@@ -1,0 +1,73 @@
+package bench
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"ctrperf/internal/engine"
+	"ctrperf/internal/plan"
+	"ctrperf/internal/results"
+	"ctrperf/internal/workload"
+)
+
+// vmProvider is Engines for runtime vm and the fake for the rest.
+type vmProvider struct {
+	*fakeProvider
+	real *Engines
+}
+
+func (p vmProvider) Engine(ctx context.Context, rt engine.Runtime, spec engine.EngineSpec) (engine.Engine, engine.Info, error) {
+	if rt == engine.RuntimeVM {
+		return p.real.Engine(ctx, rt, spec)
+	}
+	return p.fakeProvider.Engine(ctx, rt, spec)
+}
+
+// TestRuntimeVMNotRun: ctrperf has no VM runtime, so every run of a vm
+// configuration is not_run with doctor's reason for the machine, asked
+// once, never a number; the other configurations run.
+func TestRuntimeVMNotRun(t *testing.T) {
+	const src = `name: unit
+workload: benchfake
+repetitions: 2
+warmup: 0s
+duration: 1ms
+baseline: bare
+configurations:
+  - name: bare
+    runtime: host
+  - name: guest
+    runtime: vm
+`
+	p := parsePlan(t, src, plan.Options{})
+	out := filepath.Join(t.TempDir(), "out")
+	asked := 0
+	const why = "KVM here is PVM (module kvm_pvm, /dev/kvm API 12: ...), which runs only guest kernels built for PVM"
+	prov := vmProvider{fakeProvider: &fakeProvider{}, real: &Engines{RunID: "vmtest", VM: func(context.Context) string { asked++; return why }}}
+	sum, err := Run(context.Background(), p, Options{Out: out, Engines: prov,
+		Workload: func(string) (workload.Workload, error) { return &fakeWorkload{}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.OK != 2 || sum.NotRun != 2 || sum.Failed != 0 {
+		t.Fatalf("summary ok=%d not_run=%d failed=%d, want 2 2 0", sum.OK, sum.NotRun, sum.Failed)
+	}
+	for _, rec := range readRecords(t, out) {
+		if rec.Config != "guest" {
+			continue
+		}
+		if rec.Status != results.StatusNotRun || rec.Result != nil || !strings.Contains(rec.Error, "ctrperf has no VM runtime: "+why) {
+			t.Errorf("guest run %d: status %s result %v error %q; want not_run with doctor's reason", rec.Index, rec.Status, rec.Result, rec.Error)
+		}
+	}
+	if asked != 1 {
+		t.Errorf("doctor's reason asked %d times, want once (remembered)", asked)
+	}
+	// Without a VM function the reason still says there is no VM runtime.
+	_, _, err = (&Engines{}).Engine(context.Background(), engine.RuntimeVM, engine.EngineSpec{})
+	if err == nil || !strings.Contains(err.Error(), "ctrperf has no VM runtime: see `ctrperf doctor`") {
+		t.Errorf("Engines without VM: %v", err)
+	}
+}
