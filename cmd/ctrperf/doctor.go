@@ -16,7 +16,9 @@ func newDoctorCmd() *cobra.Command {
 topology, cpufreq governor, irqbalance, the Docker engine ctrperf would use
 (or that it will start a private one), which storage drivers and loop
 filesystems private engines can use here, which tools are installed,
-whether a VM runtime could run (which module provides KVM, whether a test
+whether the engine can start --privileged containers (dockerd must hold
+every capability: a plan's privileged: true is recorded not_run where it
+does not), whether a VM runtime could run (which module provides KVM, whether a test
 guest runs through /dev/kvm, QEMU), and warnings with concrete advice. Its
 "vm runtime" reason is what a plan's runtime: vm configuration is recorded
 not_run with (ctrperf has no VM runtime). It starts nothing and changes nothing.

@@ -35,9 +35,11 @@ type Facts struct {
 	// ("xfs nobarrier"), when asked (WithMountProbe).
 	MountOptions []Capability `json:"mount_options,omitempty"`
 	// VM says whether a VM runtime could run here (seed 003's KVM row).
-	VM       Capability `json:"vm_runtime"`
-	Tools    []Tool     `json:"tools"`
-	Warnings []string   `json:"warnings,omitempty"`
+	VM Capability `json:"vm_runtime"`
+	// Privileged says whether the engine can start --privileged containers.
+	Privileged Capability `json:"privileged"`
+	Tools      []Tool     `json:"tools"`
+	Warnings   []string   `json:"warnings,omitempty"`
 	// Errors are collectors that failed; their part of Facts is empty.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -72,7 +74,11 @@ type Docker struct {
 	UserlandProxy *bool  `json:"userland_proxy,omitempty"` // nil: dockerd not a local process
 	IPTables      *bool  `json:"iptables,omitempty"`
 	Dockerd       string `json:"dockerd,omitempty"` // binary ctrperf would start
-	Error         string `json:"error,omitempty"`
+	DockerdPID    int    `json:"dockerd_pid,omitempty"`
+	// MissingCaps are the capabilities dockerd's bounding set lacks
+	// (empty: none; nil: not known, dockerd is no local process).
+	MissingCaps []string `json:"dockerd_missing_capabilities,omitempty"`
+	Error       string   `json:"error,omitempty"`
 }
 
 // Capability is something usable or not, with the reason when not.

@@ -159,3 +159,28 @@ func TestMountOptionsProbe(t *testing.T) {
 		t.Errorf("as a user: %+v", f.MountOptions)
 	}
 }
+
+// TestPrivileged: --privileged needs every capability in dockerd's
+// bounding set; one missing (this machine: CAP_SYS_RESOURCE) is named.
+func TestPrivileged(t *testing.T) {
+	cases := []struct {
+		desc   string
+		d      Docker
+		usable bool
+		want   string
+	}{
+		{"no engine", Docker{}, false, "no Docker engine answers"},
+		{"remote dockerd", Docker{Answers: true}, false, "unknown: the engine's dockerd is not a local process"},
+		{"every capability", Docker{Answers: true, DockerdPID: 9, MissingCaps: []string{}}, true, ""},
+		{"one missing", Docker{Answers: true, DockerdPID: 9, MissingCaps: []string{"CAP_SYS_RESOURCE"}}, false,
+			"dockerd (pid 9) lacks CAP_SYS_RESOURCE in its capability bounding set, and --privileged must grant every capability"},
+	}
+	for _, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			got := privileged(c.d)
+			if got.Name != "privileged" || got.Usable != c.usable || !strings.HasPrefix(got.Reason, c.want) {
+				t.Errorf("privileged = %+v, want usable %v and a reason starting %q", got, c.usable, c.want)
+			}
+		})
+	}
+}

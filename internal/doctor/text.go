@@ -62,6 +62,11 @@ func (f *Facts) WriteText(w io.Writer) error {
 			p(k, "%-20s no: %s", c.Name, c.Reason)
 		}
 	}
+	if f.Privileged.Usable {
+		p("privileged", "available (dockerd holds every capability)")
+	} else if f.Privileged.Reason != "" {
+		p("privileged", "not available: %s", f.Privileged.Reason)
+	}
 	if f.VM.Usable {
 		p("vm runtime", "available")
 	} else if f.VM.Reason != "" {

@@ -417,6 +417,8 @@ func (d *Daemon) Info(ctx context.Context) (engine.Info, error) {
 type DaemonFlags struct {
 	UserlandProxy bool `json:"userland_proxy"`
 	IPTables      bool `json:"iptables"`
+	// PID is the dockerd process found (FlagsOf).
+	PID int `json:"-"`
 }
 
 // FlagsOf finds the dockerd serving host among local processes and reads its
@@ -440,7 +442,9 @@ func FlagsOf(procRoot, host string) (DaemonFlags, bool) {
 			cfgPath = "/etc/docker/daemon.json"
 		}
 		cfg, _ := os.ReadFile(cfgPath)
-		return parseDaemonFlags(args[1:], cfg), true
+		f := parseDaemonFlags(args[1:], cfg)
+		f.PID = pid
+		return f, true
 	}
 	return DaemonFlags{}, false
 }
