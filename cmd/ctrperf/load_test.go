@@ -53,7 +53,7 @@ func TestRunLoad(t *testing.T) {
 		{"a bad URL is refused before anything runs", "ftp://example/", with(func(o *loadOptions) { o.concurrency = 1 }), 2, "", "ftp"},
 		{"neither rate nor concurrency", srv.URL + "/", base, 2, "", ""},
 		{"a rate the in-flight bound cannot keep is a shortfall, not a lower rate", srv.URL + "/",
-			with(func(o *loadOptions) { o.rate = 20000; o.maxInFlight = 1 }), 3, "", "rate shortfall"},
+			with(func(o *loadOptions) { o.rate = 200000; o.maxInFlight = 1 }), 3, "", "rate shortfall"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {

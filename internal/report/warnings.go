@@ -17,6 +17,10 @@ const (
 	adviceRate        = "the load generator or the system could not keep up, so latencies describe an overloaded system: lower the rate, or give the load generator its own CPUs"
 	adviceErrors      = "errors distort latency (a refused request is fast, a timeout is slow): find their cause before comparing"
 	adviceFailed      = "failed runs are left out of the statistics; fix the cause and resume the plan"
+	// adviceNotRunnable: every run not_run, none failed — the configuration
+	// cannot run here (no VM runtime, a storage driver the kernel lacks, a
+	// capability dockerd lacks); resuming would only record it again.
+	adviceNotRunnable = "nothing was measured: this configuration cannot run on this machine as it is, for the reason given (`ctrperf doctor` shows what is missing); resuming records it not_run again until that changes"
 )
 
 // wideLimit is the interval width, relative to the median, above which an
@@ -40,7 +44,11 @@ func configWarnings(c *Config, ok []runData) []Warning {
 		if c.NotRun > 0 {
 			parts = append(parts, fmt.Sprintf("%d of %d runs were not run", c.NotRun, total))
 		}
-		add(strings.Join(parts, ", ")+": "+strings.Join(c.Errors, "; "), adviceFailed)
+		advice := adviceFailed
+		if c.Failed == 0 && c.Runs == 0 {
+			advice = adviceNotRunnable
+		}
+		add(strings.Join(parts, ", ")+": "+strings.Join(c.Errors, "; "), advice)
 	}
 	switch n := c.Runs; {
 	case n == 0:
