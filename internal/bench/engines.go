@@ -50,6 +50,9 @@ type Engines struct {
 
 var _ EngineProvider = (*Engines)(nil)
 
+// nestedBase is the image a nested engine's dockerd runs in.
+const nestedBase = "ctrperf/debian-base:latest"
+
 type engineEntry struct {
 	eng  engine.Engine
 	info engine.Info
@@ -173,7 +176,17 @@ func (e *Engines) open(ctx context.Context, rt engine.Runtime, spec engine.Engin
 		}
 		return e.prepared(eng, def, nil), info, def, nil
 	}
-	d, err := daemon.Start(ctx, spec, e.RunID, e.DaemonOptions...)
+	var d *daemon.Daemon
+	if spec.Nested {
+		// Docker in Docker: the inner dockerd runs in a container of
+		// ctrperf's Debian base on the default engine.
+		if _, err := image.Ensure(ctx, def.Client(), nestedBase); err != nil {
+			return nil, engine.Info{}, nil, fmt.Errorf("nested engine: image %s: %w", nestedBase, err)
+		}
+		d, err = daemon.StartNested(ctx, def, spec, e.RunID, nestedBase, e.DaemonOptions...)
+	} else {
+		d, err = daemon.Start(ctx, spec, e.RunID, e.DaemonOptions...)
+	}
 	if err != nil {
 		return nil, engine.Info{}, nil, err
 	}
@@ -219,6 +232,9 @@ func dockerOn(ctx context.Context, d *daemon.Daemon) (engine.Engine, engine.Info
 	if d.Private() {
 		// Stopped by Engines.Close, not by each engine's Close.
 		opts = append(opts, engine.WithPrivateEngine(func(context.Context) error { return nil }))
+	}
+	if d.Nested() {
+		opts = append(opts, engine.WithHostPID(func(pid int) (int, error) { return d.HostPID(context.Background(), pid) }))
 	}
 	return engine.NewDocker(d.Client(), opts...), info, nil
 }

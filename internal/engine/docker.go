@@ -49,6 +49,9 @@ type Docker struct {
 	procRoot      string
 	runDir        string
 	iptables      iptablesRunner
+	// hostPID maps a pid the engine reports to the host's (a nested
+	// engine's pids are in its container's namespace); nil: the same.
+	hostPID func(pid int) (int, error)
 }
 
 var _ Engine = (*Docker)(nil)
@@ -73,6 +76,12 @@ func WithBindRoot(dir string) DockerOption { return func(d *Docker) { d.bindRoot
 
 // WithProcRoot changes where /proc is read (default /proc).
 func WithProcRoot(dir string) DockerOption { return func(d *Docker) { d.procRoot = dir } }
+
+// WithHostPID maps the pids the engine reports to the host's: a dockerd in
+// a container reports its containers' pids in that container's namespace.
+func WithHostPID(f func(pid int) (int, error)) DockerOption {
+	return func(d *Docker) { d.hostPID = f }
+}
 
 // WithRunDir changes where locks are kept (default DefaultRunDir).
 func WithRunDir(dir string) DockerOption { return func(d *Docker) { d.runDir = dir } }
@@ -409,6 +418,13 @@ func (d *Docker) deployService(ctx context.Context, t *Target, spec DeploySpec, 
 	}
 	if in.State != nil {
 		c.PID = in.State.Pid
+		if d.hostPID != nil && c.PID > 0 {
+			if hp, err := d.hostPID(c.PID); err == nil {
+				c.PID = hp
+			} else {
+				c.PID = 0 // no host pid: no per-container figures, never another process's
+			}
+		}
 		if !in.State.Running {
 			return fmt.Errorf("service %q (%s): container exited with status %d right after start%s", s.Name, name, in.State.ExitCode, d.logTail(ctx, created.ID, 20))
 		}

@@ -71,3 +71,49 @@ func MissingCapabilities(set uint64, last int) []string {
 	}
 	return out
 }
+
+// HostPID finds the process whose pid is nsPID in the pid namespace one
+// level below the host's (the second NSpid entry in /proc/PID/status)
+// among the descendants of ancestor (a host pid): how a pid that a
+// dockerd in a container reports (in the container's namespace) is found
+// on the host. It scans procRoot; an error says none matched.
+func HostPID(procRoot string, nsPID, ancestor int) (int, error) {
+	ents, err := os.ReadDir(procRoot)
+	if err != nil {
+		return 0, err
+	}
+	type proc struct{ ppid, level1 int }
+	procs := map[int]proc{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(procRoot, e.Name(), "status"))
+		if err != nil {
+			continue
+		}
+		p := proc{level1: -1}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+				p.ppid, _ = strconv.Atoi(strings.TrimSpace(v))
+			} else if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				if f := strings.Fields(v); len(f) >= 2 {
+					p.level1, _ = strconv.Atoi(f[1])
+				}
+			}
+		}
+		procs[pid] = p
+	}
+	for pid, p := range procs {
+		if p.level1 != nsPID {
+			continue
+		}
+		for up, seen := p.ppid, 0; up > 1 && seen < 64; up, seen = procs[up].ppid, seen+1 {
+			if up == ancestor {
+				return pid, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("no process with pid %d in the namespace below the host's under pid %d", nsPID, ancestor)
+}

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -43,5 +44,32 @@ func TestCapabilities(t *testing.T) {
 	}
 	if _, err := BoundingSet(proc, 7); err == nil {
 		t.Error("BoundingSet of a missing process: no error")
+	}
+}
+
+func TestHostPID(t *testing.T) {
+	proc := t.TempDir()
+	write := func(pid int, ppid int, nspid string) {
+		dir := filepath.Join(proc, fmt.Sprint(pid))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		s := fmt.Sprintf("Name:\tx\nPPid:\t%d\nNSpid:\t%s\n", ppid, nspid)
+		if err := os.WriteFile(filepath.Join(dir, "status"), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(1, 0, "1")
+	write(100, 1, "100")          // containerd-shim of the outer container
+	write(200, 100, "200\t1")     // the outer container's dockerd (pid 1 inside)
+	write(210, 200, "210\t15")    // a shim of the inner engine
+	write(220, 210, "220\t17\t1") // an inner container's process: 17 in the outer namespace
+	write(300, 1, "300\t17")      // another container's pid 17: not under the outer one
+	got, err := HostPID(proc, 17, 200)
+	if err != nil || got != 220 {
+		t.Errorf("HostPID(17 under 200) = %d, %v; want 220", got, err)
+	}
+	if _, err := HostPID(proc, 99, 200); err == nil {
+		t.Error("HostPID of a pid nobody has: no error")
 	}
 }

@@ -64,11 +64,15 @@ type EngineSpec struct {
 	// "loop-ext4", "loop-xfs", "loop-btrfs": a loop-mounted image file.
 	DataRoot      string `json:"data_root,omitempty" yaml:"data_root,omitempty"`
 	UserlandProxy *bool  `json:"userland_proxy,omitempty" yaml:"userland_proxy,omitempty"`
+	// Nested runs the engine inside a container of the default engine
+	// (Docker in Docker, seed 003): storage_driver is the inner engine's;
+	// its containers share the host's network (network: host only).
+	Nested bool `json:"nested,omitempty" yaml:"nested,omitempty"`
 }
 
 // IsDefault reports whether the spec asks for nothing beyond the default engine.
 func (s EngineSpec) IsDefault() bool {
-	return s.StorageDriver == "" && (s.DataRoot == "" || s.DataRoot == "native") && s.UserlandProxy == nil
+	return s.StorageDriver == "" && (s.DataRoot == "" || s.DataRoot == "native") && s.UserlandProxy == nil && !s.Nested
 }
 
 // Key is a stable short name for the spec, used to share one private engine
@@ -76,6 +80,13 @@ func (s EngineSpec) IsDefault() bool {
 func (s EngineSpec) Key() string {
 	if s.IsDefault() {
 		return "default"
+	}
+	if s.Nested {
+		d := s.StorageDriver
+		if d == "" {
+			d = "overlay2"
+		}
+		return "nested-" + d
 	}
 	k := s.StorageDriver
 	if k == "" {

@@ -423,7 +423,7 @@ var (
 	// finding at run time (a not_run record), not a validation error.
 	storageDrivers = []string{"overlay2", "overlay", "btrfs", "vfs", "zfs", "fuse-overlayfs", "devicemapper", "aufs"}
 	dataRoots      = []string{"native", "loop-ext4", "loop-xfs", "loop-btrfs"}
-	engineKeys     = []string{"storage_driver", "data_root", "userland_proxy"}
+	engineKeys     = []string{"storage_driver", "data_root", "userland_proxy", "nested"}
 	resourceKeys   = []string{"cpuset", "cpu_shares", "cpus", "memory"}
 )
 
@@ -550,6 +550,10 @@ func (d *decoder) setEngine(k *Knobs, key string, n *yaml.Node, field string) {
 	case "userland_proxy":
 		if b, ok := d.boolean(n, field); ok {
 			k.Engine.UserlandProxy = &b
+		}
+	case "nested":
+		if b, ok := d.boolean(n, field); ok {
+			k.Engine.Nested = b
 		}
 	default:
 		d.unknownSub(n, field, key, engineKeys)

@@ -322,3 +322,31 @@ func TestRuntimeVM(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineNested: engine.nested (Docker in Docker) has its own engine
+// key and refuses what its inner engine cannot do, each at its line.
+func TestEngineNested(t *testing.T) {
+	ok := "name: x\nworkload: testweb\nbaseline: a\nconfigurations:\n  - name: a\n    runtime: host\n  - name: n\n    runtime: docker\n    network: host\n    engine: {nested: true, storage_driver: vfs}\n"
+	p, err := Parse("p.yaml", []byte(ok), Options{Schema: testSchema{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := p.Config("n")
+	if !n.Engine.Nested || n.Engine.IsDefault() || n.Engine.Key() != "nested-vfs" || (EngineSpec{Nested: true}).Key() != "nested-overlay2" {
+		t.Errorf("nested engine: %+v key %q", n.Engine, n.Engine.Key())
+	}
+	bad := "name: x\nworkload: testweb\nbaseline: a\nconfigurations:\n  - name: a\n    runtime: host\n  - name: n\n    runtime: docker\n    network: published\n    data: bind\n    engine: {nested: true, userland_proxy: false}\n"
+	_, err = Parse("p.yaml", []byte(bad), Options{Schema: testSchema{}})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, w := range []string{
+		"p.yaml:9: configurations[1] (n).network: \"published\" with engine.nested: the nested engine has no bridge",
+		"p.yaml:10: configurations[1] (n).data: \"bind\" with engine.nested",
+		"configurations[1] (n).engine.userland_proxy: with engine.nested: the nested engine publishes no ports",
+	} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error\n%v\ndoes not contain\n%s", err, w)
+		}
+	}
+}

@@ -57,6 +57,34 @@ func (d *decoder) checkKnobs(c *Configuration) {
 		if c.Data != DataBind && c.Data != DataTmpfs {
 			d.errorf(c.node("data"), field("data"), "%q needs runtime docker; the host runtime writes to a directory of the host (\"bind\", the default) or a tmpfs (\"tmpfs\")", c.Data)
 		}
+	case RuntimeDocker:
+		if c.Engine.Nested {
+			e := func(k, why string) {
+				if n, ok := c.nodes[k]; ok {
+					d.errorf(n, field(k), "%s", why)
+				} else {
+					d.errorf(c.node("engine.nested"), field(k), "%s", why)
+				}
+			}
+			if c.Network != NetworkHost {
+				e("network", fmt.Sprintf("%q with engine.nested: the nested engine has no bridge and publishes no ports (no iptables in its image); use network: host", c.Network))
+			}
+			if c.Data == DataBind {
+				e("data", "\"bind\" with engine.nested: a host directory is not what the inner engine sees; use layer, volume or tmpfs")
+			}
+			if c.Engine.DataRoot != "" && c.Engine.DataRoot != "native" {
+				e("engine.data_root", "with engine.nested: the nested engine's data root is a volume of the default engine")
+			}
+			if c.Engine.UserlandProxy != nil {
+				e("engine.userland_proxy", "with engine.nested: the nested engine publishes no ports")
+			}
+			if c.Filesystem.On() {
+				e("filesystem", "with engine.nested: the data filesystem is mounted on the host, which the inner engine does not see")
+			}
+			if c.Isolate.On() {
+				e("isolate", "with engine.nested: the isolate controller watches the default engine's containers")
+			}
+		}
 	case RuntimeVM:
 		// A guest has none of Docker's or the host's placement knobs; it is
 		// recorded not_run (no VM runtime), so a knob here would only look

@@ -176,7 +176,10 @@ func dataFSLine(u DataFSUse) string {
 
 func engineLine(e EngineUse) string {
 	name := "Docker engine " + e.Name
-	if e.Private {
+	switch {
+	case e.Nested:
+		name += " (nested: a dockerd in a container of the default engine, started by ctrperf)"
+	case e.Private:
 		name += " (private, started by ctrperf)"
 	}
 	parts := []string{"version " + orDash(e.Version), "storage driver " + orDash(e.StorageDriver)}

@@ -151,6 +151,12 @@ func TestEnvironmentBlock(t *testing.T) {
 	if l != "Docker engine ctrperf-smoke-1a2b-btrfs (private, started by ctrperf): version 20.10.24, storage driver btrfs, userland proxy off, data root /var/lib/ctrperf/engines/btrfs — used by docker-btrfs" {
 		t.Errorf("private engine line = %q", l)
 	}
+	// A nested engine (Docker in Docker) says what it is.
+	l = engineLine(EngineUse{EngineInfo: results.EngineInfo{Runtime: "docker", Name: "ctrperf-nested-overlay2-x", Version: "20.10.24",
+		StorageDriver: "overlay2", BackingFS: "extfs", DataRoot: "/var/lib/docker", Private: true, Nested: true}, Configs: []string{"docker-in-docker"}})
+	if l != "Docker engine ctrperf-nested-overlay2-x (nested: a dockerd in a container of the default engine, started by ctrperf): version 20.10.24, storage driver overlay2 on extfs, data root /var/lib/docker — used by docker-in-docker" {
+		t.Errorf("nested engine line = %q", l)
+	}
 	// Data filesystems: one line per kind, with the configurations on it.
 	recs := genRecords(t)
 	xfs := results.DataFSInfo{FS: "xfs", Options: []string{"noatime"}, Size: 2 << 30, Device: "/dev/loop3", Applied: []string{"rw", "noatime", "attr2"}}

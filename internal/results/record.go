@@ -153,6 +153,9 @@ type EngineInfo struct {
 	BackingFS     string `json:"backing_fs,omitempty"`
 	UserlandProxy *bool  `json:"userland_proxy,omitempty"`
 	Private       bool   `json:"private"` // started by ctrperf
+	// Nested: a dockerd in a container of the default engine (Docker in
+	// Docker).
+	Nested bool `json:"nested,omitempty"`
 }
 
 // RunRecord is one line of results.jsonl.

@@ -37,6 +37,8 @@ type Daemon struct {
 	o       Options
 	st      *State
 	exited  chan struct{} // closed when the dockerd we started exits
+	// nested: a dockerd in a container of another engine (StartNested).
+	nested  *nestedState
 	waitErr error
 
 	mu     sync.Mutex
@@ -369,6 +371,16 @@ func (d *Daemon) Close(ctx context.Context) error {
 		return nil
 	}
 	d.closed = true
+	if d.nested != nil {
+		err := d.closeNested(ctx)
+		if d.cli != nil {
+			d.cli.Close()
+		}
+		if err != nil {
+			return fmt.Errorf("stop nested engine %s: %w", d.name, err)
+		}
+		return nil
+	}
 	if d.cli != nil {
 		d.cli.Close()
 	}
@@ -401,7 +413,9 @@ func (d *Daemon) Info(ctx context.Context) (engine.Info, error) {
 			out.BackingFS = kv[1]
 		}
 	}
-	if d.private {
+	if d.nested != nil {
+		out.Nested = true
+	} else if d.private {
 		on := true
 		if d.st != nil && d.st.Spec.UserlandProxy != nil {
 			on = *d.st.Spec.UserlandProxy

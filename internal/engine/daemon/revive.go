@@ -137,7 +137,7 @@ func (d *Daemon) Ping(ctx context.Context, timeout time.Duration) error {
 // Restartable says whether Restart may start the engine again: a private
 // engine this process started. The user's engine, and a private one
 // another process shares with us, are not ours to restart.
-func (d *Daemon) Restartable() bool { return d.owned }
+func (d *Daemon) Restartable() bool { return d.owned && d.nested == nil }
 
 // Restart starts the dockerd of a private engine this process started
 // again after it died (or stopped answering): whatever of its old
