@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,6 +49,10 @@ configurations:
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The nested dockerd runs in the host's network namespace: it must not
+	// touch the default engine's bridge (with --bridge=none a dockerd
+	// deletes docker0 at start).
+	_, docker0Err := net.InterfaceByName("docker0")
 	out := filepath.Join(t.TempDir(), "out")
 	var seen []string              // containers of the default engine while the nested run was observed
 	cgroups := map[string]string{} // run id: the container's cgroup, as its observer got it
@@ -105,6 +110,9 @@ configurations:
 	}
 	if len(vols.Items) != 0 {
 		t.Errorf("%d volumes of the nested engine left behind", len(vols.Items))
+	}
+	if _, err := net.InterfaceByName("docker0"); docker0Err == nil && err != nil {
+		t.Errorf("the default engine's bridge docker0 is gone after the nested engine: %v", err)
 	}
 	if m, _ := filepath.Glob("/run/ctrperf/x/nested-*"); len(m) != 0 {
 		t.Errorf("socket directories left behind: %v", m)

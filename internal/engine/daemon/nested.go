@@ -27,9 +27,11 @@ import (
 // unconfined seccomp, AppArmor and system paths, and the host's cgroup
 // hierarchy read-write, so the inner runc can make its containers' cgroups.
 // The inner dockerd runs the host's own Docker binaries, bind-mounted read
-// only, with no iptables and no bridge (the base image has no iptables):
-// its containers share the outer container's network, which is the host's
-// (network: host only).
+// only, without iptables (the base image has none), in the host's network
+// namespace, so its --net=host containers share the host's network
+// (network: host only). It gets a bridge of its own, made here: with
+// --bridge=none a dockerd deletes the interface docker0 at start, which in
+// the host's namespace is the default engine's bridge.
 
 // nestedBinaries are the programs of the host's Docker installation the
 // inner engine runs, found in PATH.
@@ -41,6 +43,7 @@ type nestedState struct {
 	container string  // its id
 	volume    string
 	sockDir   string
+	bridge    string // the inner engine's own bridge, in the host's namespace
 }
 
 // StartNested starts a nested engine for run runID on outer (the default
@@ -91,6 +94,10 @@ func StartNested(ctx context.Context, outer *Daemon, spec engine.EngineSpec, run
 	if err := os.MkdirAll(ns.sockDir, 0o700); err != nil {
 		return nil, fmt.Errorf("nested engine: socket directory: %w", err)
 	}
+	ns.bridge = bridgeName(ns.sockDir)
+	if _, _, err := createBridge(ns.bridge); err != nil {
+		return fail(fmt.Errorf("bridge %s: %w", ns.bridge, err))
+	}
 	cli := outer.Client()
 	if _, err := cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: ns.volume, Labels: labels}); err != nil {
 		return fail(fmt.Errorf("create volume: %w", err))
@@ -113,7 +120,7 @@ func StartNested(ctx context.Context, outer *Daemon, spec engine.EngineSpec, run
 		Labels: labels,
 		Env:    []string{"PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		Entrypoint: []string{"/usr/local/bin/dockerd", "--host", "unix:///run/ctrperf-nested/docker.sock",
-			"--iptables=false", "--ip-forward=false", "--ip-masq=false", "--bridge=none", "--storage-driver", driver},
+			"--iptables=false", "--ip-forward=false", "--ip-masq=false", "--bridge", ns.bridge, "--storage-driver", driver},
 	}
 	created, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: hc, Name: name})
 	if err != nil {
@@ -225,6 +232,11 @@ func (d *Daemon) closeNested(ctx context.Context) error {
 	if ns.volume != "" {
 		if _, err := cli.VolumeRemove(ctx, ns.volume, client.VolumeRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove volume %s: %w", ns.volume, err))
+		}
+	}
+	if ns.bridge != "" {
+		if _, err := deleteBridge(ns.bridge); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if err := os.RemoveAll(ns.sockDir); err != nil {
