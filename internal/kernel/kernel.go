@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -218,12 +219,20 @@ func ParsePressure(r io.Reader) (PSI, error) {
 				if err != nil {
 					return p, fmt.Errorf("pressure total %q: %w", v, err)
 				}
+				if us < 0 || us > math.MaxInt64/int64(time.Microsecond) {
+					return p, fmt.Errorf("pressure total %q: out of range", v)
+				}
 				line.Total = time.Duration(us) * time.Microsecond
 				continue
 			}
 			x, err := strconv.ParseFloat(v, 64)
 			if err != nil {
 				return p, fmt.Errorf("pressure %s %q: %w", k, v, err)
+			}
+			if math.IsNaN(x) || x < 0 || x > 100 {
+				// A share of time in percent: NaN or Inf would poison
+				// every comparison the controller makes with it.
+				return p, fmt.Errorf("pressure %s %q: not a percentage", k, v)
 			}
 			switch k {
 			case "avg10":
