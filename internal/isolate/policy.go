@@ -2,6 +2,7 @@ package isolate
 
 import (
 	"fmt"
+	"math"
 	"sort"
 
 	"k8s.io/utils/cpuset"
@@ -97,6 +98,15 @@ func (p Params) Demotes() bool {
 
 // Validate reports parameters that cannot work.
 func (p Params) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"hot threshold", p.HotThreshold}, {"cool threshold", p.CoolThreshold}, {"stall threshold", p.StallThreshold}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			// NaN compares false with every bound below and would pass them all.
+			return fmt.Errorf("%s %v is not a number", f.name, f.v)
+		}
+	}
 	p = p.withDefaults()
 	switch p.Policy {
 	case PolicyShield, PolicyPaper, PolicyStrict:

@@ -2,15 +2,16 @@ package plan
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
 
 // Memory sizes as Docker writes them (docker run -m): a number with an
-// optional binary unit k, m, g, t or p (case-insensitive, an optional "b"
+// optional binary unit k, m, g, t, p or e (case-insensitive, an optional "b"
 // or "ib" after it), or a plain number of bytes.
 
-var binaryUnits = map[byte]float64{'k': 1 << 10, 'm': 1 << 20, 'g': 1 << 30, 't': 1 << 40, 'p': 1 << 50}
+var binaryUnits = map[byte]float64{'k': 1 << 10, 'm': 1 << 20, 'g': 1 << 30, 't': 1 << 40, 'p': 1 << 50, 'e': 1 << 60}
 
 // ParseMemory reads a size like "512m", "1.5g", "64MiB" or "1048576".
 func ParseMemory(s string) (int64, error) {
@@ -30,6 +31,10 @@ func ParseMemory(s string) (int64, error) {
 		v *= binaryUnits[unit[0]]
 	default:
 		return 0, fmt.Errorf("invalid size %q: unknown unit %q", s, unit)
+	}
+	if v >= math.MaxInt64 {
+		// int64(v) of a larger float is undefined (negative on amd64).
+		return 0, fmt.Errorf("invalid size %q: larger than %s", s, FormatMemory(math.MaxInt64))
 	}
 	return int64(v), nil
 }
