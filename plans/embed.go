@@ -1,7 +1,7 @@
 // Package plans holds the plan files ctrperf ships (plans/*.yaml), embedded
 // in the binary so that `ctrperf bench run smoke` works from any directory,
-// with no source tree: a plan named on the command line is a file when such
-// a file exists, else one of these.
+// with no source tree: a bare name on the command line is one of these, a
+// path (a slash or a .yaml/.yml suffix) a file (see bench.OpenPlan).
 package plans
 
 import (

@@ -50,9 +50,12 @@ capacity_per_s per configuration with its interval and ratio, or "below the
 lowest rate tried" when none met it.
 
 The plan format is described in plans/README.md; ready plans, one per
-experiment, are in plans/ and built into ctrperf: PLAN is a file, or when
-no such file exists the name of a built-in plan ('ctrperf plans list';
-'ctrperf bench run smoke' works from any directory).`,
+experiment, are in plans/ and built into ctrperf. PLAN is a bare name for a
+built-in plan ('ctrperf plans list'; 'ctrperf bench run smoke' works from
+any directory and never reads a file called smoke), or a path for a plan
+file: anything with a slash or a .yaml/.yml suffix (./smoke, mine.yaml,
+plans/smoke.yaml; a missing smoke.yaml or plans/smoke.yaml is the built-in
+plan).`,
 	}
 	cmd.AddCommand(newBenchRunCmd(defaultEngines), newBenchValidateCmd())
 	return cmd
@@ -141,7 +144,7 @@ func runBench(cmd *cobra.Command, args []string, f benchRunFlags, newEngines fun
 			if f.quick || len(f.only) > 0 {
 				return exitcode.AsUsage(errors.New("--quick and --only shape a new run; the plan in " + f.resume + " already has them applied"))
 			}
-			p, err = bench.LoadPlan(filepath.Join(f.resume, bench.PlanFile), plan.Options{})
+			p, err = bench.LoadOutPlan(f.resume, plan.Options{})
 		} else {
 			p, err = openPlan(cmd, args[0], plan.Options{Quick: f.quick, Only: f.only})
 		}

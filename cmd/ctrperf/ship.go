@@ -42,7 +42,7 @@ func addShipping(root *cobra.Command) {
 	registerCompletions(root)
 }
 
-// openPlan reads the plan a command names (a file, else a built-in plan)
+// openPlan reads the plan a command names (a built-in plan by name, a file by path)
 // and says on stderr which one it used.
 func openPlan(cmd *cobra.Command, arg string, opt plan.Options) (*plan.Plan, error) {
 	p, src, err := bench.OpenPlan(arg, opt)
@@ -57,9 +57,11 @@ func newPlansCmd() *cobra.Command {
 		Use:   "plans",
 		Short: "List and print the plans built into ctrperf",
 		Long: `The plans of ctrperf's repository (plans/*.yaml) are built into the binary,
-so 'ctrperf bench run smoke' works from any directory. A plan named on the
-command line is a file when such a file exists (a path always wins), else
-the built-in plan of that name ("smoke", "smoke.yaml" or "plans/smoke.yaml").
+so 'ctrperf bench run smoke' works from any directory. A bare name on the
+command line ("smoke") is always the built-in plan, never a file of the
+working directory; a plan file is named as a path, with a slash or a
+.yaml/.yml suffix ("./smoke", "mine.yaml"), and a path that does not exist
+but names a built-in plan ("smoke.yaml", "plans/smoke.yaml") is that plan.
 To change one, 'ctrperf plans show NAME > mine.yaml', edit, and run
 'ctrperf bench run mine.yaml'. Packages also install them under
 share/ctrperf/plans.`,

@@ -15,27 +15,40 @@ func TestOpenPlan(t *testing.T) {
 	if err := os.WriteFile("smoke.yaml", []byte(mine), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Mkdir("sub", 0o755); err != nil {
-		t.Fatal(err)
+	// Files named like built-in plans, without a suffix: whoever can
+	// write the working directory must not choose what `bench run smoke`
+	// runs.
+	shadow := strings.Replace(mine, "name: mine", "name: shadow", 1)
+	for _, f := range []string{"smoke", "mine", "sub/smoke.yml"} {
+		if err := os.MkdirAll("sub", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte(shadow), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	tests := []struct {
+		desc        string
 		arg         string
 		wantName    string // plan name, "" for an error
 		wantBuiltin string
 		wantShadows bool
 		wantErr     string
 	}{
-		{"smoke", "smoke", "smoke", false, ""},
-		{"smoke.yaml", "mine", "", true, ""}, // the file wins
-		{"./smoke.yaml", "mine", "", true, ""},
-		{"plans/smoke.yaml", "smoke", "smoke", false, ""}, // the repository's path, from anywhere
-		{"noisy-neighbour-2hot", "noisy-neighbour-2hot", "noisy-neighbour-2hot", false, ""},
-		{"sub/smoke.yaml", "", "", false, "nor is it a built-in plan"},
-		{"nope", "", "", false, "ctrperf plans list"},
-		{"sub", "", "", false, "read plan"},
+		{"a bare name is the built-in plan, never the file of that name here", "smoke", "smoke", "smoke", false, ""},
+		{"a path names the file", "./smoke", "shadow", "", true, ""},
+		{"a .yaml name is a file when it exists", "smoke.yaml", "mine", "", true, ""},
+		{"a path with a .yaml suffix", "./smoke.yaml", "mine", "", true, ""},
+		{"a .yml suffix is a file too", "sub/smoke.yml", "shadow", "", false, ""},
+		{"the repository's path of a built-in plan, from anywhere", "plans/smoke.yaml", "smoke", "smoke", false, ""},
+		{"another built-in plan by name", "noisy-neighbour-2hot", "noisy-neighbour-2hot", "noisy-neighbour-2hot", false, ""},
+		{"a missing path that names no built-in plan", "sub/smoke.yaml", "", "", false, "nor is it a built-in plan"},
+		{"an unknown bare name", "nope", "", "", false, "ctrperf plans list"},
+		{"a bare name that is only a file here says how to name it", "mine", "", "", false, "name it as a path: ./mine"},
+		{"a directory given as a path", "sub/", "", "", false, "read plan"},
 	}
 	for _, tc := range tests {
-		t.Run(tc.arg, func(t *testing.T) {
+		t.Run(tc.desc, func(t *testing.T) {
 			p, src, err := OpenPlan(tc.arg, plan.Options{Quick: true})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -66,5 +79,26 @@ func TestOpenPlanErrorsNameTheBuiltin(t *testing.T) {
 	_, _, err := OpenPlan("smoke", plan.Options{Only: []string{"no-such-config"}})
 	if err == nil || !strings.Contains(err.Error(), "built-in:smoke.yaml") {
 		t.Fatalf("err = %v, want one naming built-in:smoke.yaml", err)
+	}
+}
+
+// TestOpenPlanSmokeRepositoryFile: plans/smoke.yaml is the file when the
+// working directory is the source tree (an edited copy is run), the
+// built-in plan elsewhere.
+func TestOpenPlanSmokeRepositoryFile(t *testing.T) {
+	t.Chdir(t.TempDir())
+	if err := os.Mkdir("plans", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	edited := "name: edited\nworkload: web\nbaseline: bare\nconfigurations:\n  - name: bare\n    runtime: host\n"
+	if err := os.WriteFile("plans/smoke.yaml", []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, src, err := OpenPlan("plans/smoke.yaml", plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Name != "edited" || src.Path != "plans/smoke.yaml" || !src.Shadows {
+		t.Errorf("plan %q from %+v, want the file plans/smoke.yaml", p.Name, src)
 	}
 }
