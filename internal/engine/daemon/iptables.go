@@ -52,7 +52,9 @@ func parseIPTablesSave(r io.Reader) ([]ipRule, error) {
 			if err != nil {
 				return nil, err
 			}
-			if len(f) < 2 {
+			if len(f) < 2 || f[1] == "" || table == "" {
+				// A rule needs a chain and a table ("*nat") before it:
+				// restoring it would run iptables -t "" -A "".
 				return nil, fmt.Errorf("malformed rule %q", line)
 			}
 			out = append(out, ipRule{Table: table, Chain: f[1], Args: f[2:]})
