@@ -46,7 +46,7 @@ all: build
 
 help:
 	@echo "make demo      install what is missing, get an engine, build images, run plans/smoke.yaml --quick, report"
-	@echo "make test      vet, staticcheck, unit tests (-race), fuzzing (about 5 s each), integration tests with real Docker"
+	@echo "make test      vet, staticcheck, unit tests (-race), fuzzing (10 decoders, about 15 s in all), integration tests with real Docker"
 	@echo "make reliability  $(KILL_TRIALS) SIGKILL trials of bench run (smoke, network, storage --quick), each followed by ctrperf clean; nothing of ctrperf may be left (KILL_SEED=... replays)"
 	@echo "make build     $(BIN) (version $(VERSION))"
 	@echo "make example   the static binary of examples/hello (Benchmark your own application, README.md)"
@@ -151,15 +151,21 @@ staticcheck: bootstrap
 unit:
 	$(GO) test -race -skip '$(INTEGRATION)' $(TEST_FLAGS) ./...
 
-# Native fuzzing of the decoders that read user files: each target runs
+# Native fuzzing of the decoders that read user and kernel files: each target runs
 # from its seed corpus (testdata/fuzz/<Target>); a crasher is written there
 # and becomes a regression case of every later `go test`. Each target runs
-# a number of executions (about 5 s here on 2 cores), not a duration: with a
+# a number of executions (a few seconds here on 2 cores), not a duration: with a
 # duration, Go 1.26's fuzz coordinator can fail a target with a bare
 # "context deadline exceeded" at the deadline (golang/go#75804, fixed in
 # Go 1.27). FUZZTIME=30s (or 100000x) overrides every target's budget.
 FUZZTIME ?=
-FUZZ_TARGETS := ./internal/plan:FuzzParse:60000x ./internal/load:FuzzParseScenario:8000x ./cmd/ctrperf:FuzzIsolateConfig:4000x
+# The budgets add up to about what three targets took before (~15 s of
+# executions); the decoders of plans, results and kernel files come first.
+FUZZ_TARGETS := ./internal/plan:FuzzParse:30000x ./internal/bench:FuzzParsePlan:3000x \
+	./internal/results:FuzzReadRepair:2000x ./internal/load:FuzzParseScenario:4000x \
+	./cmd/ctrperf:FuzzIsolateConfig:2000x ./internal/isolate:FuzzParamsValidate:10000x \
+	./internal/isolate:FuzzParseHexMask:5000x ./internal/plan:FuzzParseMemory:20000x \
+	./internal/engine/daemon:FuzzParseIPTablesSave:10000x ./internal/kernel:FuzzProcParsers:20000x
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; rest=$${t#*:}; fn=$${rest%%:*}; budget=$${rest#*:}; \
