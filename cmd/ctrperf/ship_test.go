@@ -140,20 +140,26 @@ func TestPlansListAndShow(t *testing.T) {
 }
 
 // TestBenchValidateBuiltinPlan: from a directory without plan files, a
-// name finds the built-in plan and says so; a file of that name wins.
+// name finds the built-in plan and says so. A file of that name (a plan
+// called shadow) does not change what the name means: only ./smoke reads
+// it.
 func TestBenchValidateBuiltinPlan(t *testing.T) {
 	t.Chdir(t.TempDir())
 	out, stderr, err := runRoot(t, "bench", "validate", "smoke", "--quick")
 	if err != nil || !strings.Contains(stderr, "using the built-in plan smoke") || !strings.Contains(out, "docker-published") {
 		t.Fatalf("bench validate smoke: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
 	}
-	mine := "name: mine\nworkload: web\nbaseline: only\nconfigurations:\n  - name: only\n    runtime: host\n"
-	if err := os.WriteFile("smoke", []byte(mine), 0o644); err != nil {
+	shadow := "name: shadow\nworkload: web\nbaseline: only\nconfigurations:\n  - name: only\n    runtime: host\n"
+	if err := os.WriteFile("smoke", []byte(shadow), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, stderr, err = runRoot(t, "bench", "validate", "smoke")
-	if err != nil || !strings.Contains(stderr, "plan file smoke (not the built-in plan") || strings.Contains(out, "docker-published") {
+	if err != nil || !strings.Contains(stderr, "built-in plan smoke, not the file smoke here") || strings.Contains(out, "shadow") || !strings.Contains(out, "docker-published") {
 		t.Fatalf("with a file named smoke: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
+	}
+	out, stderr, err = runRoot(t, "bench", "validate", "./smoke")
+	if err != nil || !strings.Contains(stderr, "plan file ./smoke (not the built-in plan") || !strings.Contains(out, "shadow") {
+		t.Fatalf("./smoke: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
 	}
 }
 
