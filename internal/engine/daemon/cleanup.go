@@ -126,6 +126,17 @@ func teardown(ctx context.Context, o Options, st *State, ipt iptablesRunner) ([]
 		}
 	}
 
+	// The other engines' rules a start of this engine flushed and, killed
+	// before it could, never put back (rulesnapshot.go); its dockerd is
+	// stopped by now, so it cannot flush them again.
+	if ipt != nil && st.Name != "" {
+		if n, err := restoreLeftSnapshot(ctx, o, st.Name, ipt); err != nil {
+			errs = append(errs, err)
+		} else if len(n) > 0 {
+			note("put back %d iptables rules of other engines that its interrupted start had flushed", len(n))
+		}
+	}
+
 	// Directories, only inside ctrperf's own roots whatever the state says,
 	// and never across a mount that is still there.
 	mnts, _ = kernel.Mounts(o.ProcRoot)

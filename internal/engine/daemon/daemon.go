@@ -238,39 +238,36 @@ func start(ctx context.Context, o Options, st *State) (*Daemon, error) {
 		return nil, fmt.Errorf("bridge for engine %s: %w", st.Name, err)
 	}
 
-	var before []ipRule
-	ipt := execIPTables{}
-	if st.IPTables {
-		unlock, err := lockIPTables(o)
+	spawn := func() (*Daemon, error) {
+		d, err := spawnDockerd(o, st, dockerd, true)
 		if err != nil {
 			return nil, err
 		}
-		defer unlock()
-		if before, err = saveAll(ctx, ipt); err != nil {
-			return nil, fmt.Errorf("snapshot iptables before starting engine %s: %w", st.Name, err)
+		if err := d.waitReady(ctx, o.Ready); err != nil {
+			return nil, err
 		}
+		return d, nil
 	}
-
-	d, err := spawnDockerd(o, st, dockerd, true)
+	if !st.IPTables {
+		return spawn()
+	}
+	d, g, err := spawnGuarded(ctx, o, st, execIPTables{}, spawn)
 	if err != nil {
 		return nil, err
 	}
-	if err := d.waitReady(ctx, o.Ready); err != nil {
-		return nil, err
+	switch {
+	case g.RestoreErr != nil:
+		d.Warnings = append(d.Warnings, g.RestoreErr.Error())
+	case len(g.Restored) > 0:
+		d.Warnings = append(d.Warnings, fmt.Sprintf("put back %d iptables rules of other engines that dockerd flushed on start", len(g.Restored)))
 	}
-	if st.IPTables {
-		if restored, err := restoreRules(ctx, ipt, before, o.linkExists); err != nil {
+	if g.JumpsErr != nil {
+		d.Warnings = append(d.Warnings, g.JumpsErr.Error())
+	}
+	if len(g.Added) > 0 {
+		st.AddedJumps = g.Added
+		if err := writeState(o, st); err != nil {
 			d.Warnings = append(d.Warnings, err.Error())
-		} else if len(restored) > 0 {
-			d.Warnings = append(d.Warnings, fmt.Sprintf("put back %d iptables rules of other engines that dockerd flushed on start", len(restored)))
-		}
-		if added, err := addedJumps(ctx, ipt, before); err != nil {
-			d.Warnings = append(d.Warnings, err.Error())
-		} else if len(added) > 0 {
-			st.AddedJumps = added
-			if err := writeState(o, st); err != nil {
-				d.Warnings = append(d.Warnings, err.Error())
-			}
 		}
 	}
 	return d, nil

@@ -92,16 +92,6 @@ func revive(ctx context.Context, o Options, st *State) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	ipt := execIPTables{}
-	unlock, err := lockIPTables(o)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	before, err := saveAll(ctx, ipt)
-	if err != nil {
-		return nil, err
-	}
 	_ = os.Remove(st.Socket)
 	// dockerd reuses a containerd whose pidfile names a process that
 	// kill(pid, 0) finds; a zombie passes that test (a pid 1 that does not
@@ -111,17 +101,20 @@ func revive(ctx context.Context, o Options, st *State) (*Daemon, error) {
 	if pid := readPIDFile(ctrdPID); pid != 0 && !procAlive(o.ProcRoot, pid) {
 		_ = os.Remove(ctrdPID)
 	}
-	d, err := spawnDockerd(o, st, dockerd, false)
+	d, g, err := spawnGuarded(ctx, o, st, execIPTables{}, func() (*Daemon, error) {
+		d, err := spawnDockerd(o, st, dockerd, false)
+		if err != nil {
+			return nil, err
+		}
+		if err := d.waitReady(ctx, 30*time.Second); err != nil {
+			return nil, err
+		}
+		return d, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	if err := d.waitReady(ctx, 30*time.Second); err != nil {
-		return nil, err
-	}
-	if _, err := restoreRules(ctx, ipt, before, o.linkExists); err != nil {
-		return d, err
-	}
-	return d, nil
+	return d, g.RestoreErr
 }
 
 // Ping asks the engine for an answer within timeout.
