@@ -57,7 +57,8 @@ func CleanRoots(bindRoot, hostState, hostData, cgroupRoot, procRoot string) Clea
 
 // Clean removes what runs left behind: containers, networks and volumes
 // labelled ctrperf.managed (and ctrperf.run=runID when runID is not empty)
-// on the engine cli talks to (nil: skip Docker), bind directories, client
+// on the engine cli talks to (containers only when ctrperf created them,
+// not the user's made from ctrperf's images: see createdByCtrperf) (nil: skip Docker), bind directories, client
 // namespaces and veths, host-runtime processes, cgroups, mounts and data
 // recorded in the host state files, and the cgroups of load generators that
 // died without moving back out of them. It returns what it removed (or, on
@@ -240,10 +241,17 @@ func cleanDocker(ctx context.Context, cli client.APIClient, runID string, dry bo
 	if err != nil {
 		errs = append(errs, fmt.Errorf("list ctrperf containers: %w", err))
 	}
+	images := map[string]map[string]string{}
 	for _, c := range cs.Items {
 		name := c.ID[:12]
 		if len(c.Names) > 0 {
 			name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		if mine, err := createdByCtrperf(ctx, cli, c.Labels, c.ImageID, images); err != nil {
+			errs = append(errs, fmt.Errorf("container %s: %w", name, err))
+			continue
+		} else if !mine {
+			continue // the user's, made from one of ctrperf's images
 		}
 		if own.Keep("container "+name, c.Labels[LabelRun]) {
 			continue
@@ -289,6 +297,39 @@ func cleanDocker(ctx context.Context, cli client.APIClient, runID string, dry bo
 		removed = append(removed, "volume "+v.Name)
 	}
 	return removed, errors.Join(errs...)
+}
+
+// imageInspector is what createdByCtrperf needs of the Engine API.
+type imageInspector interface {
+	ImageInspect(ctx context.Context, image string, opts ...client.ImageInspectOption) (client.ImageInspectResult, error)
+}
+
+// createdByCtrperf says whether a container labelled ctrperf.managed was
+// made by ctrperf: ctrperf sets ctrperf.run when it creates a container,
+// while a container anyone makes from one of ctrperf's images inherits
+// that image's labels, ctrperf.managed among them (the README offers
+// ctrperf/debian-base for the user's own commands). So the run label must
+// be there and must not be the image's own. The image's labels are read
+// once per image into images. An image the engine no longer knows passed
+// nothing on.
+func createdByCtrperf(ctx context.Context, cli imageInspector, labels map[string]string, imageID string, images map[string]map[string]string) (bool, error) {
+	run := labels[LabelRun]
+	if run == "" {
+		return false, nil
+	}
+	il, ok := images[imageID]
+	if !ok && imageID != "" {
+		in, err := cli.ImageInspect(ctx, imageID)
+		switch {
+		case cerrdefs.IsNotFound(err):
+		case err != nil:
+			return false, fmt.Errorf("inspect its image %s to tell whether ctrperf made it: %w", imageID, err)
+		case in.Config != nil:
+			il = in.Config.Labels
+		}
+		images[imageID] = il
+	}
+	return il[LabelRun] != run, nil
 }
 
 // containerRemover is what removeContainer needs of the Engine API.

@@ -1,0 +1,119 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"ctrperf/internal/owner"
+)
+
+// TestCleanLeavesUsersContainerDocker is issue 24's case: a user runs a
+// container of their own from one of ctrperf's images (which carry
+// ctrperf.managed, as ctrperf/debian-base does), and `ctrperf clean`
+// must leave it alone while it still removes an orphaned run of
+// ctrperf's on the same image.
+func TestCleanLeavesUsersContainerDocker(t *testing.T) {
+	cli := dockerClient(t)
+	img := tinyImage(t, cli)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if in, err := cli.ImageInspect(ctx, img); err != nil || in.Config == nil || in.Config.Labels[LabelManaged] != "true" {
+		t.Fatalf("image %s must carry %s=true like ctrperf's own (%v)", img, LabelManaged, err)
+	}
+
+	runID := newRunID(t)
+	userName := "user-own-" + strings.TrimPrefix(runID, "enginetest-")
+	created, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: userName,
+		Config:     &container.Config{Image: img, Cmd: []string{"serve", "127.0.0.1:0", "user"}},
+		HostConfig: &container.HostConfig{NetworkMode: "none"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = cli.ContainerRemove(context.Background(), created.ID, client.ContainerRemoveOptions{Force: true})
+	})
+	if _, err := cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := cli.ContainerInspect(ctx, created.ID, client.ContainerInspectOptions{}); err != nil || in.Container.Config.Labels[LabelManaged] != "true" {
+		t.Fatalf("the user's container did not inherit %s from the image (%v): the test shows nothing", LabelManaged, err)
+	}
+
+	// An orphaned run of ctrperf's on the same image: no owner record.
+	d := NewDocker(cli)
+	if _, err := d.Deploy(ctx, DeploySpec{RunID: runID, Network: NetworkContainerIP, Data: DataBind,
+		Services: []Service{tinyService(img, "app")}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = Clean(context.Background(), cli, runID) })
+
+	// As `ctrperf clean` does: every run, live owners' objects kept.
+	owners, err := owner.Dir{}.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := NewOwnership(owners, false)
+	removed, err := cleanDocker(ctx, cli, "", false, own)
+	if err != nil {
+		t.Fatalf("clean: %v (removed %q)", err, removed)
+	}
+	t.Logf("clean removed %q", removed)
+	for _, o := range own.Found() {
+		if strings.Contains(o.What, userName) {
+			t.Errorf("clean took the user's container for ctrperf's: %+v", o)
+		}
+	}
+	if !slices.Contains(removed, "container "+ObjectName(runID, "app")) {
+		t.Errorf("clean did not remove the orphaned run's container %s", ObjectName(runID, "app"))
+	}
+	in, err := cli.ContainerInspect(ctx, created.ID, client.ContainerInspectOptions{})
+	if err != nil || in.Container.State == nil || !in.Container.State.Running {
+		t.Fatalf("the user's container %s did not survive clean: %v", userName, err)
+	}
+	if _, err := Clean(ctx, cli, runID); err != nil {
+		t.Fatal(err)
+	}
+	assertNothingLeft(t, cli, runID)
+}
+
+// TestBindDirectoryModesDocker: a bind directory is writable by a
+// container running as nobody, while its run directory is closed to every
+// other local user.
+func TestBindDirectoryModesDocker(t *testing.T) {
+	cli := dockerClient(t)
+	img := tinyImage(t, cli)
+	d := NewDocker(cli)
+	runID := newRunID(t)
+	svc := tinyService(img, "app")
+	svc.User = "65534:65534"
+	tg := deploy(t, d, DeploySpec{RunID: runID, Network: NetworkContainerIP, Data: DataBind, Services: []Service{svc}})
+	res, err := d.Exec(context.Background(), tg, "app", []string{"/tinyhttp", "write", "/data/probe", runID})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("nobody cannot write its bind directory: %+v %v", res, err)
+	}
+	for p, want := range map[string]os.FileMode{
+		DefaultBindRoot:                              0o700,
+		filepath.Join(DefaultBindRoot, runID):        0o700,
+		filepath.Join(DefaultBindRoot, runID, "app"): 0o777,
+	} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != want {
+			t.Errorf("%s: mode %#o, want %#o", p, got, want)
+		}
+	}
+	if err := d.Teardown(context.Background(), tg); err != nil {
+		t.Fatal(err)
+	}
+	assertNothingLeft(t, cli, runID)
+}
