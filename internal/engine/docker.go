@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -379,12 +378,9 @@ func (d *Docker) deployService(ctx context.Context, t *Target, spec DeploySpec, 
 			if spec.DataRoot != "" {
 				root = spec.DataRoot
 			}
-			dir := filepath.Join(root, spec.RunID, s.Name)
-			// World-writable: the image may run as any user (mysql, nobody).
-			if err := os.MkdirAll(dir, 0o777); err != nil {
-				return fmt.Errorf("service %q: bind directory: %w", s.Name, err)
-			}
-			if err := os.Chmod(dir, 0o777); err != nil {
+			// The leaf is world-writable, as the image may run as any user
+			// (mysql, nobody); its parents are closed (see makeDataDir).
+			if _, err := makeDataDir(root, spec.RunID, s.Name, dataLeafOpen); err != nil {
 				return fmt.Errorf("service %q: bind directory: %w", s.Name, err)
 			}
 		}

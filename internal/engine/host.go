@@ -140,6 +140,10 @@ func hostArgv(s Service) []string {
 	return s.Command
 }
 
+// hostTmpfsFlags mount a service's tmpfs: no setuid program and no device
+// node that a service leaves there works for anyone else.
+const hostTmpfsFlags = unix.MS_NOSUID | unix.MS_NODEV
+
 func (h *Host) startService(ctx context.Context, t *Target, r *hostRun, spec DeploySpec, i int, b Bindings) error {
 	s := spec.Services[i]
 	argv, err := b.ExpandAll(hostArgv(s))
@@ -150,8 +154,8 @@ func (h *Host) startService(ctx context.Context, t *Target, r *hostRun, spec Dep
 	if err != nil {
 		return fmt.Errorf("service %q: %w", s.Name, err)
 	}
-	dir := filepath.Join(r.state.DataDir, s.Name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, err := makeDataDir(filepath.Dir(r.state.DataDir), spec.RunID, s.Name, dataLeafRoot)
+	if err != nil {
 		return fmt.Errorf("service %q: data directory: %w", s.Name, err)
 	}
 	svc := hostServiceS{Name: s.Name}
@@ -164,7 +168,7 @@ func (h *Host) startService(ctx context.Context, t *Target, r *hostRun, spec Dep
 		if err := h.saveState(r); err != nil {
 			return err
 		}
-		if err := unix.Mount(NamePrefix, dir, "tmpfs", 0, "mode=0755"); err != nil {
+		if err := unix.Mount(NamePrefix, dir, "tmpfs", hostTmpfsFlags, "mode=0755"); err != nil {
 			return fmt.Errorf("service %q: mount tmpfs on %s: %w", s.Name, dir, err)
 		}
 	} else {

@@ -626,6 +626,14 @@ func TestHostRuntimeRoot(t *testing.T) {
 	if !isMountPoint("/proc", dataDir) {
 		t.Errorf("tmpfs placement: %s is not a mount point", dataDir)
 	}
+	// Nothing a service leaves in its tmpfs is a setuid program or device
+	// for anyone else, nor reachable by other users.
+	if opts, ok := hasMountOptions(t, dataDir, "nosuid", "nodev"); !ok {
+		t.Errorf("tmpfs %s mounted with %q, want nosuid and nodev", dataDir, opts)
+	}
+	if fi, err := os.Stat(filepath.Dir(dataDir)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("run data directory %s: %v %v, want mode 0700", filepath.Dir(dataDir), fi.Mode(), err)
+	}
 	res, err := h.Exec(context.Background(), tg, "front", []string{"/bin/cat", "/proc/self/cgroup"})
 	if err != nil || res.ExitCode != 0 || !strings.Contains(string(res.Stdout), ":/ctrperf/"+runID+"/front") {
 		t.Errorf("exec ran outside the service cgroup: %q %q %v", res.Stdout, res.Stderr, err)
