@@ -122,6 +122,10 @@ func (d *decoder) matrix(n *yaml.Node, field string) []Configuration {
 			return nil // its values were all reported already
 		}
 	}
+	if product, ok := matrixSize(axes); !ok {
+		d.errorf(n, field, "%s combinations; expected at most %d entries (fewer axes or values; excludes apply after)", product, MaxMatrixEntries)
+		return nil
+	}
 	excludes := d.excludes(excludeN, join(field, "exclude"), axes)
 	if nameN != nil && template != "" {
 		for _, m := range placeholderRE.FindAllStringSubmatch(template, -1) {
@@ -169,6 +173,19 @@ func (d *decoder) matrix(n *yaml.Node, field string) []Configuration {
 		d.errorf(excludeN, join(field, "exclude"), "excludes every combination; the matrix is empty")
 	}
 	return out
+}
+
+// matrixSize is the product of the axes' lengths, written out ("2 × 3 =
+// 6"), and whether it is within MaxMatrixEntries. It multiplies in
+// float64, which no number of axes overflows into a small number.
+func matrixSize(axes []axis) (string, bool) {
+	factors := make([]string, len(axes))
+	product := 1.0
+	for i, a := range axes {
+		factors[i] = fmt.Sprint(len(a.values))
+		product *= float64(len(a.values))
+	}
+	return fmt.Sprintf("%s = %.15g", strings.Join(factors, " × "), product), product <= MaxMatrixEntries
 }
 
 type exclusion map[int]string // axis index → value

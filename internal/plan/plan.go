@@ -129,6 +129,8 @@ type Quick struct {
 	Duration    *time.Duration
 	Load        map[string]any
 	Include     []string
+
+	repetitionsNode *yaml.Node // where Repetitions was set, for errors
 }
 
 // Options select a variant of the plan.
@@ -164,6 +166,17 @@ var topKeys = []string{"name", "description", "workload", "load", "app", "repeti
 	"warmup", "duration", "seed", "baseline", "load_cpuset", "configurations", "matrix", "quick", "thresholds", "base_dir"}
 
 var configKeys = []string{"name", "runtime", "engine", "network", "data", "filesystem", "topology", "resources", "isolate", "privileged", "instances", "app", "load"}
+
+// Bounds on a plan's size, checked before the matrix is multiplied out and
+// before the run order is built: a few lines of YAML must not make
+// `bench validate` exhaust memory.
+const (
+	// MaxRuns bounds configurations × repetitions.
+	MaxRuns = 100000
+	// MaxMatrixEntries bounds the combinations of a matrix's axes, counted
+	// before excludes (the walk over them is the cost).
+	MaxMatrixEntries = 10000
+)
 
 // MaxInstances bounds the instances knob: each instance is a whole
 // deployment, driven by a generator of its own.
@@ -229,12 +242,18 @@ func (d *decoder) parse(data []byte, opt Options) *Plan {
 			}
 		}
 	}
+	repsNode := root
 	if pr, ok := top["repetitions"]; ok {
+		repsNode = pr.value
 		if v, ok := d.integer(pr.value, "repetitions"); ok {
-			if v < 1 {
+			switch {
+			case v < 1:
 				d.errorf(pr.value, "repetitions", "%d: expected at least 1 (3 or more for a confidence interval)", v)
+			case v > MaxRuns:
+				d.errorf(pr.value, "repetitions", "%d: expected at most %d (a plan has at most %d runs, configurations × repetitions)", v, MaxRuns, MaxRuns)
+			default:
+				p.Repetitions = int(v)
 			}
-			p.Repetitions = int(v)
 		}
 	}
 	if pr, ok := top["warmup"]; ok {
@@ -337,6 +356,13 @@ func (d *decoder) parse(data []byte, opt Options) *Plan {
 	}
 	if len(opt.Only) > 0 {
 		configs = d.only(configs, opt.Only, p.Baseline)
+	}
+	if p.Quicked && p.Quick.repetitionsNode != nil {
+		repsNode = p.Quick.repetitionsNode
+	}
+	if n := len(configs); n > 0 && n*p.Repetitions > MaxRuns {
+		d.errorf(repsNode, "repetitions", "%d configurations × %d repetitions = %d runs; expected at most %d (fewer repetitions, or fewer configurations: a smaller matrix, --only)",
+			n, p.Repetitions, n*p.Repetitions, MaxRuns)
 	}
 
 	for i := range configs {

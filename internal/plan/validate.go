@@ -145,11 +145,16 @@ func (d *decoder) quick(n *yaml.Node, field string, byName map[string]*Configura
 		f := join(field, pr.key)
 		switch pr.key {
 		case "repetitions":
+			q.repetitionsNode = pr.value
 			if v, ok := d.integer(pr.value, f); ok {
-				if v < 1 {
+				switch {
+				case v < 1:
 					d.errorf(pr.value, f, "%d: expected at least 1", v)
+				case v > MaxRuns:
+					d.errorf(pr.value, f, "%d: expected at most %d (a plan has at most %d runs, configurations × repetitions)", v, MaxRuns, MaxRuns)
+				default:
+					q.Repetitions = int(v)
 				}
-				q.Repetitions = int(v)
 			}
 		case "warmup":
 			if v, ok := d.duration(pr.value, f); ok {
