@@ -16,7 +16,10 @@ import (
 // atomic within one file system), which is given perm, fsync'd and closed,
 // then renamed over path; the directory is fsync'd last so that the rename
 // itself survives a crash. perm is applied as given, like chmod, not masked
-// by the umask. A symlink at path is replaced, not followed. On any failure
+// by the umask. A symlink at path is replaced, not followed; the temporary
+// file is created with O_CREAT|O_EXCL (os.CreateTemp), which fails rather
+// than follow a symlink planted at its name. The directory itself is
+// trusted as given: check a shared one first (CheckDir). On any failure
 // the temporary file is removed and path keeps its old content; only a
 // failure of the final directory sync leaves the new content in place
 // (possibly not yet durable). Errors are *WriteError naming path.
