@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -118,11 +119,24 @@ var mountFlags = map[string]uintptr{
 	"lazytime":    unix.MS_LAZYTIME,
 	"sync":        unix.MS_SYNCHRONOUS,
 	"dirsync":     unix.MS_DIRSYNC,
+	"nosuid":      unix.MS_NOSUID,
+	"nodev":       unix.MS_NODEV,
+	"noexec":      unix.MS_NOEXEC,
 }
 
-// MountArgs renders options for mount(2): the flags and the filesystem's
-// data string ("data=writeback,discard,barrier=0").
+// safeMountFlags are on every data filesystem, whatever the plan asks: a
+// setuid program or device node that root in a container leaves there
+// works for no one. A plan's options may add flags, never clear these.
+const safeMountFlags = unix.MS_NOSUID | unix.MS_NODEV
+
+// unsafeMountOptions are the options that would clear safeMountFlags.
+var unsafeMountOptions = []string{"suid", "dev"}
+
+// MountArgs renders options for mount(2): the flags, always with nosuid
+// and nodev, and the filesystem's data string
+// ("data=writeback,discard,barrier=0").
 func MountArgs(options []string) (flags uintptr, data string) {
+	flags = safeMountFlags
 	var rest []string
 	for _, o := range options {
 		if f, ok := mountFlags[o]; ok {
@@ -142,6 +156,11 @@ func MountDataFS(ctx context.Context, runID, fsType string, options []string, si
 	name := DataFSName(runID)
 	f = &DataFS{Name: name, RunID: runID, FS: fsType, Options: options, Size: size,
 		Image: filepath.Join(o.loopDir(), name+".img"), Mount: filepath.Join(o.mntDir(), name), Created: time.Now().UTC()}
+	for _, opt := range options {
+		if slices.Contains(unsafeMountOptions, opt) {
+			return nil, fmt.Errorf("data filesystem %s: mount option %q would allow setuid programs or devices there; ctrperf always mounts it nosuid,nodev", name, opt)
+		}
+	}
 	if _, err := os.Stat(dataFSStatePath(o, name)); err == nil {
 		return nil, fmt.Errorf("data filesystem %s already exists (run id in use); run `ctrperf clean --run %s`", name, runID)
 	}
@@ -174,7 +193,7 @@ func MountDataFS(ctx context.Context, runID, fsType string, options []string, si
 	if err := writeDataFS(o, f); err != nil {
 		return f, err
 	}
-	if err := os.MkdirAll(f.Mount, 0o755); err != nil {
+	if err := os.MkdirAll(f.Mount, 0o700); err != nil {
 		return f, fmt.Errorf("create mount point %s: %w", f.Mount, err)
 	}
 	flags, data := MountArgs(options)
@@ -184,10 +203,11 @@ func MountDataFS(ctx context.Context, runID, fsType string, options []string, si
 		}
 		return f, fmt.Errorf("mount %s (%s on %s) at %s with %q: %w", dev, fsType, f.Image, f.Mount, strings.Join(options, ","), err)
 	}
-	// The image's root belongs to root with mode 0755; services may run
-	// as any user (mysql, nobody), as in a bind-mounted directory.
-	if err := os.Chmod(f.Mount, 0o777); err != nil {
-		return f, fmt.Errorf("open up %s: %w", f.Mount, err)
+	// The services' directories below it are as open as their users need
+	// (the engine's data directories); what leads to them is closed to
+	// every other local user.
+	if err := os.Chmod(f.Mount, 0o700); err != nil {
+		return f, fmt.Errorf("close %s to other users: %w", f.Mount, err)
 	}
 	if mnts, err := kernel.Mounts(o.ProcRoot); err == nil {
 		for _, m := range mnts {

@@ -79,10 +79,13 @@ func TestDataFSMountOptionsRoot(t *testing.T) {
 				got = append(append(got, m.Options...), m.SuperOptions...)
 			}
 		}
-		for _, w := range tc.want {
+		for _, w := range append([]string{"nosuid", "nodev"}, tc.want...) {
 			if !contains(got, w) {
 				t.Errorf("%s %q: mountinfo shows %q, lacks %q", tc.fs, tc.options, got, w)
 			}
+		}
+		if fi, err := os.Stat(f.Mount); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: mount root %v %v, want mode 0700 (closed to other users)", tc.fs, fi.Mode(), err)
 		}
 		if strings.Join(f.Applied, ",") != strings.Join(got, ",") {
 			t.Errorf("recorded applied options %q, mountinfo %q", f.Applied, got)
@@ -110,6 +113,17 @@ func TestDataFSMountOptionsRoot(t *testing.T) {
 			t.Errorf("second remove: %v", err)
 		}
 		assertDataFSGone(t, f)
+	}
+
+	// An option that would clear nosuid or nodev is refused before
+	// anything exists.
+	for _, opt := range []string{"suid", "dev"} {
+		id := runID + "-" + opt
+		if _, err := MountDataFS(ctx, id, "ext4", []string{"noatime", opt}, 512<<20); err == nil || !strings.Contains(err.Error(), "nosuid,nodev") {
+			t.Errorf("mount option %s: %v, want refused", opt, err)
+		}
+		o := buildOptions(nil)
+		assertDataFSGone(t, &DataFS{Name: DataFSName(id), Image: filepath.Join(o.loopDir(), DataFSName(id)+".img"), Mount: filepath.Join(o.mntDir(), DataFSName(id))})
 	}
 
 	// xfs lost nobarrier in Linux 4.19: the kernel refuses it, the error

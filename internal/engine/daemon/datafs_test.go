@@ -11,22 +11,27 @@ import (
 )
 
 func TestMountArgs(t *testing.T) {
+	// Every data filesystem is nosuid,nodev (issue 24): a plan's options
+	// add to that and never clear it.
+	const safe = unix.MS_NOSUID | unix.MS_NODEV
 	tests := []struct {
+		desc  string
 		opts  []string
 		flags uintptr
 		data  string
 	}{
-		{nil, 0, ""},
-		{[]string{"noatime"}, unix.MS_NOATIME, ""},
+		{"no options: nosuid,nodev all the same", nil, safe, ""},
+		{"a VFS flag", []string{"noatime"}, safe | unix.MS_NOATIME, ""},
 		// Seed 004's ext4 line: mount -o data=writeback,noatime,discard,barrier=0
-		{[]string{"data=writeback", "noatime", "discard", "barrier=0"}, unix.MS_NOATIME, "data=writeback,discard,barrier=0"},
-		{[]string{"relatime", "lazytime", "logbufs=8"}, unix.MS_RELATIME | unix.MS_LAZYTIME, "logbufs=8"},
-		{[]string{"sync", "dirsync", "nodiratime", "strictatime"}, unix.MS_SYNCHRONOUS | unix.MS_DIRSYNC | unix.MS_NODIRATIME | unix.MS_STRICTATIME, ""},
+		{"seed 004's ext4 line", []string{"data=writeback", "noatime", "discard", "barrier=0"}, safe | unix.MS_NOATIME, "data=writeback,discard,barrier=0"},
+		{"flags and an xfs option", []string{"relatime", "lazytime", "logbufs=8"}, safe | unix.MS_RELATIME | unix.MS_LAZYTIME, "logbufs=8"},
+		{"every sync and atime flag", []string{"sync", "dirsync", "nodiratime", "strictatime"}, safe | unix.MS_SYNCHRONOUS | unix.MS_DIRSYNC | unix.MS_NODIRATIME | unix.MS_STRICTATIME, ""},
+		{"nosuid, nodev and noexec are flags, not the filesystem's", []string{"nosuid", "nodev", "noexec"}, safe | unix.MS_NOEXEC, ""},
 	}
 	for _, tc := range tests {
 		flags, data := MountArgs(tc.opts)
 		if flags != tc.flags || data != tc.data {
-			t.Errorf("MountArgs(%q) = %#x %q, want %#x %q", tc.opts, flags, data, tc.flags, tc.data)
+			t.Errorf("%s: MountArgs(%q) = %#x %q, want %#x %q", tc.desc, tc.opts, flags, data, tc.flags, tc.data)
 		}
 	}
 }
