@@ -57,13 +57,14 @@ func CleanRoots(bindRoot, hostState, hostData, cgroupRoot, procRoot string) Clea
 
 // Clean removes what runs left behind: containers, networks and volumes
 // labelled ctrperf.managed (and ctrperf.run=runID when runID is not empty)
-// on the engine cli talks to (containers only when ctrperf created them,
-// not the user's made from ctrperf's images: see createdByCtrperf) (nil: skip Docker), bind directories, client
-// namespaces and veths, host-runtime processes, cgroups, mounts and data
-// recorded in the host state files, and the cgroups of load generators that
-// died without moving back out of them. It returns what it removed (or, on
-// a dry run, would remove). Failures on one object do not stop the rest.
-// Cached images are kept: they are not leftovers.
+// on the engine cli talks to (nil: skip Docker), containers only when
+// ctrperf created them (not the user's, made from one of ctrperf's images:
+// see createdByCtrperf); bind directories, client namespaces and veths,
+// host-runtime processes, cgroups, mounts and data recorded in the host
+// state files, the cgroups of load generators that died without moving
+// back out of them, and nested engines' empty groups. It returns what it
+// removed (or, on a dry run, would remove). Failures on one object do not
+// stop the rest. Cached images are kept: they are not leftovers.
 func Clean(ctx context.Context, cli client.APIClient, runID string, opts ...CleanOption) ([]string, error) {
 	cfg := cleanConfig{bindRoot: DefaultBindRoot, hostState: filepath.Join(DefaultRunDir, "host"),
 		hostData: DefaultHostDataRoot, cgroupRoot: DefaultCgroupRoot, procRoot: kernel.ProcMount}
@@ -83,6 +84,13 @@ func Clean(ctx context.Context, cli client.APIClient, runID string, opts ...Clea
 	}
 	gr, err := cleanGeneratorCgroups(cfg.cgroupRoot, runID, cfg.dryRun, cfg.own)
 	removed = append(removed, gr...)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	// After the Docker objects: a nested engine's group empties when its
+	// outer container goes.
+	nr, err := cleanNestedCgroups(cfg.cgroupRoot, cfg.dryRun)
+	removed = append(removed, nr...)
 	if err != nil {
 		errs = append(errs, err)
 	}

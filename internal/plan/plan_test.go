@@ -349,4 +349,10 @@ func TestEngineNested(t *testing.T) {
 			t.Errorf("error\n%v\ndoes not contain\n%s", err, w)
 		}
 	}
+	// --privileged inside the nested engine is root on the host (issue 24).
+	priv := "name: x\nworkload: testweb\nbaseline: a\nconfigurations:\n  - name: a\n    runtime: host\n  - name: n\n    runtime: docker\n    network: host\n    privileged: true\n    engine: {nested: true}\n"
+	_, err = Parse("p.yaml", []byte(priv), Options{Schema: testSchema{}})
+	if w := "p.yaml:10: configurations[1] (n).privileged: true with engine.nested"; err == nil || !strings.Contains(err.Error(), w) {
+		t.Errorf("privileged with engine.nested: error %v, want %q", err, w)
+	}
 }

@@ -84,6 +84,9 @@ func (d *decoder) checkKnobs(c *Configuration) {
 			if c.Isolate.On() {
 				e("isolate", "with engine.nested: the isolate controller watches the default engine's containers")
 			}
+			if c.Privileged {
+				e("privileged", "true with engine.nested: an inner container with --privileged would get every capability of the outer one, the host's cgroups read-write and no seccomp or AppArmor, which is root on the host; remove it or use the default engine")
+			}
 		}
 	case RuntimeVM:
 		// A guest has none of Docker's or the host's placement knobs; it is

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,6 +45,7 @@ type nestedState struct {
 	volume    string
 	sockDir   string
 	bridge    string // the inner engine's own bridge, in the host's namespace
+	cgroup    string // the cgroup (cgroupfs path) its containers are under
 }
 
 // StartNested starts a nested engine for run runID on outer (the default
@@ -87,10 +89,16 @@ func StartNested(ctx context.Context, outer *Daemon, spec engine.EngineSpec, run
 		}
 		binds = append(binds, p+":/usr/local/bin/"+b+":ro")
 	}
-	caps, err := hostCapabilities(o.ProcRoot)
+	caps, err := nestedCapabilities(o.ProcRoot)
 	if err != nil {
 		return nil, fmt.Errorf("nested engine: %w", err)
 	}
+	outerInfo, err := outer.Client().Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("nested engine: info of engine %s: %w", outer.Name(), err)
+	}
+	outerParent, innerParent := nestedCgroupParents(outerInfo.Info.CgroupDriver, name)
+	ns.cgroup = innerParent
 	if err := os.MkdirAll(ns.sockDir, 0o700); err != nil {
 		return nil, fmt.Errorf("nested engine: socket directory: %w", err)
 	}
@@ -115,12 +123,14 @@ func StartNested(ctx context.Context, outer *Daemon, spec engine.EngineSpec, run
 		Mounts:        []mount.Mount{{Type: mount.TypeVolume, Source: ns.volume, Target: "/var/lib/docker"}},
 		Init:          nil,
 	}
+	hc.CgroupParent = outerParent
 	cfg := &container.Config{
 		Image:  base,
 		Labels: labels,
 		Env:    []string{"PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		Entrypoint: []string{"/usr/local/bin/dockerd", "--host", "unix:///run/ctrperf-nested/docker.sock",
-			"--iptables=false", "--ip-forward=false", "--ip-masq=false", "--bridge", ns.bridge, "--storage-driver", driver},
+			"--iptables=false", "--ip-forward=false", "--ip-masq=false", "--bridge", ns.bridge, "--storage-driver", driver,
+			"--cgroup-parent", innerParent},
 	}
 	created, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: hc, Name: name})
 	if err != nil {
@@ -242,7 +252,44 @@ func (d *Daemon) closeNested(ctx context.Context) error {
 	if err := os.RemoveAll(ns.sockDir); err != nil {
 		errs = append(errs, err)
 	}
+	if ns.cgroup != "" {
+		// runc removes a container's own group, not the parents it made.
+		if _, err := engine.RemoveEmptyCgroups(d.o.CgroupRoot, ns.cgroup); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// nestedDroppedCaps are capabilities of the host the outer container does
+// not get: the inner dockerd needs none of them, and with them root in the
+// container could load kernel modules, write raw I/O ports and memory, or
+// reboot the machine.
+var nestedDroppedCaps = []string{"SYS_MODULE", "SYS_RAWIO", "SYS_BOOT"}
+
+// nestedCapabilities are the capabilities the outer container gets: this
+// process's bounding set less nestedDroppedCaps.
+func nestedCapabilities(procRoot string) ([]string, error) {
+	caps, err := hostCapabilities(procRoot)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(caps, func(c string) bool { return slices.Contains(nestedDroppedCaps, c) }), nil
+}
+
+// nestedCgroupParents are the outer container's cgroup parent, as the
+// outer engine's cgroup driver names it, and the inner dockerd's
+// --cgroup-parent, a cgroupfs path (the inner engine has no systemd): a
+// group of the nested engine's own under ctrperf's, holding the outer
+// container and every inner one, so that what limits ctrperf's group
+// limits the inner containers too (by default they would sit under
+// /docker, beside the host's containers) and clean finds them.
+func nestedCgroupParents(driver, name string) (outer, inner string) {
+	if driver == "systemd" {
+		return engine.NamePrefix + ".slice", "/" + engine.NamePrefix + ".slice/" + name
+	}
+	p := "/" + engine.NamePrefix + "/" + name
+	return p, p
 }
 
 // hostCapabilities are the capabilities in this process's bounding set,
