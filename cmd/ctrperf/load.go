@@ -111,7 +111,7 @@ that could not start the sessions asked for (achieved rate below 95% of
 		},
 	}
 	f := cmd.Flags()
-	f.Float64Var(&o.rate, "rate", 0, "open loop: sessions per second")
+	f.Float64Var(&o.rate, "rate", 0, fmt.Sprintf("open loop: sessions per second (%g to %g)", load.MinRate, load.MaxRate))
 	f.IntVar(&o.concurrency, "concurrency", 0, "closed loop: workers back to back")
 	f.DurationVar(&o.duration, "duration", 60*time.Second, "measured window")
 	f.DurationVar(&o.warmup, "warmup", 0, "driven but not recorded, before the measured window")

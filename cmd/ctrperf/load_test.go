@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -52,6 +53,9 @@ func TestRunLoad(t *testing.T) {
 		{"unreachable target is one clear message", closed, with(func(o *loadOptions) { o.concurrency = 1 }), 1, "", "is unreachable"},
 		{"a bad URL is refused before anything runs", "ftp://example/", with(func(o *loadOptions) { o.concurrency = 1 }), 2, "", "ftp"},
 		{"neither rate nor concurrency", srv.URL + "/", base, 2, "", ""},
+		{"a rate below the floor is refused at the flag (it used to run forever)", srv.URL + "/",
+			with(func(o *loadOptions) { o.rate = 1e-11 }), 2, "", "rate 1e-11: want between 0.001 and 1e+07"},
+		{"a NaN rate is refused", srv.URL + "/", with(func(o *loadOptions) { o.rate = math.NaN() }), 2, "", "want a finite number"},
 		{"a rate the in-flight bound cannot keep is a shortfall, not a lower rate", srv.URL + "/",
 			with(func(o *loadOptions) { o.rate = 200000; o.maxInFlight = 1 }), 3, "", "rate shortfall"},
 	}

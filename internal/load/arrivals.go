@@ -1,6 +1,7 @@
 package load
 
 import (
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -24,7 +25,11 @@ func newArrivals(rate float64, poisson bool, seed uint64) *arrivals {
 	return a
 }
 
-// next returns the offset of the next arrival.
+// never is the offset of an arrival too far away to represent (a rate so
+// low that its gap overflows a time.Duration): past the end of any window.
+const never = time.Duration(math.MaxInt64)
+
+// next returns the offset of the next arrival, at most never.
 func (a *arrivals) next() time.Duration {
 	var s float64
 	if a.rng == nil {
@@ -37,5 +42,9 @@ func (a *arrivals) next() time.Duration {
 		s = a.elapsed
 	}
 	a.n++
-	return time.Duration(s * float64(time.Second))
+	ns := s * float64(time.Second)
+	if !(ns < float64(never)) { // NaN included
+		return never
+	}
+	return time.Duration(ns)
 }

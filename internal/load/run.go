@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,28 @@ const (
 	// generator shortfall, a missing VU is.
 	DefaultLateSlack = 10 * time.Millisecond
 )
+
+// The bounds of an open-loop rate (sessions or operations per second),
+// shared by `ctrperf load` and every workload's load.rate. Below MinRate a
+// window sees no arrival after the first; above MaxRate one generator could
+// never keep the schedule.
+const (
+	MinRate = 0.001
+	MaxRate = 1e7
+)
+
+// CheckRate says what is wrong with an open-loop rate: NaN, infinite, or
+// outside [MinRate, MaxRate]. Zero is no open loop and is the caller's to
+// allow.
+func CheckRate(rate float64) error {
+	switch {
+	case math.IsNaN(rate) || math.IsInf(rate, 0):
+		return fmt.Errorf("rate %v: want a finite number of sessions per second", rate)
+	case rate < MinRate || rate > MaxRate:
+		return fmt.Errorf("rate %v: want between %g and %g per second", rate, MinRate, MaxRate)
+	}
+	return nil
+}
 
 // Profile says how much load to offer and for how long.
 type Profile struct {
@@ -105,9 +128,12 @@ func (p Profile) withDefaults() Profile {
 
 // Validate checks the profile for contradictions before anything runs.
 func (p Profile) Validate() error {
+	if p.Rate != 0 {
+		if err := CheckRate(p.Rate); err != nil {
+			return err
+		}
+	}
 	switch {
-	case p.Rate < 0:
-		return fmt.Errorf("rate %v is negative", p.Rate)
 	case p.Rate > 0 && p.Concurrency > 0:
 		return fmt.Errorf("give either a rate (open loop, %v/s) or a concurrency (closed loop, %d), not both", p.Rate, p.Concurrency)
 	case p.Rate == 0 && p.Concurrency <= 0:
@@ -291,6 +317,12 @@ func (r *runner) open(ctx context.Context) error {
 	var id int64
 loop:
 	for {
+		// Every pass looks at ctx: a schedule that is behind never waits,
+		// and must still stop on Ctrl-C.
+		if err := ctx.Err(); err != nil {
+			runErr = err
+			break
+		}
 		due := t0.Add(sched.next())
 		if !due.Before(r.mEnd) {
 			break
@@ -314,7 +346,11 @@ loop:
 				if measured {
 					n = 1
 				}
-				for {
+				for i := 0; ; i++ {
+					if i%4096 == 0 && ctx.Err() != nil {
+						runErr = ctx.Err()
+						break
+					}
 					d := t0.Add(sched.next())
 					if !d.Before(r.mEnd) {
 						break

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"strings"
@@ -194,7 +195,13 @@ func TestProfileValidate(t *testing.T) {
 		{"closed loop with op count and no duration", Profile{Concurrency: 4, Ops: 100}, ""},
 		{"neither rate nor concurrency", Profile{Duration: time.Second}, "give a rate"},
 		{"both", Profile{Rate: 1, Concurrency: 1, Duration: time.Second}, "not both"},
-		{"negative rate", Profile{Rate: -1, Duration: time.Second}, "negative"},
+		{"negative rate", Profile{Rate: -1, Duration: time.Second}, "want between 0.001 and 1e+07"},
+		{"NaN rate", Profile{Rate: math.NaN(), Duration: time.Second}, "want a finite number"},
+		{"infinite rate", Profile{Rate: math.Inf(1), Duration: time.Second}, "want a finite number"},
+		{"a rate below the floor (one arrival per 3000 years)", Profile{Rate: 1e-11, Duration: time.Second}, "want between 0.001"},
+		{"the floor", Profile{Rate: MinRate, Duration: time.Second}, ""},
+		{"the ceiling", Profile{Rate: MaxRate, Duration: time.Second}, ""},
+		{"above the ceiling", Profile{Rate: 2e7, Duration: time.Second}, "want between"},
 		{"op count in open loop", Profile{Rate: 1, Ops: 5, Duration: time.Second}, "closed loop only"},
 		{"no duration", Profile{Concurrency: 1}, "duration"},
 		{"negative warm-up", Profile{Concurrency: 1, Duration: time.Second, Warmup: -1}, "warm-up"},
