@@ -294,6 +294,11 @@ func dockerdArgs(st *State) []string {
 		"--config-file", st.ConfigFile,
 		"--bridge", st.Bridge,
 		"--iptables=" + strconv.FormatBool(st.IPTables),
+		// Off whatever dockerd's default (on since Docker 27): a starting
+		// dockerd flushes the DOCKER* chains of every table it manages,
+		// and the snapshot that puts the other engines' rules back
+		// (rulesnapshot.go) covers IPv4 only. ctrperf publishes on IPv4.
+		"--ip6tables=false",
 		"--log-level", "info",
 	}
 	if st.Spec.StorageDriver != "" {

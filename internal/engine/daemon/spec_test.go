@@ -157,7 +157,7 @@ func TestDockerdArgs(t *testing.T) {
 		t.Run(tt.desc, func(t *testing.T) {
 			st := newState(o, engineName(tt.spec, "r1"), "r1", tt.spec)
 			line := strings.Join(dockerdArgs(st), " ")
-			for _, w := range append(tt.want, "--host unix://"+st.Socket, "--exec-root "+st.ExecRoot, "--config-file "+st.ConfigFile, "--bridge "+st.Bridge, "--pidfile "+st.PIDFile) {
+			for _, w := range append(tt.want, "--host unix://"+st.Socket, "--exec-root "+st.ExecRoot, "--config-file "+st.ConfigFile, "--bridge "+st.Bridge, "--pidfile "+st.PIDFile, "--ip6tables=false") {
 				if !strings.Contains(line, w) {
 					t.Errorf("args %q lack %q", line, w)
 				}
