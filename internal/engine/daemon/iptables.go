@@ -7,7 +7,8 @@ package daemon
 // silently drop the port-forwarding rules of the user's engine and of other
 // private engines. Start therefore snapshots the rules of the DOCKER* chains
 // before the new dockerd starts and puts back, afterwards, every rule that
-// vanished. Close removes the rules the private engine added (those naming
+// vanished; the snapshot is a file, so that an interrupted start loses
+// nothing either (rulesnapshot.go). Close removes the rules the private engine added (those naming
 // its bridge or subnet), which dockerd leaves behind when it stops.
 
 import (
