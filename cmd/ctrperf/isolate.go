@@ -422,10 +422,16 @@ func newIsolateRestoreCmd() *cobra.Command {
 		Short: "Put back everything a crashed controller changed, from its checkpoint",
 		Long: `Puts back every cpuset, CPU class, IRQ affinity and RPS mask a crashed
 controller changed, from the checkpoint in its state directory, and removes
-the checkpoint. It refuses while a controller is live: the controller's
-owner record in the state directory (pid, start time, command) is held by
-a lock for as long as it runs, the same rule 'ctrperf clean' uses for bench
-runs; stop that controller instead (it restores on exit).`,
+the checkpoint. A value that no longer holds what the controller wrote
+(changed since by docker update, irqbalance or an operator) is left alone
+and said so; a checkpoint of a release before this one does not record
+what was written, and all its values are put back. It refuses while a
+controller is live: the controller's owner record in the state directory
+(pid, start time, command) is held by a lock for as long as it runs, the
+same rule 'ctrperf clean' uses for bench runs; stop that controller
+instead (it restores on exit). IRQ affinities and RPS masks are written
+under the machine's steering lock (/run/ctrperf/isolate-steering), so it
+also refuses while another controller steers them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cli, err := client.New(client.FromEnv)
@@ -434,15 +440,23 @@ runs; stop that controller instead (it restores on exit).`,
 			}
 			defer cli.Close()
 			n := 0
-			restored, err := isolate.RestoreStateDir(cmd.Context(), cli, stateDir, kernel.Roots{}, func(isolate.Event) { n++ })
+			out := cmd.OutOrStdout()
+			restored, err := isolate.RestoreStateDir(cmd.Context(), cli, stateDir, kernel.Roots{}, func(e isolate.Event) {
+				switch e.Kind {
+				case "restore":
+					n++
+				case "left_alone":
+					fmt.Fprintf(out, "left alone: %s\n", e.Reason)
+				}
+			})
 			if err != nil {
 				return err
 			}
 			if !restored {
-				fmt.Fprintln(cmd.OutOrStdout(), "nothing to restore")
+				fmt.Fprintln(out, "nothing to restore")
 				return nil
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "restored %d values from %s\n", n, filepath.Join(stateDir, "checkpoint.json"))
+			fmt.Fprintf(out, "restored %d values from %s\n", n, filepath.Join(stateDir, "checkpoint.json"))
 			return nil
 		},
 	}

@@ -61,6 +61,21 @@ func (c CPUClass) IsDemoted() bool {
 	return c.Weight == c.Demoted().Weight
 }
 
+// Same says whether c and o are the same class as the kernel applies it:
+// an idle group's weight is the kernel's own (it refuses a write to it),
+// so two idle classes are the same whatever their weights.
+func (c CPUClass) Same(o CPUClass) bool {
+	if c.Idle >= 0 && o.Idle >= 0 {
+		if c.Idle != o.Idle {
+			return false
+		}
+		if c.Idle == 1 {
+			return true
+		}
+	}
+	return c.Weight == o.Weight
+}
+
 // Demoter reads and writes a container's CPU class.
 type Demoter interface {
 	Class(ctx context.Context, id string) (CPUClass, error)

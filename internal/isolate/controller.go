@@ -8,9 +8,7 @@ import (
 	"io"
 	"maps"
 	"os"
-	"path/filepath"
 	"runtime"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -66,7 +64,8 @@ var (
 type Event struct {
 	Time time.Time `json:"time"`
 	// Kind: cpuset, demote, undemote, drift, hot, normal, irq,
-	// irq_skipped, rps, refused, error, restore.
+	// irq_skipped, rps, refused, error, restore, left_alone (a restore
+	// that found the value changed since the controller wrote it).
 	Kind      string `json:"kind"`
 	Container string `json:"container,omitempty"`
 	Name      string `json:"name,omitempty"`
@@ -462,7 +461,7 @@ func (c *Controller) applyCPUSet(ctx context.Context, start time.Time, pl Placem
 		c.emit(Event{Kind: "drift", Container: id, Name: pl.Name, Old: applied, New: cur,
 			Reason: "cpuset changed by someone else (restart, docker update): taken as its original"})
 		if !c.cfg.DryRun {
-			c.ckpt.CPUSets[id] = cur
+			c.ckpt.RebaseCPUSet(id, cur)
 			if err := c.checkpointOrStop(); err != nil {
 				return err
 			}
@@ -485,9 +484,15 @@ func (c *Controller) applyCPUSet(ctx context.Context, start time.Time, pl Placem
 		}
 		return nil
 	}
-	if !c.cfg.DryRun && !known && c.ckpt.RememberCPUSet(id, cur) {
-		if err := c.checkpointOrStop(); err != nil {
-			return err
+	if !c.cfg.DryRun {
+		changed := !known && c.ckpt.RememberCPUSet(id, cur)
+		if !pl.CPUs.IsEmpty() && c.ckpt.WriteCPUSet(id, cur, want) {
+			changed = true
+		}
+		if changed {
+			if err := c.checkpointOrStop(); err != nil {
+				return err
+			}
 		}
 	}
 	set, err := cpuset.Parse(want)
@@ -509,7 +514,7 @@ func (c *Controller) applyCPUSet(ctx context.Context, start time.Time, pl Placem
 	reason := pl.Reason
 	if pl.CPUs.IsEmpty() {
 		delete(c.applied, id)
-		delete(c.ckpt.CPUSets, id)
+		c.ckpt.ForgetCPUSet(id)
 		if err := c.saveCheckpoint(); err != nil {
 			return err
 		}
@@ -541,7 +546,7 @@ func (c *Controller) applyClass(ctx context.Context, start time.Time, pl Placeme
 		c.emit(Event{Kind: "drift", Container: id, Name: pl.Name, Old: c.ckpt.Classes[id].Demoted().String(), New: cur.String(),
 			Reason: "CPU class changed by someone else (restart, docker update): taken as its original"})
 		if !c.cfg.DryRun {
-			c.ckpt.Classes[id] = cur
+			c.ckpt.RebaseClass(id, cur)
 			if err := c.checkpointOrStop(); err != nil {
 				return err
 			}
@@ -558,16 +563,18 @@ func (c *Controller) applyClass(ctx context.Context, start time.Time, pl Placeme
 				return nil // demoted by its owner: not ours to change or restore
 			}
 		}
-		if !c.cfg.DryRun && c.ckpt.RememberClass(id, cur) {
-			if err := c.checkpointOrStop(); err != nil {
-				return err
-			}
-		}
-		want := c.ckpt.Classes[id].Demoted()
-		if c.cfg.DryRun {
-			want = cur.Demoted()
-		}
+		want := cur.Demoted()
 		if !c.cfg.DryRun {
+			changed := c.ckpt.RememberClass(id, cur)
+			want = c.ckpt.Classes[id].Demoted()
+			if c.ckpt.WriteClass(id, cur, want) {
+				changed = true
+			}
+			if changed {
+				if err := c.checkpointOrStop(); err != nil {
+					return err
+				}
+			}
 			if err := c.demoter.SetClass(ctx, id, want); err != nil {
 				if gone(err) {
 					return nil
@@ -597,7 +604,7 @@ func (c *Controller) applyClass(ctx context.Context, start time.Time, pl Placeme
 			c.emit(Event{Kind: "error", Container: id, Name: pl.Name, New: orig.String(), Reason: err.Error()})
 			return err
 		}
-		delete(c.ckpt.Classes, id)
+		c.ckpt.ForgetClass(id)
 		if err := c.saveCheckpoint(); err != nil {
 			return err
 		}
@@ -610,9 +617,11 @@ func (c *Controller) applyClass(ctx context.Context, start time.Time, pl Placeme
 
 // steerIRQs points the selected IRQs at the shared pool, one CPU each,
 // rotating round-robin every IRQRotate (and at once when the pool changes).
-// An IRQ's original is checkpointed before its first write and dropped
-// again when the kernel refuses to move it; refused IRQs are tried again
-// after IRQRetry.
+// An IRQ's original, and each value written, is checkpointed before the
+// write; the original is dropped again when the write fails (nothing
+// changed), but kept when the write landed and only the effective affinity
+// has not moved (yet): smp_affinity_list holds the controller's value.
+// Refused IRQs are tried again after IRQRetry.
 func (c *Controller) steerIRQs(now time.Time, pool cpuset.CPUSet) error {
 	if len(c.skipped) > 0 && now.Sub(c.skippedAt) >= c.cfg.IRQRetry {
 		c.skipped = map[int]string{}
@@ -640,18 +649,18 @@ func (c *Controller) steerIRQs(now time.Time, pool cpuset.CPUSet) error {
 		if prev, ok := c.irqApplied[irq.Num]; ok && prev == cpu {
 			continue
 		}
-		orig, err := c.irq.Affinity(irq.Num)
+		cur, err := c.irq.Affinity(irq.Num)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		if c.cfg.DryRun {
 			c.irqApplied[irq.Num] = cpu
-			c.emit(Event{Kind: "irq", IRQ: irq.Num, Name: irq.Name, Old: orig.String(), New: strconv.Itoa(cpu), Reason: "rotate over the shared pool"})
+			c.emit(Event{Kind: "irq", IRQ: irq.Num, Name: irq.Name, Old: cur.String(), New: strconv.Itoa(cpu), Reason: "rotate over the shared pool"})
 			continue
 		}
-		fresh := c.ckpt.RememberIRQ(irq.Num, orig.String())
-		if fresh {
+		fresh := c.ckpt.RememberIRQ(irq.Num, cur.String())
+		if c.ckpt.WriteIRQ(irq.Num, cur.String(), strconv.Itoa(cpu)) || fresh {
 			if err := c.checkpointOrStop(); err != nil {
 				return err
 			}
@@ -659,8 +668,10 @@ func (c *Controller) steerIRQs(now time.Time, pool cpuset.CPUSet) error {
 		eff, err := c.irq.SetAffinity(irq.Num, cpuset.New(cpu))
 		if err != nil {
 			if errors.Is(err, ErrIRQNotMoved) || errors.Is(err, os.ErrPermission) || errors.Is(err, unix.EIO) || errors.Is(err, unix.EINVAL) {
-				if fresh { // nothing was changed: nothing to restore
-					delete(c.ckpt.IRQs, strconv.Itoa(irq.Num))
+				// Not moved: the write landed, the effective affinity lags;
+				// the original must stay to be restored.
+				if fresh && !errors.Is(err, ErrIRQNotMoved) { // the write failed: nothing to restore
+					c.ckpt.ForgetIRQ(irq.Num)
 					if err := c.checkpointOrStop(); err != nil {
 						return err
 					}
@@ -679,7 +690,7 @@ func (c *Controller) steerIRQs(now time.Time, pool cpuset.CPUSet) error {
 			continue
 		}
 		c.irqApplied[irq.Num] = cpu
-		c.emit(Event{Kind: "irq", IRQ: irq.Num, Name: irq.Name, Old: orig.String(), New: eff.String(), Reason: "rotate over the shared pool"})
+		c.emit(Event{Kind: "irq", IRQ: irq.Num, Name: irq.Name, Old: cur.String(), New: eff.String(), Reason: "rotate over the shared pool"})
 	}
 	return errors.Join(errs...)
 }
@@ -712,9 +723,9 @@ func (c *Controller) steerRPS(m Managed, pool cpuset.CPUSet) error {
 		}
 		return err
 	}
-	for q, orig := range qs {
+	for q, cur := range qs {
 		if !c.cfg.DryRun {
-			if c.ckpt.RememberRPS(dev, q, orig) {
+			if fresh := c.ckpt.RememberRPS(dev, q, cur); c.ckpt.WriteRPS(dev, q, cur, mask) || fresh {
 				if err := c.checkpointOrStop(); err != nil {
 					return err
 				}
@@ -730,7 +741,7 @@ func (c *Controller) steerRPS(m Managed, pool cpuset.CPUSet) error {
 				return err
 			}
 		}
-		c.emit(Event{Kind: "rps", Container: m.ID, Name: m.Name, Device: dev + "/" + q, Old: orig, New: mask, Reason: "packet steering to the shared pool"})
+		c.emit(Event{Kind: "rps", Container: m.ID, Name: m.Name, Device: dev + "/" + q, Old: cur, New: mask, Reason: "packet steering to the shared pool"})
 	}
 	c.rpsApplied[dev] = mask
 	return nil
@@ -759,8 +770,9 @@ func (c *Controller) Run(ctx context.Context, trigger <-chan struct{}) error {
 	}
 }
 
-// Restore writes back every original value the checkpoint holds, then
-// removes the checkpoint. Containers that are gone are skipped.
+// Restore writes back every original value the checkpoint holds where the
+// controller's value is still in place (RestoreCheckpoint), then removes
+// the checkpoint. Containers that are gone are skipped.
 func (c *Controller) Restore(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -786,95 +798,6 @@ var ErrContainerGone = errors.New("container is gone")
 // gone reports an error that only means the container went away.
 func gone(err error) bool {
 	return errors.Is(err, ErrContainerGone) || errors.Is(err, os.ErrNotExist)
-}
-
-// Actuators are the writers a restore needs; a nil one is an error only if
-// the checkpoint holds something for it.
-type Actuators struct {
-	CPUs  CPUSetter
-	Class Demoter
-	IRQ   IRQSetter
-	RPS   RPSSetter
-}
-
-// RestoreCheckpoint writes back what cp remembers, through the given
-// actuators. CPU classes are restored before cpusets; on v1 the class's
-// weight is written after cpu.idle (leaving the idle class resets it).
-func RestoreCheckpoint(ctx context.Context, cp *Checkpoint, a Actuators, emit func(Event)) error {
-	if cp == nil {
-		return nil
-	}
-	var errs []error
-	for _, id := range slices.Sorted(maps.Keys(cp.Classes)) {
-		orig := cp.Classes[id]
-		if a.Class == nil {
-			errs = append(errs, fmt.Errorf("cannot restore the CPU class of %s to %s: no cgroup writer", short(id), orig))
-			continue
-		}
-		if err := a.Class.SetClass(ctx, id, orig); err != nil {
-			if gone(err) {
-				continue
-			}
-			errs = append(errs, err)
-			continue
-		}
-		emit(Event{Kind: "restore", Container: id, New: orig.String()})
-	}
-	for _, id := range slices.Sorted(maps.Keys(cp.CPUSets)) {
-		orig := cp.CPUSets[id]
-		set, err := cpuset.Parse(orig)
-		if err != nil || set.IsEmpty() {
-			errs = append(errs, fmt.Errorf("checkpoint cpuset of %s is %q: %v", id, orig, err))
-			continue
-		}
-		if a.CPUs == nil {
-			errs = append(errs, fmt.Errorf("cannot restore the cpuset of %s to %s: no cgroup writer", short(id), orig))
-			continue
-		}
-		if err := a.CPUs.SetCPUs(ctx, id, set); err != nil {
-			if gone(err) {
-				continue
-			}
-			errs = append(errs, err)
-			continue
-		}
-		emit(Event{Kind: "restore", Container: id, New: orig})
-	}
-	for _, k := range slices.Sorted(maps.Keys(cp.IRQs)) {
-		orig := cp.IRQs[k]
-		n, _ := strconv.Atoi(k)
-		set, err := cpuset.Parse(orig)
-		if err != nil || a.IRQ == nil {
-			errs = append(errs, fmt.Errorf("cannot restore IRQ %s to %q: %v", k, orig, err))
-			continue
-		}
-		if _, err := a.IRQ.SetAffinity(n, set); err != nil && !errors.Is(err, ErrIRQNotMoved) {
-			if errors.Is(err, os.ErrNotExist) {
-				continue // the IRQ went away with its device
-			}
-			errs = append(errs, err)
-			continue
-		}
-		emit(Event{Kind: "restore", IRQ: n, New: orig})
-	}
-	for _, k := range slices.Sorted(maps.Keys(cp.RPS)) {
-		orig := cp.RPS[k]
-		dev, q := filepath.Split(k)
-		dev = filepath.Clean(dev)
-		if a.RPS == nil {
-			errs = append(errs, fmt.Errorf("cannot restore RPS of %s", k))
-			continue
-		}
-		if err := a.RPS.SetMask(dev, q, orig); err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				continue // the veth went away with its container
-			}
-			errs = append(errs, err)
-			continue
-		}
-		emit(Event{Kind: "restore", Device: k, New: orig})
-	}
-	return errors.Join(errs...)
 }
 
 // Status is what `ctrperf isolate status` shows.
@@ -963,5 +886,7 @@ func (c *Controller) ckptCopy() Checkpoint {
 	cp.Classes = maps.Clone(c.ckpt.Classes)
 	cp.IRQs = maps.Clone(c.ckpt.IRQs)
 	cp.RPS = maps.Clone(c.ckpt.RPS)
+	cp.Written = Written{CPUSets: maps.Clone(c.ckpt.Written.CPUSets), Classes: maps.Clone(c.ckpt.Written.Classes),
+		IRQs: maps.Clone(c.ckpt.Written.IRQs), RPS: maps.Clone(c.ckpt.Written.RPS)}
 	return cp
 }

@@ -16,11 +16,34 @@ import (
 
 	"ctrperf/internal/fsutil"
 	"ctrperf/internal/kernel"
+	"ctrperf/internal/owner"
 )
 
 // DefaultStateDir is where `ctrperf isolate run` keeps its lock, checkpoint,
 // status and decision log.
 const DefaultStateDir = "/run/ctrperf/isolate"
+
+// DefaultSteeringDir holds the lock of the machine's one writer of IRQ
+// affinities and RPS masks: they are the machine's, whatever state
+// directory a controller (or a restore) uses.
+const DefaultSteeringDir = "/run/ctrperf/isolate-steering"
+
+// ErrSteeringHeld reports that another live ctrperf process steers IRQs
+// and RPS masks.
+var ErrSteeringHeld = errors.New("another ctrperf isolate steers IRQs and RPS masks")
+
+// LockSteering makes this process the one writer of IRQ affinities and RPS
+// masks on the machine, by an owner record (internal/owner) in dir whose
+// flock is held until it is closed. procRoot is where the owner's start
+// time is read (default /proc).
+func LockSteering(dir, procRoot string) (*owner.Owner, error) {
+	o, err := (owner.Dir{Path: dir, ProcRoot: procRoot}).Acquire(owner.Record{Kind: owner.KindIsolate, Session: "steering"})
+	var held *owner.HeldError
+	if errors.As(err, &held) {
+		return nil, fmt.Errorf("%w (%s, lock in %s): IRQ affinity is the machine's, one writer at a time", ErrSteeringHeld, held.Holder.Record, dir)
+	}
+	return o, err
+}
 
 // Options configure a controller started with Start. Zero values take the
 // defaults of `ctrperf isolate run`, except the booleans (IRQ and RPS
@@ -49,9 +72,12 @@ type Options struct {
 	// machine-wide, and `ctrperf isolate restore` and the next start look
 	// for a crashed controller's checkpoint there.
 	StateDir string
-	LogPath  string    // decision log, JSON lines (default StateDir/decisions.jsonl)
-	Log      io.Writer // a copy of the decision log (the CLI's stdout); nil: none
-	Metrics  *Metrics
+	// SteeringDir holds the machine-wide lock of IRQ and RPS writers
+	// (default DefaultSteeringDir; tests give their own).
+	SteeringDir string
+	LogPath     string    // decision log, JSON lines (default StateDir/decisions.jsonl)
+	Log         io.Writer // a copy of the decision log (the CLI's stdout); nil: none
+	Metrics     *Metrics
 	// Events receives every event as it is emitted (from the control
 	// loop's goroutine).
 	Events func(Event)
@@ -72,6 +98,9 @@ func (o *Options) defaults() {
 	}
 	if o.LogPath == "" {
 		o.LogPath = filepath.Join(o.StateDir, "decisions.jsonl")
+	}
+	if o.SteeringDir == "" {
+		o.SteeringDir = DefaultSteeringDir
 	}
 	if o.Warn == nil {
 		o.Warn = func(string) {}
@@ -153,6 +182,15 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 		return nil, err
 	}
 	r.closers = append(r.closers, f)
+	steering := false // this process holds the steering lock
+	if !o.DryRun && (o.IRQ || o.RPS) {
+		s, err := LockSteering(o.SteeringDir, o.Roots.Proc)
+		if err != nil {
+			return nil, fmt.Errorf("%w; run without IRQ and RPS steering, or stop it", err)
+		}
+		r.closers = append(r.closers, s)
+		steering = true
+	}
 	if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
 		return nil, fmt.Errorf("no Docker engine answers (%v): isolate manages containers of a running engine; start one or set DOCKER_HOST", err)
 	}
@@ -166,16 +204,29 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 		}
 	}
 
-	// Reconcile: a checkpoint left by a crashed controller is restored first.
+	// Reconcile: a checkpoint left by a crashed controller is restored
+	// first; its events go to the decision log once that is open.
+	var reconciled []Event
 	if old, err := LoadCheckpoint(r.ckptPath); err != nil {
 		return nil, fmt.Errorf("%w (inspect it, then remove it to start afresh)", err)
 	} else if old != nil && !old.Empty() {
 		o.Warn(fmt.Sprintf("found a checkpoint of pid %d from %s in %s: restoring its originals first", old.PID, old.Started.Format(time.RFC3339), o.StateDir))
 		if !o.DryRun {
-			if err := RestoreCheckpoint(ctx, old, act, func(Event) {}); err != nil {
+			if (len(old.IRQs) > 0 || len(old.RPS) > 0) && !steering {
+				s, err := LockSteering(o.SteeringDir, o.Roots.Proc)
+				if err != nil {
+					return nil, fmt.Errorf("reconcile from %s: its IRQ affinities and RPS masks: %w", r.ckptPath, err)
+				}
+				defer s.Close()
+			}
+			err := RestoreCheckpoint(ctx, old, act, func(e Event) { reconciled = append(reconciled, e) })
+			if err != nil {
 				return nil, fmt.Errorf("reconcile from %s: %w", r.ckptPath, err)
 			}
 			_ = os.Remove(r.ckptPath)
+			if n := leftAlone(reconciled); n > 0 {
+				o.Warn(fmt.Sprintf("%d values changed since the crashed controller wrote them were left alone (%q events in %s)", n, "left_alone", o.LogPath))
+			}
 		}
 	}
 
@@ -192,6 +243,13 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 		log = io.MultiWriter(logFile, o.Log)
 	}
 	opts := []Option{WithDecisionLog(log), WithDemoter(fs)}
+	for _, e := range reconciled {
+		if e.Time.IsZero() {
+			e.Time = time.Now()
+		}
+		b, _ := json.Marshal(e)
+		_, _ = log.Write(append(b, '\n'))
+	}
 	if rt.Layout.Unified != "" {
 		opts = append(opts, WithStall(fs))
 	}
@@ -245,10 +303,28 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 }
 
 // RestoreStateDir restores a stopped or crashed controller's checkpoint in
-// stateDir and removes it. It refuses while a controller holds the state
-// directory's lock: restoring under a live controller would be undone at
-// its next step and leave its checkpoint wrong.
-func RestoreStateDir(ctx context.Context, cli client.APIClient, stateDir string, roots kernel.Roots, emit func(Event)) (restored bool, err error) {
+// RestoreOption configures RestoreStateDir.
+type RestoreOption func(*restoreConfig)
+
+type restoreConfig struct{ steeringDir string }
+
+// WithSteeringDir replaces DefaultSteeringDir (tests).
+func WithSteeringDir(dir string) RestoreOption {
+	return func(c *restoreConfig) { c.steeringDir = dir }
+}
+
+// stateDir (only the values that are still the controller's: see
+// RestoreCheckpoint) and removes it. It refuses while a controller holds
+// the state directory's lock, or while another process steers IRQs and
+// RPS masks and the checkpoint holds some: restoring under a live
+// controller would be undone at its next step and leave its checkpoint
+// wrong. cli may be nil when no engine answers: then a checkpoint that
+// holds containers' values is kept, with an error.
+func RestoreStateDir(ctx context.Context, cli client.APIClient, stateDir string, roots kernel.Roots, emit func(Event), opts ...RestoreOption) (restored bool, err error) {
+	cfg := restoreConfig{steeringDir: DefaultSteeringDir}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	roots = roots.WithDefaults()
 	lock, err := Lock(stateDir)
 	if err != nil {
@@ -264,11 +340,20 @@ func RestoreStateDir(ctx context.Context, cli client.APIClient, stateDir string,
 		return false, err
 	}
 	top, err := DiscoverTopology(roots.Sys)
+	if len(cp.IRQs) > 0 || len(cp.RPS) > 0 {
+		s, err := LockSteering(cfg.steeringDir, roots.Proc)
+		if err != nil {
+			return false, fmt.Errorf("restore from %s: %w (the checkpoint is kept)", path, err)
+		}
+		defer s.Close()
+	}
 	if err != nil {
 		return false, err
 	}
-	rt := newDockerRuntime(cli, roots)
-	_, act := actuators(rt, roots, len(top.CPUs))
+	act := Actuators{IRQ: ProcIRQ{Root: roots.Proc}, RPS: SysRPS{Root: roots.Sys, NCPU: len(top.CPUs)}}
+	if cli != nil {
+		_, act = actuators(newDockerRuntime(cli, roots), roots, len(top.CPUs))
+	}
 	if err := RestoreCheckpoint(ctx, cp, act, emit); err != nil {
 		return false, fmt.Errorf("restore from %s: %w (the checkpoint is kept)", path, err)
 	}
@@ -279,6 +364,17 @@ func RestoreStateDir(ctx context.Context, cli client.APIClient, stateDir string,
 }
 
 // Controller is the running controller (for its Status).
+// leftAlone counts the values a restore left alone.
+func leftAlone(events []Event) int {
+	n := 0
+	for _, e := range events {
+		if e.Kind == "left_alone" {
+			n++
+		}
+	}
+	return n
+}
+
 func (r *Running) Controller() *Controller { return r.ctl }
 
 // CheckpointPath is where the originals are kept until Stop restores them.
