@@ -12,8 +12,10 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/spf13/cobra"
 
+	"ctrperf/internal/bench"
 	"ctrperf/internal/engine"
 	"ctrperf/internal/engine/daemon"
+	"ctrperf/internal/isolate"
 	"ctrperf/internal/lifecycle"
 	"ctrperf/internal/owner"
 )
@@ -145,9 +147,11 @@ func sweep(ctx context.Context, errOut io.Writer, runID string, dry bool, own *e
 	// (never started here) and ctrperf's private ones, which a killed run
 	// may have left running.
 	clients := map[string]client.APIClient{}
+	var userEngine client.APIClient // nil when it does not answer
 	if d, err := daemon.Probe(ctx, 3*time.Second); err == nil {
 		defer d.Client().Close()
 		clients[d.Host()] = d.Client()
+		userEngine = d.Client()
 	} else {
 		fmt.Fprintf(errOut, "ctrperf clean: your Docker engine does not answer (%v); cleaning the rest\n", err)
 	}
@@ -180,6 +184,17 @@ func sweep(ctx context.Context, errOut io.Writer, runID string, dry bool, own *e
 			continue
 		}
 		clients[host] = cli
+	}
+	// A killed controller's isolate checkpoint (a bench run's, or an
+	// `isolate run`'s): what still holds its values is put back first.
+	if runID == "" {
+		r, err := bench.RestoreDeadIsolate(ctx, userEngine, isolate.DefaultStateDir, dry)
+		if r != "" {
+			removed = append(removed, r)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, cli := range clients {
 		r, err := engine.Clean(ctx, cli, runID, opts...)

@@ -13,6 +13,7 @@ import (
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/isolate"
+	"ctrperf/internal/kernel"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 )
@@ -203,4 +204,46 @@ func summarizeIsolate(events []isolate.Event, hot map[string]bool, hotAt time.Ti
 		f.reaction, f.reacted = isolate.ReactionTime(evs, hot, hotAt)
 	}
 	return f
+}
+
+// RestoreDeadIsolate restores the checkpoint a killed controller left in
+// stateDir: a bench run's (whose controller keeps its state in the
+// machine's isolate.DefaultStateDir) or a `ctrperf isolate run`'s. Only
+// values that still hold what the controller wrote are put back (see
+// isolate.RestoreCheckpoint); the rest are left alone. A live controller's
+// checkpoint is kept. cli is the engine whose containers the controller
+// managed (nil: none answers; the checkpoint is then kept when it holds
+// containers' values). dry only says what would be restored. It returns
+// what it restored, "" when there was nothing.
+func RestoreDeadIsolate(ctx context.Context, cli client.APIClient, stateDir string, dry bool) (string, error) {
+	path := filepath.Join(stateDir, "checkpoint.json")
+	cp, err := isolate.LoadCheckpoint(path)
+	if err != nil {
+		return "", fmt.Errorf("isolate checkpoint: %w", err)
+	}
+	if cp == nil || cp.Empty() {
+		return "", nil
+	}
+	lock, err := isolate.Lock(stateDir)
+	if err != nil {
+		return "", nil // a live controller's: it restores on exit
+	}
+	_ = lock.Close()
+	what := fmt.Sprintf("isolate checkpoint %s of dead pid %d", path, cp.PID)
+	if dry {
+		return what, nil
+	}
+	var restored, left int
+	ok, err := isolate.RestoreStateDir(ctx, cli, stateDir, kernel.Roots{}, func(e isolate.Event) {
+		switch e.Kind {
+		case "restore":
+			restored++
+		case "left_alone":
+			left++
+		}
+	})
+	if err != nil || !ok {
+		return "", err
+	}
+	return fmt.Sprintf("%s (%d values put back, %d changed since and left alone)", what, restored, left), nil
 }
