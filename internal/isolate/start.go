@@ -242,7 +242,6 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 	if o.Log != nil {
 		log = io.MultiWriter(logFile, o.Log)
 	}
-	opts := []Option{WithDecisionLog(log), WithDemoter(fs)}
 	for _, e := range reconciled {
 		if e.Time.IsZero() {
 			e.Time = time.Now()
@@ -250,6 +249,7 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 		b, _ := json.Marshal(e)
 		_, _ = log.Write(append(b, '\n'))
 	}
+	opts := []Option{WithDecisionLog(log), WithDemoter(fs)}
 	if rt.Layout.Unified != "" {
 		opts = append(opts, WithStall(fs))
 	}
@@ -302,7 +302,6 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 	return r, nil
 }
 
-// RestoreStateDir restores a stopped or crashed controller's checkpoint in
 // RestoreOption configures RestoreStateDir.
 type RestoreOption func(*restoreConfig)
 
@@ -313,6 +312,7 @@ func WithSteeringDir(dir string) RestoreOption {
 	return func(c *restoreConfig) { c.steeringDir = dir }
 }
 
+// RestoreStateDir restores a stopped or crashed controller's checkpoint in
 // stateDir (only the values that are still the controller's: see
 // RestoreCheckpoint) and removes it. It refuses while a controller holds
 // the state directory's lock, or while another process steers IRQs and
@@ -339,7 +339,6 @@ func RestoreStateDir(ctx context.Context, cli client.APIClient, stateDir string,
 		}
 		return false, err
 	}
-	top, err := DiscoverTopology(roots.Sys)
 	if len(cp.IRQs) > 0 || len(cp.RPS) > 0 {
 		s, err := LockSteering(cfg.steeringDir, roots.Proc)
 		if err != nil {
@@ -347,6 +346,7 @@ func RestoreStateDir(ctx context.Context, cli client.APIClient, stateDir string,
 		}
 		defer s.Close()
 	}
+	top, err := DiscoverTopology(roots.Sys)
 	if err != nil {
 		return false, err
 	}
@@ -363,7 +363,6 @@ func RestoreStateDir(ctx context.Context, cli client.APIClient, stateDir string,
 	return true, nil
 }
 
-// Controller is the running controller (for its Status).
 // leftAlone counts the values a restore left alone.
 func leftAlone(events []Event) int {
 	n := 0
@@ -375,6 +374,7 @@ func leftAlone(events []Event) int {
 	return n
 }
 
+// Controller is the running controller (for its Status).
 func (r *Running) Controller() *Controller { return r.ctl }
 
 // CheckpointPath is where the originals are kept until Stop restores them.
