@@ -172,6 +172,12 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (_ *Summary, err error)
 		return nil, err
 	}
 	defer release()
+	// OUT checked and locked before anything is read from it or deployed.
+	lock, err := openOut(opt.Out, opt.Resume)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Close()
 	done, repaired, err := prepareOut(opt.Out, p, opt.Resume, r.meta())
 	if err != nil {
 		return nil, err

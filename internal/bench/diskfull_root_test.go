@@ -81,7 +81,8 @@ func TestRunOutputOnAFullTmpfsRoot(t *testing.T) {
 		out := mountTmpfs(t, unix.MS_RDONLY, "size=64k")
 		prov := &fakeProvider{}
 		_, err := Run(context.Background(), p, Options{Out: out, Engines: prov, Workload: resolve})
-		want := "read-only file system writing " + filepath.Join(out, PlanFile)
+		// The first file a session writes is its lock, OUT/.lock.
+		want := "read-only file system writing " + filepath.Join(out, LockFile)
 		if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, syscall.EROFS) {
 			t.Fatalf("err = %v\nwant it to say %q", err, want)
 		}

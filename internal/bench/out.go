@@ -28,7 +28,67 @@ const (
 	PlanFile = "plan.yaml"         // the plan as run, itself a valid plan
 	MetaFile = "meta.json"         // what --resume checks
 	EnvFile  = results.EnvFileName // environment facts
+	LockFile = ".lock"             // held by the session writing OUT (its pid inside)
 )
+
+// openOut makes sure root can write dir without being redirected: dir (made
+// 0755 when new; it must exist to be resumed) and every directory above it
+// can be changed only by root or the invoking user, and nothing in it is a
+// symbolic link or someone else's file (fsutil.CheckDir, CheckEntries).
+// Then it locks OUT/.lock for the whole session: a second writer would
+// duplicate run indexes, and a resume's tail repair could cut the other
+// writer's record. --allow-concurrent does not lift this lock.
+func openOut(dir string, resume bool) (*fsutil.DirLock, error) {
+	check := fsutil.MakeDir
+	if resume {
+		check = fsutil.CheckDir
+	}
+	err := check(dir)
+	if err == nil {
+		err = fsutil.CheckEntries(dir)
+	}
+	var unsafe *fsutil.UnsafePathError
+	switch {
+	case errors.As(err, &unsafe):
+		return nil, fmt.Errorf("output directory %s is not safe for root to write: %w; use a directory that only root or you can change", dir, err)
+	case resume && errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("resume %s: %w (is it an output directory of `ctrperf bench run`?)", dir, err)
+	case err != nil:
+		return nil, fmt.Errorf("output directory %s: %w", dir, fsutil.Explain(err))
+	}
+	lock, err := fsutil.Lock(filepath.Join(dir, LockFile))
+	var locked *fsutil.LockedError
+	switch {
+	case errors.As(err, &locked) && locked.PID > 0:
+		return nil, fmt.Errorf("output directory %s is in use by another ctrperf bench run (pid %d holds %s); wait for it to finish or choose another --out", dir, locked.PID, locked.Path)
+	case errors.As(err, &locked):
+		return nil, fmt.Errorf("output directory %s is in use by another ctrperf bench run (%s is locked); wait for it to finish or choose another --out", dir, locked.Path)
+	case errors.As(err, &unsafe):
+		return nil, fmt.Errorf("output directory %s is not safe for root to write: %w", dir, err)
+	case err != nil:
+		return nil, fmt.Errorf("lock output directory %s: %w", dir, fsutil.Explain(err))
+	}
+	return lock, nil
+}
+
+// LoadOutPlan loads OUT/plan.yaml to resume it, after openOut's checks of
+// OUT: whoever could write plan.yaml would choose the host commands root
+// runs.
+func LoadOutPlan(dir string, opt plan.Options) (*plan.Plan, error) {
+	if err := fsutil.CheckDir(dir); err != nil {
+		var unsafe *fsutil.UnsafePathError
+		if errors.As(err, &unsafe) {
+			return nil, fmt.Errorf("output directory %s is not safe for root to resume: %w; use a directory that only root or you can change", dir, err)
+		}
+		return nil, fmt.Errorf("resume %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, PlanFile)
+	b, err := fsutil.ReadTrusted(path)
+	if err != nil {
+		return nil, fmt.Errorf("read plan: %w", err)
+	}
+	return ParsePlan(path, b, opt)
+}
 
 // Meta identifies the plan an output directory belongs to.
 type Meta struct {
@@ -71,12 +131,18 @@ func newOut(dir string, p *plan.Plan, m Meta) (map[int]bool, error) {
 	}
 	m.PlanHash = hash
 	for _, f := range []string{MetaFile, results.FileName} {
-		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+		if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
 			return nil, fmt.Errorf("output directory %s already holds a plan's results (%s); continue it with --resume %s or choose another --out", dir, f, dir)
 		}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fsutil.NewWriteError(dir, "create directory", err)
+	// Created here, exclusively: the store then appends to a file that
+	// is certainly this session's.
+	rf, err := fsutil.OpenTrusted(filepath.Join(dir, results.FileName), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, fsutil.NewWriteError(filepath.Join(dir, results.FileName), "create", err)
+	}
+	if err := rf.Close(); err != nil {
+		return nil, fsutil.NewWriteError(filepath.Join(dir, results.FileName), "close", err)
 	}
 	header := fmt.Sprintf("# The plan as run by ctrperf %s (matrix expanded, defaults filled%s).\n# Re-run it with: ctrperf bench run %s\n",
 		version.Version, quickNote(m), filepath.Join(dir, PlanFile))
@@ -98,7 +164,7 @@ func resumeOut(dir string, p *plan.Plan, m Meta) (map[int]bool, []string, error)
 	}
 	metaPath := filepath.Join(dir, MetaFile)
 	var old Meta
-	b, err := os.ReadFile(metaPath)
+	b, err := fsutil.ReadTrusted(metaPath)
 	if err != nil {
 		return nil, nil, fmt.Errorf("resume %s: %w (is it an output directory of `ctrperf bench run`?)", dir, err)
 	}
@@ -205,10 +271,12 @@ type envDoc struct {
 func writeEnv(dir string, machine any, engines map[string]engine.Info, conc *results.Concurrency) error {
 	path := filepath.Join(dir, EnvFile)
 	var doc envDoc
-	if b, err := os.ReadFile(path); err == nil {
+	if b, err := fsutil.ReadTrusted(path); err == nil {
 		if err := json.Unmarshal(b, &doc); err != nil {
 			return fmt.Errorf("parse %s: %w", path, err)
 		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("read %s: %w", path, err)
 	}
 	if machine != nil && len(doc.Machine) == 0 {
 		b, err := json.Marshal(machine)

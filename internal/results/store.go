@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"ctrperf/internal/fsutil"
 )
 
 // FileName is the raw results file inside an output directory.
@@ -45,13 +47,15 @@ type File interface {
 var _ File = (*os.File)(nil)
 
 // OpenStore opens (creating if needed) the results file in dir for appending.
-// Errors are *os.PathError naming the file.
+// dir and the file must be safe for root to write (fsutil.MakeDir,
+// OpenTrusted): no symbolic link is followed. Errors are *os.PathError or
+// *fsutil.UnsafePathError naming the path.
 func OpenStore(dir string) (*Store, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := fsutil.MakeDir(dir); err != nil {
 		return nil, err
 	}
 	p := filepath.Join(dir, FileName)
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	f, err := fsutil.OpenTrusted(p, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +145,7 @@ type Repair struct {
 // missing file needs no repair.
 func RepairTail(dir string) (Repair, error) {
 	path := filepath.Join(dir, FileName)
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := fsutil.OpenTrusted(path, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return Repair{}, nil
 	}
@@ -211,7 +215,7 @@ func lineStart(f io.ReaderAt, end int64) (int64, error) {
 }
 
 func appendSynced(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	f, err := fsutil.OpenTrusted(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
