@@ -214,23 +214,30 @@ func sweep(ctx context.Context, errOut io.Writer, runID string, dry bool, own *e
 	}
 
 	// Private engines last: a live session's are kept, with what they hold.
-	keep := map[string]bool{}
+	// A real clean decides each under the engine's lock (CleanEngines),
+	// where a run starting or sharing it has become an owner.
+	whats := map[string]string{}
 	for _, e := range engines {
-		if runID != "" && e.RunID != runID {
-			continue
-		}
-		what := fmt.Sprintf("private engine %s (socket %s, alive %v)", e.Name, e.Socket, e.Alive)
-		if e.RunID == "" {
-			keep[e.Name] = own.KeepShared(what)
-		} else {
-			keep[e.Name] = own.Keep(what, e.RunID)
-		}
-		if dry && !keep[e.Name] {
-			removed = append(removed, what)
-		}
+		whats[e.Name] = fmt.Sprintf("private engine %s (socket %s, alive %v)", e.Name, e.Socket, e.Alive)
 	}
-	if !dry {
-		r, err := daemon.CleanEngines(ctx, runID, func(st daemon.State) bool { return keep[st.Name] })
+	keep := func(st daemon.State) bool {
+		what, ok := whats[st.Name]
+		if !ok {
+			what = fmt.Sprintf("private engine %s (socket %s)", st.Name, st.Socket)
+		}
+		if st.RunID == "" {
+			return own.KeepShared(what)
+		}
+		return own.Keep(what, st.RunID)
+	}
+	if dry {
+		for _, e := range engines {
+			if (runID == "" || e.RunID == runID) && !keep(e.State) {
+				removed = append(removed, whats[e.Name])
+			}
+		}
+	} else {
+		r, err := daemon.CleanEngines(ctx, runID, keep)
 		removed = append(removed, r...)
 		if err != nil {
 			errs = append(errs, err)

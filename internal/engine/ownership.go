@@ -102,12 +102,21 @@ func (o *Ownership) keepExternal(what, name, fallback string) bool {
 }
 
 // KeepShared decides an object every session may use (the shared default
-// private engine): live while any bench session is.
+// private engine): live while any bench session is. Like Keep, it reads
+// the owners again before calling the object orphaned: a bench run that
+// started since the first reading may be sharing it.
 func (o *Ownership) KeepShared(what string) bool {
 	if o == nil {
 		return false
 	}
-	if s, ok := o.owners.AnyLive(owner.KindBench); ok {
+	s, ok := o.owners.AnyLive(owner.KindBench)
+	if !ok && o.refresh != nil {
+		if ow, err := o.refresh(); err == nil {
+			o.owners = ow
+			s, ok = o.owners.AnyLive(owner.KindBench)
+		}
+	}
+	if ok {
 		return o.note(Object{What: what, Live: true, Owner: "shared, in use by " + s.Record.String()})
 	}
 	return o.note(Object{What: what, Owner: "shared, no bench run is live"})

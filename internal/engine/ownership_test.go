@@ -111,3 +111,26 @@ func TestOwnershipRereadsOnAMiss(t *testing.T) {
 		t.Errorf("an orphan kept, or %d reads, want 2 (one per miss)", reads)
 	}
 }
+
+// The shared default engine of a session that started after clean read
+// the owners is kept too (issue 24 item 8): a miss reads them again.
+func TestOwnershipSharedRereadsOnAMiss(t *testing.T) {
+	late := owner.Status{Record: owner.Record{Kind: owner.KindBench, Session: "smoke-ffffff", PID: 13}, Live: true}
+	tests := []struct {
+		desc  string
+		later owner.Owners // what a second reading finds
+		want  bool
+	}{
+		{"a session started since the first reading", owner.Owners{late}, true},
+		{"still none live", nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			reads := 0
+			o := NewOwnership(nil, false).Refreshing(func() (owner.Owners, error) { reads++; return tc.later, nil })
+			if got := o.KeepShared("private engine ctrperf-default"); got != tc.want || reads != 1 {
+				t.Errorf("KeepShared = %v after %d reads, want %v after 1", got, reads, tc.want)
+			}
+		})
+	}
+}

@@ -379,21 +379,22 @@ func CleanAll(ctx context.Context, runID string, opts ...Option) ([]string, erro
 
 // CleanEngines is CleanAll leaving alone the engines keep says to keep (a
 // live session's; nil keeps none). Their loop images and mounts stay too.
+// keep is asked, and the engine removed, while holding the engine's lock,
+// with its state read again under it: a run that is starting or sharing
+// the engine holds that lock until it is done, and its owner record exists
+// before it does, so keep (re-reading the owners) sees it.
 func CleanEngines(ctx context.Context, runID string, keep func(State) bool, opts ...Option) ([]string, error) {
 	o := buildOptions(opts)
 	sts, errs := listStates(o)
 	var done []string
-	for _, st := range sts {
-		if runID != "" && st.RunID != runID {
+	for _, listed := range sts {
+		if runID != "" && listed.RunID != runID {
 			continue
 		}
-		if keep != nil && keep(*st) {
-			continue
-		}
-		d, err := cleanEngine(ctx, o, st)
+		d, err := cleanEngineLocked(ctx, o, listed.Name, keep)
 		done = append(done, d...)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("clean engine %s: %w", st.Name, err))
+			errs = append(errs, fmt.Errorf("clean engine %s: %w", listed.Name, err))
 		}
 	}
 	d, err := cleanOrphans(ctx, o, runID)
@@ -402,6 +403,28 @@ func CleanEngines(ctx context.Context, runID string, keep func(State) bool, opts
 		errs = append(errs, err)
 	}
 	return done, errors.Join(errs...)
+}
+
+// cleanEngineLocked removes engine name unless keep keeps it, deciding
+// under the engine's lock on its state as it is then (gone meanwhile:
+// nothing to do).
+func cleanEngineLocked(ctx context.Context, o Options, name string, keep func(State) bool) ([]string, error) {
+	unlock, err := lockEngine(o, name)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	st, err := readState(o, name)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if keep != nil && keep(*st) {
+		return nil, nil
+	}
+	return cleanEngine(ctx, o, st)
 }
 
 // cleanOrphans handles mounts and loop devices under ctrperf's loop and mount

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
-	"golang.org/x/sys/unix"
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/kernel"
@@ -175,19 +174,11 @@ func newState(o Options, name, runID string, spec engine.EngineSpec) *State {
 // startOrShare serialises starts of one engine name across processes, shares
 // an engine that already answers, clears a dead one's leftovers, and starts.
 func startOrShare(ctx context.Context, o Options, st *State) (*Daemon, error) {
-	if err := os.MkdirAll(o.enginesDir(), 0o700); err != nil {
-		return nil, fmt.Errorf("create %s: %w", o.enginesDir(), err)
-	}
-	lockPath := filepath.Join(o.enginesDir(), st.Name+".lock")
-	lock, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	unlock, err := lockEngine(o, st.Name)
 	if err != nil {
-		return nil, fmt.Errorf("open engine lock %s: %w", lockPath, err)
+		return nil, err
 	}
-	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		return nil, fmt.Errorf("lock engine %s: %w", st.Name, err)
-	}
-	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+	defer unlock()
 
 	if old, err := readState(o, st.Name); err == nil {
 		if cli, err := ping(ctx, "unix://"+old.Socket, 2*time.Second); err == nil {
