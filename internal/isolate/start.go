@@ -230,10 +230,11 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 		}
 	}
 
-	if err := os.MkdirAll(filepath.Dir(o.LogPath), 0o755); err != nil {
+	// Root appends here: no symbolic link, nobody else's file or directory.
+	if err := fsutil.MakeDir(filepath.Dir(o.LogPath)); err != nil {
 		return nil, fmt.Errorf("create the decision log's directory: %w", err)
 	}
-	logFile, err := os.OpenFile(o.LogPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	logFile, err := fsutil.OpenTrusted(o.LogPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open decision log: %w", err)
 	}
