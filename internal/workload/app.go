@@ -313,16 +313,12 @@ func ParseAppLoad(m map[string]any, dir string) (AppLoad, error) {
 		}
 		return nil
 	})
-	k.float("rate", &l.Rate, 0, 1e7)
+	k.rate("rate", &l.Rate)
 	whole(k, "concurrency", &l.Concurrency, 0, 100000)
 	k.bool("poisson", &l.Poisson)
 	k.duration("timeout", &l.Timeout, time.Millisecond, time.Hour)
 	whole(k, "max_inflight", &l.MaxInFlight, 1, 1000000)
-	var seed int64
-	whole(k, "seed", &seed, 0, 1<<62)
-	if _, ok := m["seed"]; ok {
-		l.Seed = uint64(seed)
-	}
+	k.seed("seed", &l.Seed)
 	whole(k, "ops", &l.Ops, 0, 1<<40)
 	k.str("mix", &l.Mix, nil)
 	whole(k, "value_size", &l.ValueSize, 1, 1<<20)

@@ -14,6 +14,7 @@ import (
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
+	"ctrperf/internal/load"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 )
@@ -101,8 +102,8 @@ func (k *knobs) search(key string, dst **Search) {
 	s := &Search{Factor: DefaultSearchFactor, Precision: DefaultSearchPrecision,
 		MaxSteps: DefaultSearchMaxSteps, MaxTime: DefaultSearchMaxTime}
 	sk := newKnobs(what, m)
-	sk.float("from", &s.From, 1e-3, 1e7)
-	sk.float("to", &s.To, 1e-3, 1e7)
+	sk.float("from", &s.From, load.MinRate, load.MaxRate)
+	sk.float("to", &s.To, load.MinRate, load.MaxRate)
 	sk.float("factor", &s.Factor, 1.1, 100)
 	sk.float("precision", &s.Precision, 0.001, 0.5)
 	whole(sk, "max_steps", &s.MaxSteps, 2, 1000)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"sort"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"ctrperf/internal/load"
 	"ctrperf/internal/plan"
 )
 
@@ -94,11 +96,43 @@ func (k *knobs) float(key string, dst *float64, lo, hi float64) {
 		k.fail(key, v, "want a number")
 		return
 	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		k.fail(key, v, "want a finite number")
+		return
+	}
 	if f < lo || f > hi {
 		k.fail(key, v, "out of range [%g, %g]", lo, hi)
 		return
 	}
 	*dst = f
+}
+
+// rate reads an open-loop rate: 0 (no open loop; the workload decides
+// whether that is allowed) or a rate within the bounds `ctrperf load
+// --rate` has too (load.MinRate, load.MaxRate), shared by every workload.
+func (k *knobs) rate(key string, dst *float64) {
+	f := *dst
+	before := len(k.errs)
+	k.float(key, &f, -math.MaxFloat64, math.MaxFloat64) // a finite number
+	if len(k.errs) > before {
+		return
+	}
+	if f != 0 && (f < load.MinRate || f > load.MaxRate) {
+		k.fail(key, k.m[key], "want between %g and %g per second (or 0 for none)", load.MinRate, load.MaxRate)
+		return
+	}
+	*dst = f
+}
+
+// seed reads the seed of arrivals and random choices: a whole number the
+// generator takes as a uint64.
+func (k *knobs) seed(key string, dst *uint64) {
+	var n int64
+	before := len(k.errs)
+	whole(k, key, &n, 0, 1<<62)
+	if _, set := k.m[key]; set && len(k.errs) == before {
+		*dst = uint64(n)
+	}
 }
 
 func (k *knobs) bool(key string, dst *bool) {

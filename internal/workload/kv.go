@@ -46,7 +46,7 @@ type KVLoad struct {
 	Mix         string  // "set", "get", "get=9,set=1"
 	ValueSize   int64   // bytes
 	Keys        int64   // key space
-	Seed        int64
+	Seed        uint64
 	// Client is where the generator runs: "host" (ctrperf itself, in the
 	// client namespace of the network knob) or "container" (seed 004's
 	// memslap in a container --link'ed to the server: `ctrperf load` in a
@@ -101,7 +101,7 @@ func ParseKVLoad(m map[string]any) (KVLoad, error) {
 	k := newKnobs("load", m)
 	k.enum("mode", &l.Mode, "closed", "open")
 	whole(k, "concurrency", &l.Concurrency, 1, 4096)
-	k.float("rate", &l.Rate, 0, 1e7)
+	k.rate("rate", &l.Rate)
 	whole(k, "ops", &l.Ops, 0, 1<<40)
 	k.str("mix", &l.Mix, nil)
 	if mix, err := load.ParseMix(l.Mix); err != nil {
@@ -116,7 +116,7 @@ func ParseKVLoad(m map[string]any) (KVLoad, error) {
 	}
 	whole(k, "value_size", &l.ValueSize, 1, 1<<20)
 	whole(k, "keys", &l.Keys, 1, 1<<30)
-	whole(k, "seed", &l.Seed, 0, 1<<62)
+	k.seed("seed", &l.Seed)
 	k.enum("client", &l.Client, kvClientHost, kvClientContainer)
 	k.search("search", &l.Search)
 	if err := k.err(); err != nil {
@@ -202,7 +202,7 @@ const kvClientService = "client"
 
 // kvProfile turns the load knobs and the window into the generator's profile.
 func kvProfile(l KVLoad, env Env) load.Profile {
-	p := load.Profile{Warmup: env.Window.Warmup, Duration: env.Window.Duration, Seed: uint64(l.Seed),
+	p := load.Profile{Warmup: env.Window.Warmup, Duration: env.Window.Duration, Seed: l.Seed,
 		CPUSet: env.LoadCPUSet, Started: env.Started, Timeout: 10 * time.Second}
 	if l.Mode == "open" {
 		p.Rate = l.Rate
@@ -262,7 +262,7 @@ func (KV) Drive(ctx context.Context, env Env) (*results.Measurement, error) {
 // counters are the window's).
 func kvWindow(ctx context.Context, env Env, l KVLoad, p load.Profile, addr string) (*results.Measurement, error) {
 	d, err := load.NewMemcached(load.MemcachedConfig{Addr: addr, Mix: l.mix, Keys: int(l.Keys), ValueSize: int(l.ValueSize),
-		Dial: env.Target.Dialer(), Seed: uint64(l.Seed)})
+		Dial: env.Target.Dialer(), Seed: l.Seed})
 	if err != nil {
 		return nil, fmt.Errorf("kv: %w", err)
 	}

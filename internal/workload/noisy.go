@@ -114,14 +114,10 @@ func ParseNoisyLoad(m map[string]any) (NoisyLoad, error) {
 	}
 	_, hasRate := m["hot_rate"]
 	_, hasConc := m["hot_concurrency"]
-	k.float("hot_rate", &l.HotRate, 0, 1e6)
+	k.rate("hot_rate", &l.HotRate)
 	whole(k, "hot_concurrency", &l.HotConcurrency, 0, 1024)
 	k.duration("timeout", &l.Timeout, time.Millisecond, time.Hour)
-	var seed int64
-	whole(k, "seed", &seed, 0, 1<<62)
-	if _, ok := m["seed"]; ok {
-		l.Seed = uint64(seed)
-	}
+	k.seed("seed", &l.Seed)
 	if err := k.err(); err != nil {
 		return l, err
 	}

@@ -179,16 +179,12 @@ func validSize(s string) bool {
 func ParseWebLoad(m map[string]any) (WebLoad, error) {
 	l := DefaultWebLoad
 	k := newKnobs("load", m)
-	k.float("rate", &l.Rate, 0, 1e6)
+	k.rate("rate", &l.Rate)
 	whole(k, "concurrency", &l.Concurrency, 0, 100000)
 	k.bool("poisson", &l.Poisson)
 	k.duration("timeout", &l.Timeout, time.Millisecond, time.Hour)
 	whole(k, "max_inflight", &l.MaxInFlight, 1, 1000000)
-	var seed int
-	whole(k, "seed", &seed, 0, 1<<62)
-	if _, ok := m["seed"]; ok {
-		l.Seed = uint64(seed)
-	}
+	k.seed("seed", &l.Seed)
 	k.str("user", &l.User, func(s string) error {
 		if s == "" || strings.ContainsAny(s, "{}") {
 			return errors.New("want a login name such as user1")

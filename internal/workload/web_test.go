@@ -49,7 +49,7 @@ func TestWebValidate(t *testing.T) {
 		{"typo in an app knob", Config{App: map[string]any{"maxclients": 200}}, "app.maxclients: unknown knob"},
 		{"typo in a load knob", Config{Load: map[string]any{"rps": 5}}, "load.rps: unknown knob"},
 		{"bad duration", Config{Load: map[string]any{"timeout": "soon"}}, "load.timeout = soon"},
-		{"negative rate", Config{Load: map[string]any{"rate": -1}}, "load.rate = -1: out of range"},
+		{"negative rate", Config{Load: map[string]any{"rate": -1}}, "load.rate = -1: want between 0.001 and 1e+07"},
 		{"rate and concurrency", Config{Load: map[string]any{"rate": 5, "concurrency": 2}}, "choose open loop"},
 		{"nothing to send", Config{Load: map[string]any{"rate": 0}}, "nothing would be sent"},
 		{"project not seeded", Config{App: map[string]any{"seed_projects": 3}, Load: map[string]any{"project": 4}}, "only 3 projects"},
