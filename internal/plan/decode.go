@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -130,11 +131,11 @@ func (d *decoder) float(n *yaml.Node, field string) (float64, bool) {
 	n = deref(n)
 	if n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float") {
 		v, err := strconv.ParseFloat(n.Value, 64)
-		if err == nil {
+		if err == nil && !math.IsNaN(v) && !math.IsInf(v, 0) {
 			return v, true
 		}
 	}
-	d.errorf(n, field, "expected a number, got %s", describe(n))
+	d.errorf(n, field, "expected a finite number, got %s", describe(n))
 	return 0, false
 }
 
