@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -473,4 +474,119 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.Buffer.String()
+}
+
+// TestRestartLeavesChangedClassDocker: the controller demotes a hot tenant
+// and is SIGKILLed; the operator gives the tenant a new weight (leaving the
+// idle class first: the kernel refuses a weight for an idle group) with
+// `docker update --cpu-shares`; the next start finds the checkpoint, leaves
+// the new weight alone instead of writing back the original, and says why
+// in the decision log.
+func TestRestartLeavesChangedClassDocker(t *testing.T) {
+	cli := dockerOrSkip(t)
+	runID := fmt.Sprintf("iso%d", time.Now().UnixNano()%1_000_000)
+	ids := tenants(t, cli, runID, 2)
+	hot := ids[0]
+	ctx := context.Background()
+	fs := realFS(cli)
+	if _, err := cli.ContainerKill(ctx, hot, client.ContainerKillOptions{Signal: "USR1"}); err != nil {
+		t.Fatal(err)
+	}
+	bin := buildCtrperf(t)
+	state := t.TempDir()
+	run := func() (*exec.Cmd, *syncBuffer) {
+		var out syncBuffer
+		cmd := exec.Command(bin, "isolate", "run", "--policy", "shield", "--hot-threshold", "0.4", "--cool-threshold", "0.1",
+			"--irq=false", "--rps=false", "--metrics", "", "--state-dir", state, "--label", "ctrperf.run="+runID)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
+		return cmd, &out
+	}
+	waitStatus := func(what string, out *syncBuffer, ok func(Status) bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			var s Status
+			b, err := os.ReadFile(filepath.Join(state, "status.json"))
+			if err == nil && json.Unmarshal(b, &s) == nil && ok(s) {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatalf("%s: not within 20 s\n%s", what, out.String())
+	}
+
+	first, out := run()
+	waitStatus("hot tenant demoted", out, func(s Status) bool {
+		return slices.ContainsFunc(s.Containers, func(c ContainerStatus) bool { return c.ID == hot && c.Demoted })
+	})
+	_ = first.Process.Signal(syscall.SIGKILL)
+	_ = first.Wait()
+	_ = os.Remove(filepath.Join(state, "status.json"))
+	if cl, err := fs.Class(ctx, hot); err != nil || cl.Idle != 1 {
+		t.Fatalf("after SIGKILL the tenant's class is %s (%v), want the controller's idle=1 left behind", cl, err)
+	}
+
+	// The operator: the tenant is quiet now, out of the idle class, and
+	// gets a weight of its own.
+	if _, err := cli.ContainerKill(ctx, hot, client.ContainerKillOptions{Signal: "USR2"}); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := fs.Class(ctx, hot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.Idle = 0
+	if err := fs.SetClass(ctx, hot, cl); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.ContainerUpdate(ctx, hot, client.ContainerUpdateOptions{Resources: &container.Resources{CPUShares: 512}}); err != nil {
+		t.Fatalf("docker update --cpu-shares 512: %v", err)
+	}
+
+	second, out := run()
+	waitStatus("second controller running", out, func(Status) bool { return true })
+	if cl, err := fs.Class(ctx, hot); err != nil || cl.Idle != 0 || cl.Weight != 512 {
+		t.Errorf("after the restart the tenant's class is %s (%v), want the operator's idle=0 cpu.shares=512", cl, err)
+	}
+	log, err := os.ReadFile(filepath.Join(state, "decisions.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var why *Event
+	for _, line := range strings.Split(strings.TrimSpace(string(log)), "\n") {
+		var e Event
+		if json.Unmarshal([]byte(line), &e) == nil && e.Kind == "left_alone" && e.Container == hot {
+			why = &e
+		}
+	}
+	if why == nil || !strings.Contains(why.Reason, ReasonLeftAlone) || !strings.Contains(why.Reason, "cpu.shares=512") {
+		t.Errorf("decision log does not say why the class was left alone (want a left_alone event for %s naming cpu.shares=512):\n%s", short(hot), log)
+	}
+	_ = second.Process.Signal(syscall.SIGTERM)
+	if err := second.Wait(); err != nil {
+		t.Errorf("second controller: %v\n%s", err, out.String())
+	}
+	if cl, err := fs.Class(ctx, hot); err != nil || cl.Idle != 0 || cl.Weight != 512 {
+		t.Errorf("after the second controller stopped the tenant's class is %s (%v), want idle=0 cpu.shares=512", cl, err)
+	}
+}
+
+// buildCtrperf builds the ctrperf command into a temporary directory.
+func buildCtrperf(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "ctrperf")
+	root, err := image.ModuleRoot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-o", bin, "./cmd/ctrperf")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build ctrperf: %v\n%s", err, out)
+	}
+	return bin
 }
