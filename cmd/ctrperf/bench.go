@@ -18,6 +18,7 @@ import (
 	"ctrperf/internal/lifecycle"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/report"
+	"ctrperf/internal/results"
 )
 
 func newBenchCmd() *cobra.Command {
@@ -114,7 +115,12 @@ namespaces, cgroups and private engines alone. Two bench runs on one
 machine disturb each other's numbers: a second one refuses (exit 1) and
 names the first, unless --allow-concurrent, which OUT/env.json records and
 the report warns about. 'ctrperf load' and 'ctrperf observe' own nothing
-and run beside anything.`,
+and run beside anything.
+
+The exit status is 1 when the plan finished but measured nothing to
+compare: no run succeeded, or none of the baseline's did (say, every run
+failed because an image is not built yet); the last line says which. It is
+3 when a threshold of the plan is broken, 130 after an interruption.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runBench(cmd, args, f, engines) },
 	}
@@ -187,6 +193,17 @@ func runBench(cmd *cobra.Command, args []string, f benchRunFlags, newEngines fun
 	}
 	if errors.Is(err, bench.ErrInterrupted) {
 		return &exitcode.Error{Code: exitcode.Interrupted, Err: err}
+	}
+	if err == nil {
+		// Everything in OUT, a resumed plan's earlier runs included; a
+		// record cut short was set aside by the run, the rest stands.
+		recs, rerr := results.ReadDir(out)
+		if rerr != nil && !errors.Is(rerr, results.ErrTruncated) {
+			return rerr
+		}
+		if err := bench.CheckMeasured(recs, p.Baseline); err != nil {
+			return err
+		}
 	}
 	if err == nil && len(p.Thresholds) > 0 {
 		// The gates, on everything in OUT (a resumed plan included); the

@@ -14,7 +14,8 @@ import (
 // exitCodesHelp is the table of exit statuses in `ctrperf --help`.
 const exitCodesHelp = `Exit status:
   0    success
-  1    failure (a target unreachable, a plan with problems, a failed write, ...)
+  1    failure (a target unreachable, a plan with problems, a failed write, a
+       bench run whose runs all failed or whose baseline never succeeded, ...)
   2    usage: unknown command or flag, bad flag value, wrong arguments
   3    a threshold was broken: the results were measured and written, but one
        is worse than the bound asked for (load: the open-loop rate fell short)

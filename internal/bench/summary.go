@@ -1,10 +1,12 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
 	"ctrperf/internal/report"
+	"ctrperf/internal/results"
 )
 
 // writeSummary prints what this invocation did and the report's short
@@ -29,4 +31,39 @@ func writeSummary(w io.Writer, s *Summary) {
 		fmt.Fprintf(w, "no summary: %v\n", err)
 	}
 	fmt.Fprintf(w, "\nresults: %s\nfull report: ctrperf report %s (--format html for plots)\n", s.Out, s.Out)
+}
+
+// ErrNothingMeasured is returned (wrapped) by CheckMeasured when a plan's
+// records compare nothing: a CI job must not pass on a plan whose every run
+// failed (an image not built yet) or whose baseline never succeeded.
+var ErrNothingMeasured = errors.New("nothing was measured")
+
+// CheckMeasured says whether the records of a plan (every record in OUT,
+// earlier invocations included) hold a comparison: at least one ok run,
+// and at least one of the baseline.
+func CheckMeasured(recs []results.RunRecord, baseline string) error {
+	var ok, failed, notRun, baseOK, baseRuns int
+	for _, r := range recs {
+		switch r.Status {
+		case results.StatusOK:
+			ok++
+		case results.StatusFailed:
+			failed++
+		case results.StatusNotRun:
+			notRun++
+		}
+		if r.Config == baseline {
+			baseRuns++
+			if r.Status == results.StatusOK {
+				baseOK++
+			}
+		}
+	}
+	switch {
+	case ok == 0:
+		return fmt.Errorf("%w: none of the %d runs succeeded (%d failed, %d not run); `ctrperf report` says why", ErrNothingMeasured, len(recs), failed, notRun)
+	case baseOK == 0:
+		return fmt.Errorf("%w against the baseline: none of its %d runs (%s) succeeded, so no configuration can be compared with it; `ctrperf report` says why", ErrNothingMeasured, baseRuns, baseline)
+	}
+	return nil
 }

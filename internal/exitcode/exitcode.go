@@ -3,7 +3,7 @@
 // Coder. main maps it with Of, in one place.
 //
 //	0    success
-//	1    failure: something did not work (an unreachable target, a broken plan, a failed write)
+//	1    failure: something did not work (an unreachable target, a broken plan, a failed write, a plan that measured nothing)
 //	2    usage: the command line is wrong (unknown command or flag, a bad flag value, wrong arguments)
 //	3    a threshold was broken: the measurement worked, but a result is worse than the bound asked for
 //	130  interrupted (SIGINT, SIGTERM, SIGHUP) after cleaning up
