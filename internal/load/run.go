@@ -412,8 +412,12 @@ loop:
 type closedLoop struct {
 	r       *runner
 	claimed atomic.Int64
-	last    atomic.Int64 // unix nanos of the last measured completion
-	id      atomic.Int64
+	// last is when the last measured session ended, as nanoseconds after
+	// the window's start plus one (0: none yet): a difference of two
+	// readings of the monotonic clock, never a wall time (UnixNano), so
+	// that a step of the system clock during the window changes no figure.
+	last atomic.Int64
+	id   atomic.Int64
 }
 
 func (r *runner) startClosed() *closedLoop {
@@ -456,7 +460,7 @@ func (c *closedLoop) decide(now time.Time) (measured, stop bool) {
 
 // done notes the end of a measured session.
 func (c *closedLoop) done(end time.Time) {
-	t := end.UnixNano()
+	t := int64(end.Sub(c.r.mStart)) + 1
 	for {
 		old := c.last.Load()
 		if t <= old || c.last.CompareAndSwap(old, t) {
@@ -469,10 +473,12 @@ func (c *closedLoop) done(end time.Time) {
 func (c *closedLoop) finish() {
 	r := c.r
 	r.cpu1 = processCPU()
-	r.lastDone = time.Unix(0, c.last.Load())
-	if r.lastDone.Before(r.mStart) {
+	last := c.last.Load()
+	if last <= 0 {
 		r.lastDone = time.Now()
+		return
 	}
+	r.lastDone = r.mStart.Add(time.Duration(last - 1))
 }
 
 // closed runs Concurrency VUs back to back, one goroutine each.
