@@ -109,7 +109,7 @@ func writeRendered(stdout io.Writer, path, format string, render func(io.Writer)
 	// Reading OUT through links is harmless; writing is not: root writes
 	// only into a directory nobody else can redirect, and replaces a link
 	// at path rather than following it.
-	if err := fsutil.CheckDir(filepath.Dir(path)); err != nil {
+	if err := fsutil.CheckDirFollow(filepath.Dir(path)); err != nil {
 		return fmt.Errorf("write %s: %w; give -o a file in a directory only root or you can change", path, err)
 	}
 	return fsutil.WriteFileAtomic(path, buf.Bytes(), 0o644)

@@ -57,16 +57,22 @@ func ownerWhy(uid uint32) string {
 // by others unless sticky; dir itself is no symbolic link, is owned by them
 // and is not group- or world-writable unless sticky. Errors are
 // *UnsafePathError or the *os.PathError of the step that failed.
-func CheckDir(dir string) error { return walkDir(dir, false) }
+func CheckDir(dir string) error { return walkDir(dir, false, false) }
+
+// CheckDirFollow is CheckDir that accepts dir being a symbolic link as
+// long as the link is as safe as those on the way (owned by root or the
+// invoking user, in a directory only they can change), for a directory
+// given to read from (ctrperf report OUT) that a file is then written to.
+func CheckDirFollow(dir string) error { return walkDir(dir, false, true) }
 
 // MakeDir is CheckDir that first creates what is missing of dir, 0755,
 // with mkdir (which never follows a symbolic link): a directory someone
 // else created first in a shared directory like /tmp is refused, not used.
-func MakeDir(dir string) error { return walkDir(dir, true) }
+func MakeDir(dir string) error { return walkDir(dir, true, false) }
 
 // walkDir resolves dir one component at a time from /, as the kernel
 // would, checking each directory before looking inside it.
-func walkDir(dir string, create bool) error {
+func walkDir(dir string, create, followLast bool) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
@@ -104,7 +110,7 @@ func walkDir(dir string, create bool) error {
 			return err
 		}
 		if fi.Mode()&os.ModeSymlink != 0 {
-			if last {
+			if last && !followLast {
 				return &UnsafePathError{Path: dir, Why: "it is a symbolic link (to a directory anyone able to change the link chooses)"}
 			}
 			if uid := owner(fi); !trusted(uid) {

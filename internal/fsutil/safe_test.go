@@ -140,6 +140,28 @@ func TestCheckDir(t *testing.T) {
 	runDirCases(t, tests, CheckDir)
 }
 
+func TestCheckDirFollow(t *testing.T) {
+	tests := []dirCase{
+		{desc: "an own symlink to a safe directory", setup: func(t *testing.T, root string) (string, string) {
+			mkdir(t, filepath.Join(root, "real"), 0o755)
+			symlink(t, "real", filepath.Join(root, "latest"))
+			return filepath.Join(root, "latest"), ""
+		}},
+		{desc: "an own symlink to a world-writable directory", setup: func(t *testing.T, root string) (string, string) {
+			mkdir(t, filepath.Join(root, "shared"), 0o777)
+			symlink(t, "shared", filepath.Join(root, "latest"))
+			return filepath.Join(root, "latest"), filepath.Join(root, "latest")
+		}},
+		{desc: "a symlink through a world-writable directory", setup: func(t *testing.T, root string) (string, string) {
+			mkdir(t, filepath.Join(root, "shared", "real"), 0o755)
+			mkdir(t, filepath.Join(root, "shared"), 0o777)
+			symlink(t, "shared/real", filepath.Join(root, "latest"))
+			return filepath.Join(root, "latest"), filepath.Join(root, "shared")
+		}},
+	}
+	runDirCases(t, tests, CheckDirFollow)
+}
+
 // TestCheckDirOwnerRoot: directories of another user (uid 65534), which
 // only root can make here.
 func TestCheckDirOwnerRoot(t *testing.T) {
