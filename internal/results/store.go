@@ -139,8 +139,9 @@ type Repair struct {
 
 // RepairTail makes OUT/results.jsonl end with a complete record again, so
 // that the records appended next start on a line of their own: a last line
-// without its newline, or one that is not a record (a crash mid-write can
-// leave a cut line or a run of NUL bytes), is cut off. The removed bytes are
+// without its newline, and every line after the last record that is not
+// one (a crash mid-write can leave a cut line or a run of NUL bytes with
+// newlines in it), are cut off. The removed bytes are
 // first appended, synced, to results.jsonl.partial; nothing is lost. A
 // missing file needs no repair.
 func RepairTail(dir string) (Repair, error) {
@@ -158,23 +159,34 @@ func RepairTail(dir string) (Repair, error) {
 		return Repair{}, err
 	}
 	size := st.Size()
+	// The bytes after the last newline are a line never finished. Before
+	// them, walk back over complete lines: blank ones (Read skips them)
+	// and ones that are not a record (a crash can leave several, e.g. a
+	// run of NULs with a newline in it) until the last record; everything
+	// after that record is cut.
 	cut, err := lineStart(f, size)
 	if err != nil {
 		return Repair{}, &os.PathError{Op: "read", Path: path, Err: errnoOf(err)}
 	}
-	if cut == size && size > 0 {
-		// It ends with a newline: the line before it must be a record.
-		if cut, err = lineStart(f, size-1); err != nil {
+	for pos := cut; pos > 0; {
+		start, err := lineStart(f, pos-1)
+		if err != nil {
 			return Repair{}, &os.PathError{Op: "read", Path: path, Err: errnoOf(err)}
 		}
-		last := make([]byte, size-1-cut)
-		if _, err := f.ReadAt(last, cut); err != nil {
+		line := make([]byte, pos-1-start)
+		if _, err := f.ReadAt(line, start); err != nil && err != io.EOF {
 			return Repair{}, &os.PathError{Op: "read", Path: path, Err: errnoOf(err)}
 		}
 		var rec RunRecord
-		if len(bytes.TrimSpace(last)) == 0 || json.Unmarshal(last, &rec) == nil {
-			return Repair{}, nil
+		switch {
+		case len(line) == 0:
+		case json.Unmarshal(line, &rec) == nil:
+			pos = 0
+			continue
+		default:
+			cut = start
 		}
+		pos = start
 	}
 	if cut == size {
 		return Repair{}, nil
