@@ -76,20 +76,16 @@ func MissingCapabilities(set uint64, last int) []string {
 // level below the host's (the second NSpid entry in /proc/PID/status)
 // among the descendants of ancestor (a host pid): how a pid that a
 // dockerd in a container reports (in the container's namespace) is found
-// on the host. It scans procRoot; an error says none matched.
-func HostPID(procRoot string, nsPID, ancestor int) (int, error) {
-	ents, err := os.ReadDir(procRoot)
+// on the host. It walks f's processes; an error says none matched.
+func (f FS) HostPID(nsPID, ancestor int) (int, error) {
+	pids, err := f.PIDs()
 	if err != nil {
 		return 0, err
 	}
 	type proc struct{ ppid, level1 int }
 	procs := map[int]proc{}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(procRoot, e.Name(), "status"))
+	for _, pid := range pids {
+		b, err := os.ReadFile(f.Proc(strconv.Itoa(pid), "status"))
 		if err != nil {
 			continue
 		}

@@ -65,11 +65,11 @@ func TestHostPID(t *testing.T) {
 	write(210, 200, "210\t15")    // a shim of the inner engine
 	write(220, 210, "220\t17\t1") // an inner container's process: 17 in the outer namespace
 	write(300, 1, "300\t17")      // another container's pid 17: not under the outer one
-	got, err := HostPID(proc, 17, 200)
+	got, err := NewFS(Roots{Proc: proc}).HostPID(17, 200)
 	if err != nil || got != 220 {
 		t.Errorf("HostPID(17 under 200) = %d, %v; want 220", got, err)
 	}
-	if _, err := HostPID(proc, 99, 200); err == nil {
+	if _, err := NewFS(Roots{Proc: proc}).HostPID(99, 200); err == nil {
 		t.Error("HostPID of a pid nobody has: no error")
 	}
 }
