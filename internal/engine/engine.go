@@ -13,15 +13,16 @@ import (
 	"net"
 	"time"
 
+	"ctrperf/internal/labels"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 )
 
 // Labels and names that mark everything ctrperf creates.
 const (
-	LabelManaged = "ctrperf.managed" // value "true"
-	LabelRun     = "ctrperf.run"     // value: the run id
-	LabelService = "ctrperf.service" // value: the service name inside a deployment
+	LabelManaged = labels.Managed // value "true"
+	LabelRun     = labels.Run     // value: the run id
+	LabelService = labels.Service // value: the service name inside a deployment
 	NamePrefix   = "ctrperf"
 	// GeneratorCgroupPrefix names the cgroup a load generator moves
 	// itself into, ctrperf/generator-<pid> (package load's

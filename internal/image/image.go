@@ -33,14 +33,16 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/image"
 	"github.com/moby/moby/client"
+
+	"ctrperf/internal/labels"
 )
 
 // Labels carried by every image ctrperf builds. Images are a cache shared by
 // runs, so they carry no run id; `ctrperf images rm` removes them.
 const (
-	LabelManaged = "ctrperf.managed" // "true", the same label every ctrperf object carries
-	LabelRecipe  = "ctrperf.recipe"  // hash of the recipe the image was built from
-	LabelName    = "ctrperf.image"   // the recipe's short name ("debian-base", "ticketd")
+	LabelManaged = labels.Managed   // "true", the same label every ctrperf object carries
+	LabelRecipe  = "ctrperf.recipe" // hash of the recipe the image was built from
+	LabelName    = "ctrperf.image"  // the recipe's short name ("debian-base", "ticketd")
 )
 
 // recipeVersion is mixed into every recipe hash: bump it when the way images

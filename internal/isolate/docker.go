@@ -13,12 +13,13 @@ import (
 	"github.com/moby/moby/client"
 
 	"ctrperf/internal/kernel"
+	"ctrperf/internal/labels"
 )
 
 // Labels a container uses to opt in and to state its CPU entitlement.
 const (
-	LabelIsolate = "ctrperf.isolate"      // any value but "false" opts in
-	LabelCPUs    = "ctrperf.isolate.cpus" // CPUs it is entitled to (and dedicated, when pinned)
+	LabelIsolate = labels.Isolate     // any value but "false" opts in
+	LabelCPUs    = labels.IsolateCPUs // CPUs it is entitled to (and dedicated, when pinned)
 )
 
 // DefaultRelist is how often the runtime lists containers even without an

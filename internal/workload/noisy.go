@@ -15,7 +15,7 @@ import (
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/image"
-	"ctrperf/internal/isolate"
+	"ctrperf/internal/labels"
 	"ctrperf/internal/load"
 	"ctrperf/internal/results"
 )
@@ -187,7 +187,7 @@ func (Noisy) Services(c Config) ([]engine.Service, error) {
 			Command:   ticketdArgsFor(name, c, web, "sqlite:ticketd.db"),
 			Resources: c.Resources,
 			Ready:     &engine.ReadyCheck{Port: webPort, HTTPPath: "/healthz", Timeout: 3 * time.Minute},
-			Labels:    map[string]string{isolate.LabelIsolate: "true"},
+			Labels:    map[string]string{labels.Isolate: "true"},
 		})
 	}
 	return out, nil

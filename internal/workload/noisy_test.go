@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"ctrperf/internal/engine"
-	"ctrperf/internal/isolate"
+	"ctrperf/internal/labels"
 	"ctrperf/internal/results"
 )
 
@@ -74,7 +74,7 @@ func TestNoisyServices(t *testing.T) {
 	var names []string
 	for _, s := range svcs {
 		names = append(names, s.Name)
-		if s.Labels[isolate.LabelIsolate] != "true" {
+		if s.Labels[labels.Isolate] != "true" {
 			t.Errorf("%s does not opt in to isolate: %v", s.Name, s.Labels)
 		}
 		argv := strings.Join(s.Command, " ")
