@@ -34,8 +34,9 @@ func init() { Register(Command{}) }
 // like the other tool workloads, with the service's data directory as its
 // working directory, so the data placement, resources, storage driver and
 // engine knobs of the configuration apply to it. Its wall time is taken
-// inside the target by the shell (date +%s%N around the command), so
-// docker exec's own start-up is not in it.
+// inside the target by the shell (date +%s%N around the command, checked
+// against /proc/uptime, see commandScript), so docker exec's own start-up is
+// not in it.
 type Command struct{}
 
 var _ Workload = Command{}
@@ -264,11 +265,23 @@ func programOf(c CommandLine) string {
 }
 
 // commandScript runs one execution in the target. With mode "time" it
-// reads the clock before and after the command and prints, on stderr after
-// everything the command wrote, a line "MARK STATUS START_NS END_NS" (the
-// mark is unique to the run, so the command's own output cannot fake it);
-// its own exit status is then 0 unless it could not start. With mode
-// "plain" it execs the command (prepare; timing around the exec).
+// reads two clocks before and after the command and prints, on stderr
+// after everything the command wrote, a line
+// "MARK STATUS START_NS END_NS START_UPTIME END_UPTIME" (the mark is unique
+// to the run, so the command's own output cannot fake it); its own exit
+// status is then 0 unless it could not start. With mode "plain" it execs
+// the command (prepare; timing around the exec).
+//
+// Why two clocks: a POSIX sh (dash, busybox) can read no monotonic clock
+// with nanoseconds. date +%s%N is the wall clock, which NTP, chrony or an
+// administrator may step during an execution (an hour ahead, a day back);
+// /proc/uptime is CLOCK_BOOTTIME, which no step moves, but it has 10 ms
+// resolution. The shell's builtin read takes it without a fork, inside the
+// date readings so that both intervals hold the same command; wallOf keeps
+// date's nanoseconds while the two agree and takes uptime's interval when
+// they do not. The same wrapper times the host baseline (rather than Go's
+// monotonic clock around the host exec), so that the host and the
+// containers are timed alike and their figures compare.
 //
 //	sh -c commandScript ctrperf-command MODE MARK NAME=VALUE... -- ARGV...
 const commandScript = `mode=$1; mark=$2; shift 2
@@ -277,11 +290,26 @@ while [ "$#" -gt 0 ] && [ "$1" != -- ]; do export "$1"; shift; done
 if [ -n "${` + dataEnv + `:-}" ]; then cd "$` + dataEnv + `" || { echo "ctrperf-command: cannot enter the data directory $` + dataEnv + `" >&2; exit 125; }; fi
 [ "$mode" = plain ] && exec "$@"
 s=$(date +%s%N)
+{ read -r u0 _ </proc/uptime; } 2>/dev/null || u0=-
 "$@"
 rc=$?
+{ read -r u1 _ </proc/uptime; } 2>/dev/null || u1=-
 e=$(date +%s%N)
-printf '\n%s %s %s %s\n' "$mark" "$rc" "$s" "$e" >&2
+printf '\n%s %s %s %s %s %s\n' "$mark" "$rc" "$s" "$e" "${u0:--}" "${u1:--}" >&2
 `
+
+// clockProbe prints what date +%s%N gives in the target and, on a second
+// line when it can be read, the first field of /proc/uptime.
+const clockProbe = `date +%s%N || exit
+{ read -r u _ </proc/uptime; } 2>/dev/null && echo "$u"
+exit 0`
+
+// clockAgreement is how far date's interval and uptime's may differ
+// before date's is taken for stepped. Uptime's interval is off by up to
+// 10 ms (it is printed in hundredths, truncated); date's also holds the
+// fork of the second date (about 1 ms). A step by ntpd (over 128 ms),
+// chrony (makestep, usually 1 s) or timesyncd (400 ms) is far beyond it.
+const clockAgreement = 20 * time.Millisecond
 
 // commandArgv wraps argv in commandScript.
 func commandArgv(mode, mark string, env map[string]string, argv []string) []string {
@@ -292,24 +320,60 @@ func commandArgv(mode, mark string, env map[string]string, argv []string) []stri
 	return append(append(w, "--"), argv...)
 }
 
+// wallTime is one execution's wall time and where it came from.
+type wallTime struct {
+	time.Duration
+	// Stepped is set when date's interval and uptime's disagreed by more
+	// than clockAgreement, by Skew (date's minus uptime's): the time is
+	// then uptime's.
+	Stepped bool
+	Skew    time.Duration
+}
+
+// wallOf is the wall time of an execution from the wrapper's readings:
+// date's interval (nanoseconds) unless it disagrees with the monotonic
+// uptime's, which then wins.
+func wallOf(dateStart, dateEnd int64, upStart, upEnd time.Duration) wallTime {
+	date, up := time.Duration(dateEnd-dateStart), upEnd-upStart
+	if skew := date - up; skew > clockAgreement || skew < -clockAgreement {
+		return wallTime{Duration: up, Stepped: true, Skew: skew}
+	}
+	return wallTime{Duration: date}
+}
+
+// parseUptime reads the first field of /proc/uptime, seconds with a
+// fraction ("12345.67"), exactly.
+func parseUptime(s string) (time.Duration, error) {
+	if s == "" || strings.Trim(s, "0123456789.") != "" {
+		return 0, fmt.Errorf("uptime %q is not seconds", s)
+	}
+	return time.ParseDuration(s + "s")
+}
+
 // splitTiming removes the timing line from stderr and returns the
 // command's own stderr, its exit status and its wall time.
-func splitTiming(stderr []byte, mark string) (own []byte, status int, wall time.Duration, err error) {
+func splitTiming(stderr []byte, mark string) (own []byte, status int, wall wallTime, err error) {
 	i := bytes.LastIndex(stderr, []byte("\n"+mark+" "))
 	if i < 0 {
-		return stderr, 0, 0, errors.New("no timing line: the wrapper shell did not finish (killed, or no /bin/sh in the image?)")
+		return stderr, 0, wallTime{}, errors.New("no timing line: the wrapper shell did not finish (killed, or no /bin/sh in the image?)")
 	}
+	line := strings.TrimSpace(string(stderr[i:]))
 	f := strings.Fields(string(stderr[i+1+len(mark):]))
-	if len(f) != 3 {
-		return stderr[:i], 0, 0, fmt.Errorf("bad timing line %q", strings.TrimSpace(string(stderr[i:])))
+	if len(f) != 5 {
+		return stderr[:i], 0, wallTime{}, fmt.Errorf("bad timing line %q", line)
 	}
 	status, err1 := strconv.Atoi(f[0])
 	start, err2 := strconv.ParseInt(f[1], 10, 64)
 	end, err3 := strconv.ParseInt(f[2], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil || end < start {
-		return stderr[:i], 0, 0, fmt.Errorf("bad timing line %q (does date support +%%s%%N?)", strings.TrimSpace(string(stderr[i:])))
+	if err1 != nil || err2 != nil || err3 != nil {
+		return stderr[:i], 0, wallTime{}, fmt.Errorf("bad timing line %q (does date support +%%s%%N?)", line)
 	}
-	return stderr[:i], status, time.Duration(end - start), nil
+	up0, err4 := parseUptime(f[3])
+	up1, err5 := parseUptime(f[4])
+	if err4 != nil || err5 != nil || up1 < up0 {
+		return stderr[:i], 0, wallTime{}, fmt.Errorf("bad timing line %q (could the wrapper not read /proc/uptime?)", line)
+	}
+	return stderr[:i], status, wallOf(start, end, up0, up1), nil
 }
 
 // Drive implements Workload.
@@ -341,12 +405,14 @@ var errExecTimeout = errors.New("load.timeout")
 
 // timing says how wall times are taken, for the record.
 const (
-	timingInTarget = "timed inside the target: sh reads date +%s%N around the command (the exec's start-up is not in the wall time; the wrapper's fork of date, about 1 ms, is)"
-	timingAround   = "timed by ctrperf around each exec, the exec's start-up included (docker exec: tens of ms): date +%s%N in the target gives no nanoseconds"
+	timingInTarget = "timed inside the target: sh reads date +%s%N around the command, checked against the monotonic /proc/uptime (the exec's start-up is not in the wall time; the wrapper's fork of date, about 1 ms, is)"
+	timingAround   = "timed by ctrperf around each exec on the monotonic clock, the exec's start-up included (docker exec: tens of ms): "
+	noNanoseconds  = "date +%s%N in the target gives no nanoseconds"
+	noUptime       = "the target has no readable /proc/uptime to check date +%s%N against steps of the wall clock"
 )
 
 func (r *commandRunner) run(ctx context.Context) (*results.Measurement, error) {
-	inTarget, err := r.probeClock(ctx)
+	inTarget, why, err := r.probeClock(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -360,10 +426,16 @@ func (r *commandRunner) run(ctx context.Context) (*results.Measurement, error) {
 		r.started()
 	}
 	execs := make([]results.Execution, 0, l.Runs)
+	var stepped []string
 	for i := int64(1); i <= l.Runs; i++ {
-		wall, fig, err := r.once(ctx, inTarget, fmt.Sprintf("run %d of %d", i, l.Runs))
+		what := fmt.Sprintf("run %d of %d", i, l.Runs)
+		wall, fig, err := r.once(ctx, inTarget, what)
 		if err != nil {
 			return nil, err
+		}
+		if wall.Stepped {
+			stepped = append(stepped, fmt.Sprintf("command: %s: date in the target counted %.3f s where the monotonic /proc/uptime counted %.3f s (the wall clock was stepped, or the wrapper was held up): its wall time is uptime's, to 10 ms",
+				what, (wall.Duration+wall.Skew).Seconds(), wall.Seconds()))
 		}
 		e := results.Execution{WallS: wall.Seconds()}
 		if l.Figure != "" {
@@ -373,37 +445,47 @@ func (r *commandRunner) run(ctx context.Context) (*results.Measurement, error) {
 	}
 	timing := timingInTarget
 	if !inTarget {
-		timing = timingAround
+		timing = timingAround + why
 	}
-	return summarizeExecutions(execs, l, r.command, timing), nil
+	m := summarizeExecutions(execs, l, r.command, timing)
+	m.Notes = append(m.Notes, stepped...)
+	return m, nil
 }
 
-// probeClock tells whether the target's date gives nanoseconds.
-func (r *commandRunner) probeClock(ctx context.Context) (bool, error) {
-	out, errOut, code, err := r.exec(ctx, []string{"/bin/sh", "-c", "date +%s%N"})
+// probeClock tells whether the wall time can be taken in the target:
+// date gives nanoseconds and /proc/uptime is there to check them. When
+// not, why says which is missing.
+func (r *commandRunner) probeClock(ctx context.Context) (inTarget bool, why string, err error) {
+	out, errOut, code, err := r.exec(ctx, []string{"/bin/sh", "-c", clockProbe})
 	if err != nil {
-		return false, fmt.Errorf("command: run /bin/sh in the target: %w", err)
+		return false, "", fmt.Errorf("command: run /bin/sh in the target: %w", err)
 	}
 	if code != 0 {
-		return false, fmt.Errorf("command: /bin/sh -c 'date +%%s%%N' in the target exited with status %d (the image needs /bin/sh, date and sleep): %s",
+		return false, "", fmt.Errorf("command: /bin/sh -c 'date +%%s%%N' in the target exited with status %d (the image needs /bin/sh, date and sleep): %s",
 			code, outputTail(append(append(slices.Clone(out), '\n'), errOut...)))
 	}
-	s := strings.TrimSpace(string(out))
-	_, perr := strconv.ParseInt(s, 10, 64)
-	return code == 0 && perr == nil && len(s) >= 16, nil
+	date, up, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	date = strings.TrimSpace(date)
+	if _, perr := strconv.ParseInt(date, 10, 64); perr != nil || len(date) < 16 {
+		return false, noNanoseconds, nil
+	}
+	if _, perr := parseUptime(strings.TrimSpace(up)); perr != nil {
+		return false, noUptime, nil
+	}
+	return true, "", nil
 }
 
 // once runs prepare (if any) and one execution; it returns the wall time
 // and the figure (0 without one).
-func (r *commandRunner) once(ctx context.Context, inTarget bool, what string) (time.Duration, float64, error) {
+func (r *commandRunner) once(ctx context.Context, inTarget bool, what string) (wallTime, float64, error) {
 	l, a := r.load, r.app
 	if !a.Prepare.IsZero() {
 		_, errOut, code, _, err := r.execOne(ctx, commandArgv("plain", r.mark, a.Env, a.Prepare.argv()), false)
 		if err != nil {
-			return 0, 0, fmt.Errorf("command: prepare before %s: %w", what, err)
+			return wallTime{}, 0, fmt.Errorf("command: prepare before %s: %w", what, err)
 		}
 		if code != 0 {
-			return 0, 0, fmt.Errorf("command: prepare before %s (%s) exited with status %d: %s", what, a.Prepare, code, outputTail(errOut))
+			return wallTime{}, 0, fmt.Errorf("command: prepare before %s (%s) exited with status %d: %s", what, a.Prepare, code, outputTail(errOut))
 		}
 	}
 	mode := "time"
@@ -412,7 +494,7 @@ func (r *commandRunner) once(ctx context.Context, inTarget bool, what string) (t
 	}
 	out, errOut, code, wall, err := r.execOne(ctx, commandArgv(mode, r.mark, a.Env, r.command.argv()), inTarget)
 	if err != nil {
-		return 0, 0, fmt.Errorf("command: %s: %w", what, err)
+		return wallTime{}, 0, fmt.Errorf("command: %s: %w", what, err)
 	}
 	if code != 0 {
 		msg := outputTail(errOut)
@@ -423,35 +505,35 @@ func (r *commandRunner) once(ctx context.Context, inTarget bool, what string) (t
 		if code == 127 {
 			hint = " (command not found in the target)"
 		}
-		return 0, 0, fmt.Errorf("command: %s (%s) exited with status %d%s: %s", what, r.command, code, hint, msg)
+		return wallTime{}, 0, fmt.Errorf("command: %s (%s) exited with status %d%s: %s", what, r.command, code, hint, msg)
 	}
 	if l.Figure == "" {
 		return wall, 0, nil
 	}
 	f, err := r.figure(out, errOut)
 	if err != nil {
-		return 0, 0, fmt.Errorf("command: %s: figure %s: %w", what, l.Figure, err)
+		return wallTime{}, 0, fmt.Errorf("command: %s: figure %s: %w", what, l.Figure, err)
 	}
 	return wall, f, nil
 }
 
 // execOne runs a wrapped argv under load.timeout. With inTarget the wall
 // time comes from the timing line, which is removed from stderr; else it
-// is the clock around the exec.
-func (r *commandRunner) execOne(ctx context.Context, argv []string, inTarget bool) (stdout, stderr []byte, code int, wall time.Duration, err error) {
+// is the clock around the exec (time.Now's monotonic reading).
+func (r *commandRunner) execOne(ctx context.Context, argv []string, inTarget bool) (stdout, stderr []byte, code int, wall wallTime, err error) {
 	ectx, cancel := context.WithTimeoutCause(ctx, r.load.Timeout, errExecTimeout)
 	defer cancel()
 	t0 := r.now()
 	stdout, stderr, code, err = r.exec(ectx, argv)
-	wall = r.now().Sub(t0)
+	wall = wallTime{Duration: r.now().Sub(t0)}
 	if err != nil {
 		switch {
 		case ctx.Err() == nil && errors.Is(context.Cause(ectx), errExecTimeout):
-			return nil, nil, 0, 0, fmt.Errorf("timed out after %s (load.timeout)", r.load.Timeout)
+			return nil, nil, 0, wallTime{}, fmt.Errorf("timed out after %s (load.timeout)", r.load.Timeout)
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
-			return nil, nil, 0, 0, fmt.Errorf("the run's budget ran out (plan warmup + duration + slack; raise duration: for long commands): %w", err)
+			return nil, nil, 0, wallTime{}, fmt.Errorf("the run's budget ran out (plan warmup + duration + slack; raise duration: for long commands): %w", err)
 		}
-		return nil, nil, 0, 0, err
+		return nil, nil, 0, wallTime{}, err
 	}
 	if !inTarget || code != 0 && !bytes.Contains(stderr, []byte(r.mark)) {
 		// Not started by the wrapper's timed path (plain mode, or the
@@ -460,7 +542,7 @@ func (r *commandRunner) execOne(ctx context.Context, argv []string, inTarget boo
 	}
 	own, status, w, terr := splitTiming(stderr, r.mark)
 	if terr != nil {
-		return stdout, own, code, 0, terr
+		return stdout, own, code, wallTime{}, terr
 	}
 	return stdout, own, status, w, nil
 }

@@ -1,11 +1,14 @@
 package workload
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -20,19 +23,36 @@ import (
 // it answers the clock probe and runs commandScript's contract (env, the
 // timing line after the command's stderr) with outcomes a test chooses.
 type fakeTarget struct {
-	clock string // what date +%s%N prints; "" is a nanosecond clock
+	clock  string // what date +%s%N prints; "" is a nanosecond clock
+	uptime string // what the probe reads from /proc/uptime; "" is 5000.00, "-" none
+	// step moves the wall clock (date) during every timed execution, as
+	// NTP or an administrator would; /proc/uptime goes on unmoved.
+	step time.Duration
 	// run answers one execution of argv (prepare or command) with its env.
 	run   func(ctx context.Context, argv []string, env map[string]string) (stdout, stderr string, status int, wall time.Duration, err error)
 	calls []string // "probe", "prepare:ARGV", "time:ARGV", "plain:ARGV"
-	t0    int64
+	t0    int64    // date's reading, ns
+	up    int64    // CLOCK_BOOTTIME, ns
+}
+
+// uptimeField is ns as /proc/uptime prints it: hundredths, truncated.
+func uptimeField(ns int64) string {
+	return fmt.Sprintf("%d.%02d", ns/1e9, ns%1e9/1e7)
 }
 
 func (f *fakeTarget) exec(ctx context.Context, argv []string) ([]byte, []byte, int, error) {
-	if slices.Equal(argv, []string{"/bin/sh", "-c", "date +%s%N"}) {
+	if slices.Equal(argv, []string{"/bin/sh", "-c", clockProbe}) {
 		f.calls = append(f.calls, "probe")
-		c := f.clock
+		c, u := f.clock, f.uptime
 		if c == "" {
 			c = "1700000000123456789"
+		}
+		switch u {
+		case "":
+			c += "\n5000.00"
+		case "-":
+		default:
+			c += "\n" + u
 		}
 		return []byte(c + "\n"), nil, 0, nil
 	}
@@ -55,8 +75,14 @@ func (f *fakeTarget) exec(ctx context.Context, argv []string) ([]byte, []byte, i
 	if mode == "plain" {
 		return []byte(out), []byte(errOut), status, nil
 	}
+	// Time passes between executions; uptime's start is not on a
+	// hundredth, so that its truncation shows.
 	f.t0 += 1e9
-	errOut += fmt.Sprintf("\n%s %d %d %d\n", mark, status, f.t0, f.t0+wall.Nanoseconds())
+	f.up += 1e9 + 4e6
+	start, up0 := f.t0, f.up
+	f.t0 += wall.Nanoseconds() + f.step.Nanoseconds()
+	f.up += wall.Nanoseconds()
+	errOut += fmt.Sprintf("\n%s %d %d %d %s %s\n", mark, status, start, f.t0, uptimeField(up0), uptimeField(f.up))
 	return []byte(out), []byte(errOut), 0, nil
 }
 
@@ -248,15 +274,200 @@ func TestCommandFailures(t *testing.T) {
 }
 
 func TestSplitTiming(t *testing.T) {
-	own, status, wall, err := splitTiming([]byte("a\nM 1 2 3\nb\nM 7 100 350\n"), "M")
-	if err != nil || string(own) != "a\nM 1 2 3\nb" || status != 7 || wall != 250 {
-		t.Errorf("got %q %d %v %v; the last timing line is the wrapper's", own, status, wall, err)
+	tests := []struct {
+		desc   string
+		stderr string
+		own    string
+		status int
+		wall   wallTime
+		err    string
+	}{
+		{"the last timing line is the wrapper's", "a\nM 1 2 3 1.00 1.00\nb\nM 7 100 350 7.00 7.00\n", "a\nM 1 2 3 1.00 1.00\nb", 7, wallTime{Duration: 250}, ""},
+		{"date's nanoseconds while uptime agrees", "\nM 0 1000000000 2234567891 100.00 101.23\n", "", 0, wallTime{Duration: 1234567891}, ""},
+		{"uptime's interval when date jumped an hour", "\nM 0 1000000000 3601700000000 100.00 100.70\n", "", 0,
+			wallTime{Duration: 700 * time.Millisecond, Stepped: true, Skew: time.Hour}, ""},
+		{"uptime's interval when date went back", "\nM 0 90000000000 30700000000 100.00 100.70\n", "", 0,
+			wallTime{Duration: 700 * time.Millisecond, Stepped: true, Skew: -time.Minute}, ""},
+		{"no timing line", "only the command's\n", "only the command's\n", 0, wallTime{}, "no timing line"},
+		{"a date without %N", "\nM 0 17000000%N 17000001%N 1.00 2.00\n", "", 0, wallTime{}, "+%s%N"},
+		{"the old three fields", "\nM 0 100 350\n", "", 0, wallTime{}, "bad timing line"},
+		{"no /proc/uptime", "\nM 0 100 350 - -\n", "", 0, wallTime{}, "/proc/uptime"},
+		{"an uptime that is no number", "\nM 0 100 350 1e3 2.00\n", "", 0, wallTime{}, "/proc/uptime"},
+		{"uptime going back", "\nM 0 100 350 2.00 1.00\n", "", 0, wallTime{}, "/proc/uptime"},
 	}
-	if _, _, _, err := splitTiming([]byte("only the command's\n"), "M"); err == nil || !strings.Contains(err.Error(), "no timing line") {
-		t.Errorf("missing line: %v", err)
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			own, status, wall, err := splitTiming([]byte(tt.stderr), "M")
+			switch {
+			case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+				t.Fatalf("err %v, want one containing %q", err, tt.err)
+			case tt.err == "" && err != nil:
+				t.Fatal(err)
+			}
+			if string(own) != tt.own || status != tt.status || wall != tt.wall {
+				t.Errorf("got %q %d %+v, want %q %d %+v", own, status, wall, tt.own, tt.status, tt.wall)
+			}
+		})
 	}
-	if _, _, _, err := splitTiming([]byte("\nM 0 17000000%N 17000001%N\n"), "M"); err == nil || !strings.Contains(err.Error(), "+%s%N") {
-		t.Errorf("a date without %%N: %v", err)
+}
+
+// TestCommandWallTimeIgnoresWallClockSteps: an execution's wall time is
+// the true duration whatever the target's wall clock (date) did meanwhile:
+// date's nanoseconds while it agrees with /proc/uptime, uptime's interval
+// (10 ms) and a note when it does not. date's difference alone gave
+// 3600.7 s for an hour's step and refused a step back.
+func TestCommandWallTimeIgnoresWallClockSteps(t *testing.T) {
+	tests := []struct {
+		desc    string
+		step    time.Duration
+		wall    time.Duration // the true duration
+		want    float64
+		stepped bool
+	}{
+		{"no step keeps nanoseconds", 0, 1234567891, 1.234567891, false},
+		{"the clock jumps an hour ahead", time.Hour, 700 * time.Millisecond, 0.7, true},
+		{"the clock is set back a day", -24 * time.Hour, 700 * time.Millisecond, 0.7, true},
+		{"a step ntpd would make (130 ms)", 130 * time.Millisecond, 2 * time.Second, 2, true},
+		{"a step within uptime's resolution goes unseen", 15 * time.Millisecond, 700 * time.Millisecond, 0.715, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			f := &fakeTarget{step: tt.step, run: func(context.Context, []string, map[string]string) (string, string, int, time.Duration, error) {
+				return "", "", 0, tt.wall, nil
+			}}
+			r, _ := f.runner(t, map[string]any{"command": "make"}, map[string]any{"runs": 2, "warmup_runs": 1})
+			m, err := r.run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, e := range m.Executions {
+				if math.Abs(e.WallS-tt.want) > 1e-12 {
+					t.Errorf("execution %d: wall %v s, want %v", i, e.WallS, tt.want)
+				}
+			}
+			if got := m.Metrics["wall_median_s"]; math.Abs(got-tt.want) > 1e-12 {
+				t.Errorf("wall_median_s %v, want %v", got, tt.want)
+			}
+			var notes []string
+			for _, n := range m.Notes {
+				if strings.Contains(n, "/proc/uptime counted") {
+					notes = append(notes, n)
+				}
+			}
+			switch {
+			case tt.stepped && len(notes) != 2:
+				t.Errorf("notes %q, want one for each of the 2 timed runs (not the warm-up) saying uptime's time was taken", m.Notes)
+			case !tt.stepped && len(notes) != 0:
+				t.Errorf("notes %q, want none about the clocks", m.Notes)
+			}
+			if len(notes) > 0 && !strings.HasPrefix(notes[0], "command: run 1 of 2: date in the target counted") {
+				t.Errorf("note %q, want it to name the run", notes[0])
+			}
+		})
+	}
+}
+
+// TestCommandClockProbe: the wall time is taken in the target only when
+// date gives nanoseconds and /proc/uptime is there to check them; else
+// around the exec, on ctrperf's monotonic clock, the note saying why.
+func TestCommandClockProbe(t *testing.T) {
+	tests := []struct {
+		desc, clock, uptime string
+		want                string // in the timing note
+	}{
+		{"both", "", "", "inside the target"},
+		{"a busybox date without %N", "1700000000N", "", "around each exec on the monotonic clock, the exec's start-up included (docker exec: tens of ms): date +%s%N in the target gives no nanoseconds"},
+		{"a date with seconds only", "1700000000", "", "gives no nanoseconds"},
+		{"no /proc/uptime", "", "-", "no readable /proc/uptime"},
+		{"a strange /proc/uptime", "", "up 3 days", "no readable /proc/uptime"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			f := &fakeTarget{clock: tt.clock, uptime: tt.uptime, run: func(context.Context, []string, map[string]string) (string, string, int, time.Duration, error) {
+				return "", "", 0, time.Second, nil
+			}}
+			r, _ := f.runner(t, map[string]any{"command": "make"}, map[string]any{"runs": 1, "warmup_runs": 0})
+			m, err := r.run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(m.Tools["timing"], tt.want) {
+				t.Errorf("timing %q, want it to contain %q", m.Tools["timing"], tt.want)
+			}
+			mode := "time"
+			if tt.want != "inside the target" {
+				mode = "plain"
+			}
+			if want := []string{"probe", mode + ":/bin/sh -c make"}; !slices.Equal(f.calls, want) {
+				t.Errorf("calls %q, want %q", f.calls, want)
+			}
+		})
+	}
+}
+
+// TestCommandScriptInTheShell runs the probe and the wrapper in the
+// host's /bin/sh (dash here, as in the Debian base) with a real sleep: the
+// readings of /proc/uptime parse and the wall time is the sleep's, also
+// when a date earlier in PATH jumps an hour between its two readings.
+func TestCommandScriptInTheShell(t *testing.T) {
+	dir := t.TempDir()
+	steppingDate := `#!/bin/sh
+n=$(cat "$0.n" 2>/dev/null || echo 0); echo $((n + 1)) >"$0.n"
+if [ "$n" = 0 ]; then echo 1000000000000000000; else echo 1000003600300000000; fi
+`
+	if err := os.WriteFile(filepath.Join(dir, "date"), []byte(steppingDate), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	shell := func(ctx context.Context, argv []string) ([]byte, []byte, int, error) {
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+			return out.Bytes(), errOut.Bytes(), ee.ExitCode(), nil
+		}
+		return out.Bytes(), errOut.Bytes(), 0, err
+	}
+	tests := []struct {
+		desc    string
+		env     map[string]any
+		stepped bool
+	}{
+		{"the system's date", nil, false},
+		{"a date that jumps an hour", map[string]any{"PATH": dir + ":" + os.Getenv("PATH")}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			app := map[string]any{"command": []any{"sleep", "0.3"}}
+			if tt.env != nil {
+				app["env"] = tt.env
+			}
+			a, err := ParseCommandApp(app)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := ParseCommandLoad(map[string]any{"runs": 1, "warmup_runs": 0, "timeout": "30s"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := &commandRunner{exec: shell, now: time.Now, app: a, load: l, command: a.Command, mark: "ctrperf-command-timing-test"}
+			m, err := r.run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(m.Tools["timing"], "inside the target") {
+				t.Fatalf("timing %q: the host's sh has date +%%s%%N and /proc/uptime", m.Tools["timing"])
+			}
+			// Uptime's interval may be up to 10 ms short of the sleep.
+			if w := m.Executions[0].WallS; w < 0.29 || w > 2 {
+				t.Errorf("wall %v s for sleep 0.3", w)
+			}
+			stepped := slices.ContainsFunc(m.Notes, func(n string) bool { return strings.Contains(n, "date in the target counted 3600.") })
+			if tt.stepped != stepped {
+				t.Errorf("notes %q: want a note of the step %v", m.Notes, tt.stepped)
+			}
+		})
 	}
 }
 
