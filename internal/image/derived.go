@@ -49,7 +49,21 @@ func BuildFrom(ctx context.Context, api API, d Derived, opts ...Option) (Result,
 		return res, err
 	}
 	res.Hash = plan.hash
-	img, hash, found, err := existing(ctx, api, d.Ref)
+	return buildUnlessCached(ctx, api, res, o, func() error {
+		fmt.Fprintf(o.progress, "building %s (recipe %s) from %s\n", d.Ref, res.Hash, d.From)
+		tarCtx, err := buildContext(plan.dockerfile, plan.files)
+		if err != nil {
+			return fmt.Errorf("image %s: %w", d.Ref, err)
+		}
+		return runBuild(ctx, api, tarCtx, d.Ref, imageLabels(d.Name, res.Hash, o.labels), o.progress)
+	})
+}
+
+// buildUnlessCached returns res as cached when the engine has res.Ref built
+// from the recipe res.Hash (and the build is not forced); else it runs build
+// and returns the image build made.
+func buildUnlessCached(ctx context.Context, api API, res Result, o options, build func() error) (Result, error) {
+	img, hash, found, err := existing(ctx, api, res.Ref)
 	if err != nil {
 		return res, err
 	}
@@ -57,15 +71,10 @@ func BuildFrom(ctx context.Context, api API, d Derived, opts ...Option) (Result,
 		res.ID, res.Action = img.ID, ActionCached
 		return res, nil
 	}
-	fmt.Fprintf(o.progress, "building %s (recipe %s) from %s\n", d.Ref, res.Hash, d.From)
-	tarCtx, err := buildContext(plan.dockerfile, plan.files)
-	if err != nil {
-		return res, fmt.Errorf("image %s: %w", d.Ref, err)
-	}
-	if err := runBuild(ctx, api, tarCtx, d.Ref, imageLabels(d.Name, res.Hash, o.labels), o.progress); err != nil {
+	if err := build(); err != nil {
 		return res, err
 	}
-	return built(ctx, api, res, d.Ref)
+	return built(ctx, api, res, res.Ref)
 }
 
 // derivedPlan is a derived image with its inputs resolved.

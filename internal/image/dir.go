@@ -331,24 +331,18 @@ func BuildDir(ctx context.Context, api API, d Dir, opts ...Option) (Result, erro
 		h.add("from", p+"@"+img.ID)
 	}
 	res.Hash = h.sum()
-	img, hash, found, err := existing(ctx, api, d.Ref)
-	if err != nil {
-		return res, err
-	}
-	if found && hash == res.Hash && !o.force {
-		res.ID, res.Action = img.ID, ActionCached
-		return res, nil
-	}
-	fmt.Fprintf(o.progress, "building %s from %s\n", d.Ref, d.Path)
-	tarCtx, err := contextTar(d.Path, files)
-	if err != nil {
-		return res, fmt.Errorf("image %s: build context %s: %w", d.Ref, d.Path, err)
-	}
-	tail := &tailWriter{max: 20}
-	if err := runBuildFile(ctx, api, tarCtx, dockerfileName(d.Dockerfile), d.Ref, imageLabels(d.Name, res.Hash, o.labels), io.MultiWriter(o.progress, tail)); err != nil {
-		return res, fmt.Errorf("%w%s", err, tail.String())
-	}
-	return built(ctx, api, res, d.Ref)
+	return buildUnlessCached(ctx, api, res, o, func() error {
+		fmt.Fprintf(o.progress, "building %s from %s\n", d.Ref, d.Path)
+		tarCtx, err := contextTar(d.Path, files)
+		if err != nil {
+			return fmt.Errorf("image %s: build context %s: %w", d.Ref, d.Path, err)
+		}
+		tail := &tailWriter{max: 20}
+		if err := runBuildFile(ctx, api, tarCtx, dockerfileName(d.Dockerfile), d.Ref, imageLabels(d.Name, res.Hash, o.labels), io.MultiWriter(o.progress, tail)); err != nil {
+			return fmt.Errorf("%w%s", err, tail.String())
+		}
+		return nil
+	})
 }
 
 // tailWriter keeps the last lines written to it.
