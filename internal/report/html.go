@@ -22,10 +22,6 @@ var htmlPercentiles = func() []float64 {
 	return ps
 }()
 
-// htmlSummaryMetrics are the summary's columns: the seed's final table (90%
-// line, error %, KB/s) plus the primary rate and the p99 tail.
-var htmlSummaryMetrics = []string{results.MetricThroughput, results.MetricP50Ms, results.MetricP90Ms, results.MetricP99Ms, results.MetricErrorRate, results.MetricKBPerS}
-
 type htmlVerdict struct {
 	Metric, Baseline, Value, Ratio, CI, Verdict, Class string
 }
@@ -127,7 +123,7 @@ func renderHTML(w io.Writer, rep *Report) error {
 
 	// Summary vs baseline: one row per configuration, one cell per metric.
 	b := rep.Config(rep.Baseline)
-	for _, m := range htmlSummaryMetrics {
+	for _, m := range summaryMetrics {
 		if b != nil {
 			if _, ok := b.Metrics[m]; ok {
 				p.SummaryCols = append(p.SummaryCols, m)
