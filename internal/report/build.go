@@ -583,7 +583,8 @@ func compareConfigs(c, b *Config, level float64, sense func(string) stats.Sense)
 		if !ok {
 			continue
 		}
-		out[k] = stats.CompareReplicatesSense(sense(k), e.Median, be.Median, c.reps[k], b.reps[k], e.N, be.N, level)
+		out[k] = stats.CompareReplicates(stats.Ratio{Sense: sense(k), Level: level,
+			Num: stats.SideOf(e, c.reps[k]), Den: stats.SideOf(be, b.reps[k])})
 	}
 	return out
 }
@@ -607,7 +608,8 @@ func compareOperations(c, b *Config, level float64) map[string]map[string]stats.
 			if !has || !bhas {
 				continue
 			}
-			m[k] = stats.CompareReplicates(k, e.Median, be.Median, c.opReps[op][k], b.opReps[op][k], e.N, be.N, level)
+			m[k] = stats.CompareReplicates(stats.Ratio{Sense: stats.SenseOf(k), Level: level,
+				Num: stats.SideOf(e, c.opReps[op][k]), Den: stats.SideOf(be, b.opReps[op][k])})
 		}
 		if len(m) > 0 {
 			out[op] = m

@@ -79,7 +79,8 @@ func Compare(firstLabel string, a *Report, secondLabel string, b *Report) *Compa
 					continue
 				}
 				cc.Metrics[m] = MetricComparison{First: ea, Second: eb,
-					Ratio: stats.CompareReplicatesSense(a.sense(m), eb.Median, ea.Median, cb.reps[m], ca.reps[m], eb.N, ea.N, a.Level)}
+					Ratio: stats.CompareReplicates(stats.Ratio{Sense: a.sense(m), Level: a.Level,
+						Num: stats.SideOf(eb, cb.reps[m]), Den: stats.SideOf(ea, ca.reps[m])})}
 			}
 		}
 		c.Configs = append(c.Configs, cc)

@@ -70,7 +70,8 @@ func TestHeadlineFewRepetitions(t *testing.T) {
 		t.Errorf("headline = %q", got)
 	}
 	// One repetition: a ratio but no interval, and it says why.
-	one := stats.CompareReplicates(results.MetricP50Ms, 3, 2, nil, nil, 1, 5, 0.95)
+	one := stats.CompareReplicates(stats.Ratio{Sense: stats.SenseOf(results.MetricP50Ms), Level: 0.95,
+		Num: stats.Side{Point: 3, N: 1}, Den: stats.Side{Point: 2, N: 5}})
 	rep = handReport(1, map[string]map[string]stats.Comparison{"tiny": {results.MetricP50Ms: one}})
 	got = headline(rep)
 	if len(got) != 1 || got[0] != "tiny: median latency 1.50× of bare, no interval (only 1 repetition: at least 2 on each side are needed)" {

@@ -83,22 +83,41 @@ func (c Comparison) Significant() bool {
 // RatioCI compares two sets of repetitions by the ratio of their medians,
 // resampling each set independently.
 func (o Options) RatioCI(metric, keyNum string, num []float64, keyDen string, den []float64) Comparison {
-	return CompareReplicates(metric, Median(num), Median(den),
-		o.MedianReplicates(keyNum, num), o.MedianReplicates(keyDen, den),
-		len(num), len(den), o.level())
+	return CompareReplicates(Ratio{Sense: SenseOf(metric), Level: o.level(),
+		Num: Side{Point: Median(num), Replicates: o.MedianReplicates(keyNum, num), N: len(num)},
+		Den: Side{Point: Median(den), Replicates: o.MedianReplicates(keyDen, den), N: len(den)}})
 }
 
-// CompareReplicates builds the ratio num/den from point estimates and their
-// bootstrap replicates (drawn independently for the two sides, paired by
-// position only because both are independent draws). nNum and nDen are the
-// repetition counts; an interval needs at least two on each side.
-func CompareReplicates(metric string, num, den float64, numReps, denReps []float64, nNum, nDen int, level float64) Comparison {
-	return CompareReplicatesSense(SenseOf(metric), num, den, numReps, denReps, nNum, nDen, level)
+// Side is one side of a Ratio: a point estimate, its bootstrap replicates
+// and the repetitions behind it (an interval needs at least two on each
+// side).
+type Side struct {
+	Point      float64
+	Replicates []float64
+	N          int
 }
 
-// CompareReplicatesSense is CompareReplicates for a metric of a known sense
-// (SenseFor a declared one).
-func CompareReplicatesSense(s Sense, num, den float64, numReps, denReps []float64, nNum, nDen int, level float64) Comparison {
+// SideOf is the side of an Estimate (its median and repetitions) with the
+// estimate's bootstrap replicates.
+func SideOf(e Estimate, replicates []float64) Side {
+	return Side{Point: e.Median, Replicates: replicates, N: e.N}
+}
+
+// Ratio is the comparison Num/Den of a metric of sense Sense (SenseOf its
+// name, SenseFor a declared one) at the confidence Level.
+type Ratio struct {
+	Num, Den Side
+	Sense    Sense
+	Level    float64
+}
+
+// CompareReplicates builds the ratio r.Num/r.Den from the point estimates
+// and their bootstrap replicates (drawn independently for the two sides,
+// paired by position only because both are independent draws).
+func CompareReplicates(r Ratio) Comparison {
+	num, den := r.Num.Point, r.Den.Point
+	numReps, denReps := r.Num.Replicates, r.Den.Replicates
+	nNum, nDen := r.Num.N, r.Den.N
 	var c Comparison
 	switch {
 	case nNum == 0 || nDen == 0:
@@ -113,8 +132,8 @@ func CompareReplicatesSense(s Sense, num, den float64, numReps, denReps []float6
 		c.Verdict = UndefinedZero
 		return c
 	}
-	r := num / den
-	c.Ratio = &r
+	point := num / den
+	c.Ratio = &point
 	if nNum < 2 || nDen < 2 {
 		c.Verdict = UndefinedFewRuns
 		return c
@@ -127,13 +146,13 @@ func CompareReplicatesSense(s Sense, num, den float64, numReps, denReps []float6
 			ratios[i] = 1
 		}
 	}
-	lo, hi, ok := percentileInterval(ratios, level)
+	lo, hi, ok := percentileInterval(ratios, r.Level)
 	if !ok {
 		c.Verdict = UndefinedZero
 		return c
 	}
 	c.CILow, c.CIHigh = &lo, &hi
-	c.Verdict = VerdictSense(s, lo, hi)
+	c.Verdict = VerdictSense(r.Sense, lo, hi)
 	return c
 }
 

@@ -263,7 +263,8 @@ func TestCompareReplicatesEdgeCases(t *testing.T) {
 		t.Run(tt.desc, func(t *testing.T) {
 			reps := []float64{tt.num, tt.num}
 			dreps := []float64{tt.den, tt.den}
-			c := CompareReplicates("error_rate", tt.num, tt.den, reps, dreps, tt.nNum, tt.nDen, 0.95)
+			c := CompareReplicates(Ratio{Sense: SenseOf("error_rate"), Level: 0.95,
+				Num: Side{Point: tt.num, Replicates: reps, N: tt.nNum}, Den: Side{Point: tt.den, Replicates: dreps, N: tt.nDen}})
 			if c.Verdict != tt.verdict {
 				t.Errorf("verdict %q, want %q", c.Verdict, tt.verdict)
 			}
@@ -525,6 +526,40 @@ func TestRatioCICoverageSimulation(t *testing.T) {
 			t.Logf("n=%d: ratio interval covers the true ratio in %.3f of experiments", tt.n, cov)
 			if cov < tt.lo || cov > tt.hi {
 				t.Errorf("coverage %.3f outside [%.2f, %.2f]", cov, tt.lo, tt.hi)
+			}
+		})
+	}
+}
+
+// TestCompareReplicatesSides: each side's point, replicates and repetition
+// count are named, so the ratio is Num over Den and the interval is that of
+// Num's replicates over Den's.
+func TestCompareReplicatesSides(t *testing.T) {
+	fast := Side{Point: 30, Replicates: []float64{29, 30, 31, 30}, N: 5}
+	slow := Side{Point: 20, Replicates: []float64{19, 20, 21, 20}, N: 5}
+	tests := []struct {
+		desc      string
+		r         Ratio
+		wantRatio float64
+		verdict   string
+	}{
+		{"throughput of the faster side over the slower", Ratio{Num: fast, Den: slow, Sense: SenseOf("throughput_per_s"), Level: 0.95}, 1.5, "faster"},
+		{"the other way round", Ratio{Num: slow, Den: fast, Sense: SenseOf("throughput_per_s"), Level: 0.95}, 2.0 / 3, "slower"},
+		{"latency: higher is slower", Ratio{Num: fast, Den: slow, Sense: SenseOf("p99_ms"), Level: 0.95}, 1.5, "slower"},
+		{"a side of one repetition: a ratio, no interval", Ratio{Num: Side{Point: 30, N: 1}, Den: slow, Sense: SenseOf("throughput_per_s"), Level: 0.95}, 1.5, UndefinedFewRuns},
+		{"SideOf takes an estimate's median and repetitions", Ratio{Num: SideOf(Estimate{Median: 30, N: 5}, fast.Replicates), Den: SideOf(Estimate{Median: 20, N: 5}, slow.Replicates), Sense: SenseOf("throughput_per_s"), Level: 0.95}, 1.5, "faster"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			c := CompareReplicates(tc.r)
+			if c.Ratio == nil || math.Abs(*c.Ratio-tc.wantRatio) > 1e-9 {
+				t.Fatalf("ratio %v, want %v", c.Ratio, tc.wantRatio)
+			}
+			if c.Verdict != tc.verdict {
+				t.Errorf("verdict %q, want %q", c.Verdict, tc.verdict)
+			}
+			if tc.verdict != UndefinedFewRuns && (c.CILow == nil || *c.CILow > tc.wantRatio || *c.CIHigh < tc.wantRatio) {
+				t.Errorf("interval [%v, %v] does not hold the ratio %v", c.CILow, c.CIHigh, tc.wantRatio)
 			}
 		})
 	}
