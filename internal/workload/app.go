@@ -15,7 +15,6 @@ import (
 	"ctrperf/internal/engine"
 	"ctrperf/internal/image"
 	"ctrperf/internal/load"
-	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 )
 
@@ -72,37 +71,25 @@ type AppLoad struct {
 	Protocol string // "http" or "memcached"
 	// HTTP: a scenario file (absolute path once decoded), or a single GET
 	// of Path.
-	Scenario     string
-	Path         string
-	scenario     *load.Scenario
-	Rate         float64 // open loop: sessions (http) or operations (memcached) per second
-	Concurrency  int     // closed loop
-	Poisson      bool
-	Timeout      time.Duration
-	MaxInFlight  int
-	Seed         uint64
+	Scenario string
+	Path     string
+	scenario *load.Scenario
+	// OpenLoop: Rate is sessions (http) or operations (memcached) per
+	// second.
+	OpenLoop
+	Concurrency  int    // closed loop
 	Ops          int64  // memcached closed loop: stop after this many operations
 	Mix          string // memcached: "set", "get=9,set=1"
 	ValueSize    int64
 	Keys         int64
 	mix          map[string]float64
 	rateExplicit bool
-	// Search, when set, finds the highest open-loop rate that meets an SLO
-	// instead of measuring one rate (load.search; see capacity.go).
-	Search *Search
-}
-
-// CapacitySearch implements plan.Searching.
-func (l AppLoad) CapacitySearch() (plan.SearchSpec, bool) {
-	if l.Search == nil {
-		return plan.SearchSpec{}, false
-	}
-	return l.Search.Spec(l.Timeout + time.Second), true // slack: the generator's drain
 }
 
 // DefaultAppLoad: one GET / per session, 8 sessions back to back.
-var DefaultAppLoad = AppLoad{Protocol: "http", Path: "/", Concurrency: 8, Timeout: 10 * time.Second,
-	MaxInFlight: load.DefaultMaxInFlight, Seed: 1, Mix: "get=9,set=1", ValueSize: 100, Keys: 10000}
+var DefaultAppLoad = AppLoad{Protocol: "http", Path: "/", Concurrency: 8,
+	OpenLoop: OpenLoop{Timeout: 10 * time.Second, MaxInFlight: load.DefaultMaxInFlight, Seed: 1},
+	Mix:      "get=9,set=1", ValueSize: 100, Keys: 10000}
 
 // defaultAppReady is how long a service may take to answer its ready check.
 const defaultAppReady = 60 * time.Second
@@ -313,17 +300,12 @@ func ParseAppLoad(m map[string]any, dir string) (AppLoad, error) {
 		}
 		return nil
 	})
-	k.rate("rate", &l.Rate)
+	k.openLoop(&l.OpenLoop)
 	whole(k, "concurrency", &l.Concurrency, 0, 100000)
-	k.bool("poisson", &l.Poisson)
-	k.duration("timeout", &l.Timeout, time.Millisecond, time.Hour)
-	whole(k, "max_inflight", &l.MaxInFlight, 1, 1000000)
-	k.seed("seed", &l.Seed)
 	whole(k, "ops", &l.Ops, 0, 1<<40)
 	k.str("mix", &l.Mix, nil)
 	whole(k, "value_size", &l.ValueSize, 1, 1<<20)
 	whole(k, "keys", &l.Keys, 1, 1<<30)
-	k.search("search", &l.Search)
 	if err := k.err(); err != nil {
 		return l, err
 	}
@@ -483,9 +465,9 @@ func (App) Services(c Config) ([]engine.Service, error) {
 
 // profile is the generator's profile for the load knobs and the window.
 func (l AppLoad) profile(env Env) load.Profile {
-	return load.Profile{Rate: l.Rate, Poisson: l.Poisson, Seed: l.Seed, Concurrency: l.Concurrency, Ops: l.Ops,
-		Warmup: env.Window.Warmup, Duration: env.Window.Duration, Timeout: l.Timeout, MaxInFlight: l.MaxInFlight,
-		CPUSet: env.LoadCPUSet, Started: env.Started}
+	p := l.OpenLoop.profile(env, env.Started)
+	p.Concurrency, p.Ops = l.Concurrency, l.Ops
+	return p
 }
 
 // Drive implements Workload: the configured load, open or closed loop.

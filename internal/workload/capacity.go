@@ -33,14 +33,14 @@ import (
 // with capacity_per_s, capacity_steps and capacity_search_s among its
 // metrics and every step in Measurement.Capacity.
 //
-// A workload adopts it in three places (see web.go and kv.go):
+// A workload adopts it with OpenLoop (openloop.go; see web.go and kv.go):
 //
-//  1. a `Search *Search` field in its load struct, read in its
-//     ParseXLoad with k.search("search", &l.Search) and refused beside a
-//     fixed rate or concurrency with searchConflicts;
-//  2. a CapacitySearch method on the load struct (plan.Searching), so the
-//     runner budgets the run and bench validate shows the search;
-//  3. in Drive, when l.Search is set, RunSearch(ctx, env, l.Search,
+//  1. its load struct embeds OpenLoop, whose Search field its ParseXLoad
+//     reads with k.openLoop(&l.OpenLoop), and refuses beside a fixed
+//     rate or concurrency with searchConflicts; OpenLoop's CapacitySearch
+//     (plan.Searching) lets the runner budget the run and bench validate
+//     show the search;
+//  2. in Drive, when l.Search is set, RunSearch(ctx, env, l.Search,
 //     measure) with measure driving one window at a given rate.
 
 // SLOFigures are the figures an SLO may bound, each with the highest value

@@ -12,7 +12,6 @@ import (
 	"ctrperf/internal/engine"
 	"ctrperf/internal/image"
 	"ctrperf/internal/load"
-	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 	"ctrperf/internal/selfbin"
 )
@@ -39,37 +38,24 @@ type KVApp struct {
 
 // KVLoad are the load knobs.
 type KVLoad struct {
-	Mode        string  // "closed" (memslap: N connections back to back) or "open" (a fixed rate)
-	Concurrency int64   // closed loop: connections
-	Rate        float64 // open loop: operations per second
-	Ops         int64   // closed loop: stop after this many measured operations (memslap --execute-number); 0: run for the window
-	Mix         string  // "set", "get", "get=9,set=1"
-	ValueSize   int64   // bytes
-	Keys        int64   // key space
-	Seed        uint64
+	Mode string // "closed" (memslap: N connections back to back) or "open" (a fixed rate)
+	// OpenLoop: Rate is operations per second (mode open); Search, when
+	// set, finds the highest rate that meets an SLO instead of measuring
+	// one window, and makes Mode "open".
+	OpenLoop
+	Concurrency int64  // closed loop: connections
+	Ops         int64  // closed loop: stop after this many measured operations (memslap --execute-number); 0: run for the window
+	Mix         string // "set", "get", "get=9,set=1"
+	ValueSize   int64  // bytes
+	Keys        int64  // key space
 	// Client is where the generator runs: "host" (ctrperf itself, in the
 	// client namespace of the network knob) or "container" (seed 004's
 	// memslap in a container --link'ed to the server: `ctrperf load` in a
 	// container of its own on the run's bridge network, dialing the
 	// server's container IP).
 	Client string
-	// Search, when set, finds the highest open-loop rate that meets an SLO
-	// instead of measuring one window (see capacity.go); Mode is "open".
-	Search *Search
 	// mix is Mix as the generator takes it, read once by ParseKVLoad.
 	mix map[string]float64
-}
-
-// kvStepSlack is how long a kv window may take beyond warm-up + duration:
-// the generator's drain (its 10 s request timeout).
-const kvStepSlack = 11 * time.Second
-
-// CapacitySearch implements plan.Searching.
-func (l KVLoad) CapacitySearch() (plan.SearchSpec, bool) {
-	if l.Search == nil {
-		return plan.SearchSpec{}, false
-	}
-	return l.Search.Spec(kvStepSlack), true
 }
 
 // Where the kv generator runs (KVLoad.Client).
@@ -82,7 +68,8 @@ const (
 // defaults (-t 4, -m 64 raised to 256 so the key space never evicts).
 var (
 	DefaultKVApp  = KVApp{Threads: 4, MemoryMB: 256, Connections: 4096}
-	DefaultKVLoad = KVLoad{Mode: "closed", Concurrency: 4, Mix: "set", ValueSize: 100, Keys: 10000, Seed: 1, Client: kvClientHost}
+	DefaultKVLoad = KVLoad{Mode: "closed", Concurrency: 4, Mix: "set", ValueSize: 100, Keys: 10000, Client: kvClientHost,
+		OpenLoop: OpenLoop{Poisson: true, Seed: 1, Timeout: 10 * time.Second, MaxInFlight: load.DefaultMaxInFlight}}
 )
 
 // ParseKVApp reads and checks the app knobs.
@@ -100,8 +87,8 @@ func ParseKVLoad(m map[string]any) (KVLoad, error) {
 	l := DefaultKVLoad
 	k := newKnobs("load", m)
 	k.enum("mode", &l.Mode, "closed", "open")
+	k.openLoop(&l.OpenLoop)
 	whole(k, "concurrency", &l.Concurrency, 1, 4096)
-	k.rate("rate", &l.Rate)
 	whole(k, "ops", &l.Ops, 0, 1<<40)
 	k.str("mix", &l.Mix, nil)
 	if mix, err := load.ParseMix(l.Mix); err != nil {
@@ -116,9 +103,7 @@ func ParseKVLoad(m map[string]any) (KVLoad, error) {
 	}
 	whole(k, "value_size", &l.ValueSize, 1, 1<<20)
 	whole(k, "keys", &l.Keys, 1, 1<<30)
-	k.seed("seed", &l.Seed)
 	k.enum("client", &l.Client, kvClientHost, kvClientContainer)
-	k.search("search", &l.Search)
 	if err := k.err(); err != nil {
 		return l, err
 	}
@@ -202,14 +187,9 @@ const kvClientService = "client"
 
 // kvProfile turns the load knobs and the window into the generator's profile.
 func kvProfile(l KVLoad, env Env) load.Profile {
-	p := load.Profile{Warmup: env.Window.Warmup, Duration: env.Window.Duration, Seed: l.Seed,
-		CPUSet: env.LoadCPUSet, Started: env.Started, Timeout: 10 * time.Second}
-	if l.Mode == "open" {
-		p.Rate = l.Rate
-		p.Poisson = true
-	} else {
-		p.Concurrency = int(l.Concurrency)
-		p.Ops = l.Ops
+	p := l.profile(env, env.Started)
+	if l.Mode != "open" {
+		p.Rate, p.Poisson, p.Concurrency, p.Ops = 0, false, int(l.Concurrency), l.Ops
 	}
 	return p
 }
@@ -293,23 +273,15 @@ func kvAddrFromClient(t *engine.Target, ep engine.Endpoint) (string, error) {
 	return "", fmt.Errorf("kv: the client container needs the server's container IP, and target %s has none", t.RunID)
 }
 
-// kvClientWindow drives one window from the client container: `ctrperf
-// load --memcached --format json` exec'd there prints the measurement
-// (histograms included) that the host-side generator would have returned.
-func kvClientWindow(ctx context.Context, env Env, l KVLoad, p load.Profile, addr string) (*results.Measurement, error) {
-	bin := image.SelfPath
-	if env.Target.Runtime == engine.RuntimeHost {
-		var err error
-		if bin, err = selfbin.Path(); err != nil {
-			return nil, fmt.Errorf("kv client: %w", err)
-		}
-	}
+// kvClientArgv is the `ctrperf load` command line that drives profile p
+// from the client container: the same generator, flag for field.
+func kvClientArgv(bin string, l KVLoad, p load.Profile, addr string) []string {
 	argv := []string{bin, "load", addr, "--memcached", "--format", "json",
 		"--mix", l.Mix, "--value-size", strconv.FormatInt(l.ValueSize, 10), "--keys", strconv.FormatInt(l.Keys, 10),
 		"--seed", strconv.FormatUint(p.Seed, 10), "--timeout", p.Timeout.String(),
 		"--warmup", p.Warmup.String(), "--duration", p.Duration.String()}
 	if p.Rate > 0 {
-		argv = append(argv, "--rate", strconv.FormatFloat(p.Rate, 'f', -1, 64))
+		argv = append(argv, "--rate", strconv.FormatFloat(p.Rate, 'f', -1, 64), "--max-in-flight", strconv.Itoa(p.MaxInFlight))
 		if p.Poisson {
 			argv = append(argv, "--poisson")
 		}
@@ -322,6 +294,21 @@ func kvClientWindow(ctx context.Context, env Env, l KVLoad, p load.Profile, addr
 	if p.CPUSet != "" {
 		argv = append(argv, "--cpuset", p.CPUSet)
 	}
+	return argv
+}
+
+// kvClientWindow drives one window from the client container: `ctrperf
+// load --memcached --format json` exec'd there prints the measurement
+// (histograms included) that the host-side generator would have returned.
+func kvClientWindow(ctx context.Context, env Env, l KVLoad, p load.Profile, addr string) (*results.Measurement, error) {
+	bin := image.SelfPath
+	if env.Target.Runtime == engine.RuntimeHost {
+		var err error
+		if bin, err = selfbin.Path(); err != nil {
+			return nil, fmt.Errorf("kv client: %w", err)
+		}
+	}
+	argv := kvClientArgv(bin, l, p, addr)
 	// The window starts inside the container after the warm-up; the
 	// observers' series start with it (give or take the exec's start-up,
 	// a few milliseconds).

@@ -1,9 +1,15 @@
 package workload
 
 import (
+	"maps"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"ctrperf/internal/load"
+	"ctrperf/internal/plan"
 )
 
 // TestOpenLoopKnobsAgree: every workload with an open-loop rate reads it,
@@ -82,6 +88,181 @@ func TestSearchRatesAreFinite(t *testing.T) {
 			_, err := ParseWebLoad(map[string]any{"search": tc.search})
 			if err == nil || !strings.Contains(err.Error(), "finite") {
 				t.Errorf("err = %v, want a refusal of the non-finite value", err)
+			}
+		})
+	}
+}
+
+// openLoopDecoders decode a load map with each workload that embeds
+// OpenLoop (kv in mode open), through Decode as a plan does.
+var openLoopDecoders = []struct {
+	workload   string
+	app, extra map[string]any
+}{
+	{"web", nil, nil},
+	{"app", map[string]any{"image": "app:1", "port": 80}, nil},
+	{"kv", nil, map[string]any{"mode": "open"}},
+}
+
+// openLoopOf is the OpenLoop of a decoded load.
+func openLoopOf(t *testing.T, ld any) OpenLoop {
+	t.Helper()
+	switch l := ld.(type) {
+	case WebLoad:
+		return l.OpenLoop
+	case AppLoad:
+		return l.OpenLoop
+	case KVLoad:
+		return l.OpenLoop
+	}
+	t.Fatalf("load %T embeds no OpenLoop", ld)
+	return OpenLoop{}
+}
+
+// TestOpenLoopOneParser: web, app and kv read the open-loop knobs with one
+// parser into one OpenLoop, and budget a capacity search's step the same
+// way (the request timeout and a second). kv used to refuse timeout,
+// max_inflight and poisson as unknown knobs (its generator ran with a
+// fixed 10 s, 4096 and Poisson) and budgeted a step with a slack of its own.
+func TestOpenLoopOneParser(t *testing.T) {
+	search := map[string]any{"slo": map[string]any{"p99_ms": 50}, "from": 10, "to": 100}
+	tests := []struct {
+		desc    string
+		knobs   map[string]any
+		want    func(OpenLoop) bool // nil when an error is wanted
+		wantErr string
+	}{
+		{"a request timeout", map[string]any{"rate": 10, "timeout": "2s"},
+			func(o OpenLoop) bool { return o.Timeout == 2*time.Second }, ""},
+		{"a bound on sessions in flight", map[string]any{"rate": 10, "max_inflight": 16},
+			func(o OpenLoop) bool { return o.MaxInFlight == 16 }, ""},
+		{"fixed gaps", map[string]any{"rate": 10, "poisson": false},
+			func(o OpenLoop) bool { return !o.Poisson }, ""},
+		{"Poisson arrivals", map[string]any{"rate": 10, "poisson": true},
+			func(o OpenLoop) bool { return o.Poisson }, ""},
+		{"a seed", map[string]any{"rate": 10, "seed": 42},
+			func(o OpenLoop) bool { return o.Seed == 42 }, ""},
+		{"a timeout beyond an hour", map[string]any{"rate": 10, "timeout": "2h"}, nil, "load.timeout = 2h: out of range"},
+		{"no session in flight", map[string]any{"rate": 10, "max_inflight": 0}, nil, "load.max_inflight = 0: out of range [1, 1000000]"},
+		{"poisson not a boolean", map[string]any{"rate": 10, "poisson": "often"}, nil, "load.poisson = often"},
+		{"a search's step budget is the timeout and a second", map[string]any{"timeout": "4s", "search": search},
+			func(o OpenLoop) bool {
+				s, ok := o.CapacitySearch()
+				return ok && s.StepSlack == 5*time.Second
+			}, ""},
+	}
+	for _, d := range openLoopDecoders {
+		for _, tc := range tests {
+			t.Run(d.workload+"/"+tc.desc, func(t *testing.T) {
+				m := maps.Clone(tc.knobs)
+				maps.Copy(m, d.extra)
+				w, err := Get(d.workload)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, ld, err := w.Decode(Knobs{Runtime: "docker", Network: "host", Data: "layer", Load: m, App: d.app})
+				if tc.want == nil {
+					if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+						t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if o := openLoopOf(t, ld); !tc.want(o) {
+					t.Errorf("decoded %+v", o)
+				}
+				// The runner sees the search through the load value itself.
+				if _, searching := tc.knobs["search"]; searching {
+					if s, ok := ld.(plan.Searching).CapacitySearch(); !ok || s.StepSlack != 5*time.Second {
+						t.Errorf("plan.Searching: %+v, %v", s, ok)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestOpenLoopProfile: what each workload hands the generator for one
+// window carries the open-loop knobs and the window, from one place
+// (OpenLoop.profile); a closed loop has no rate and no arrivals.
+func TestOpenLoopProfile(t *testing.T) {
+	env := Env{Window: Window{Warmup: 3 * time.Second, Duration: 7 * time.Second}, LoadCPUSet: "1"}
+	tests := []struct {
+		desc    string
+		profile func() (load.Profile, error)
+		want    load.Profile
+	}{
+		{"kv open", func() (load.Profile, error) {
+			l, err := ParseKVLoad(map[string]any{"mode": "open", "rate": 500, "max_inflight": 8, "timeout": "3s", "seed": 7})
+			return kvProfile(l, env), err
+		}, load.Profile{Rate: 500, Poisson: true, Seed: 7, Timeout: 3 * time.Second, MaxInFlight: 8,
+			Warmup: 3 * time.Second, Duration: 7 * time.Second, CPUSet: "1"}},
+		{"kv closed", func() (load.Profile, error) {
+			l, err := ParseKVLoad(map[string]any{"concurrency": 2, "ops": 1000})
+			return kvProfile(l, env), err
+		}, load.Profile{Concurrency: 2, Ops: 1000, Seed: 1, Timeout: 10 * time.Second, MaxInFlight: load.DefaultMaxInFlight,
+			Warmup: 3 * time.Second, Duration: 7 * time.Second, CPUSet: "1"}},
+		{"app open", func() (load.Profile, error) {
+			l, err := ParseAppLoad(map[string]any{"rate": 50, "poisson": true, "max_inflight": 100}, t.TempDir())
+			return l.profile(env), err
+		}, load.Profile{Rate: 50, Poisson: true, Seed: 1, Timeout: 10 * time.Second, MaxInFlight: 100,
+			Warmup: 3 * time.Second, Duration: 7 * time.Second, CPUSet: "1"}},
+		{"web open", func() (load.Profile, error) {
+			l, err := ParseWebLoad(map[string]any{"rate": 20, "timeout": "5s"})
+			return l.profile(env, nil), err
+		}, load.Profile{Rate: 20, Seed: 1, Timeout: 5 * time.Second, MaxInFlight: load.DefaultMaxInFlight,
+			Warmup: 3 * time.Second, Duration: 7 * time.Second, CPUSet: "1"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			p, err := tc.profile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(p, tc.want) {
+				t.Errorf("profile\n got %+v\nwant %+v", p, tc.want)
+			}
+		})
+	}
+}
+
+// TestKVClientArgv: kv's client container runs `ctrperf load` with every
+// open-loop knob of the profile, so load.client: container measures the
+// load the host-side generator would offer (it had no --max-in-flight).
+func TestKVClientArgv(t *testing.T) {
+	env := Env{Window: Window{Warmup: time.Second, Duration: 2 * time.Second}}
+	tests := []struct {
+		desc string
+		load map[string]any
+		want []string // flags, each followed by its value when it has one
+		not  []string
+	}{
+		{"open loop", map[string]any{"mode": "open", "rate": 250, "max_inflight": 8, "timeout": "3s", "seed": 9},
+			[]string{"--rate 250", "--max-in-flight 8", "--poisson", "--timeout 3s", "--seed 9", "--warmup 1s", "--duration 2s"},
+			[]string{"--concurrency", "--ops"}},
+		{"open loop with fixed gaps", map[string]any{"mode": "open", "rate": 250, "poisson": false},
+			[]string{"--rate 250", "--max-in-flight 4096"}, []string{"--poisson"}},
+		{"closed loop", map[string]any{"concurrency": 2, "ops": 500},
+			[]string{"--concurrency 2", "--ops 500"}, []string{"--rate", "--max-in-flight", "--poisson"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			l, err := ParseKVLoad(tc.load)
+			if err != nil {
+				t.Fatal(err)
+			}
+			argv := " " + strings.Join(kvClientArgv("/ctrperf", l, kvProfile(l, env), "10.0.0.2:11211"), " ") + " "
+			for _, w := range tc.want {
+				if !strings.Contains(argv, " "+w+" ") {
+					t.Errorf("argv %q lacks %q", argv, w)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(argv, " "+n+" ") {
+					t.Errorf("argv %q has %q", argv, n)
+				}
 			}
 		})
 	}

@@ -15,7 +15,6 @@ import (
 	"ctrperf/internal/engine"
 	"ctrperf/internal/image"
 	"ctrperf/internal/load"
-	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 	"ctrperf/internal/selfbin"
 )
@@ -96,26 +95,13 @@ type WebApp struct {
 
 // WebLoad is the load knobs of a configuration.
 type WebLoad struct {
-	Rate        float64 // sessions per second, open loop
-	Concurrency int     // closed loop instead, when Rate is 0
-	Poisson     bool
-	Timeout     time.Duration
-	MaxInFlight int
-	Seed        uint64
+	// OpenLoop: Rate is sessions per second; Search finds the highest
+	// session rate that meets an SLO instead of measuring Rate or
+	// Concurrency.
+	OpenLoop
+	Concurrency int    // closed loop instead, when Rate is 0
 	User        string // login of the scenario's user
 	Project     int    // project the sessions read and write
-	// Search, when set, finds the highest session rate that meets an SLO
-	// instead of measuring Rate or Concurrency (see capacity.go).
-	Search *Search
-}
-
-// CapacitySearch implements plan.Searching: a step may run its window plus
-// the generator's drain (the session timeout).
-func (l WebLoad) CapacitySearch() (plan.SearchSpec, bool) {
-	if l.Search == nil {
-		return plan.SearchSpec{}, false
-	}
-	return l.Search.Spec(l.Timeout + time.Second), true
 }
 
 // Defaults are seed 000's: 2000 sessions per 60 s, MaxClients 150,
@@ -123,8 +109,8 @@ func (l WebLoad) CapacitySearch() (plan.SearchSpec, bool) {
 var (
 	DefaultWebApp = WebApp{DB: "sqlite", MaxClients: 150, MaxQueue: 4096, QueueTimeout: 60 * time.Second, Pool: 6,
 		HashCost: 14, SeedUsers: 100, SeedProjects: 10, SeedTickets: 200, InnoDBBufferPool: "128M", FlushAtCommit: 1}
-	DefaultWebLoad = WebLoad{Rate: 2000.0 / 60, Timeout: load.DefaultTimeout, MaxInFlight: load.DefaultMaxInFlight,
-		Seed: 1, User: "user1", Project: 1}
+	DefaultWebLoad = WebLoad{OpenLoop: OpenLoop{Rate: 2000.0 / 60, Timeout: load.DefaultTimeout, MaxInFlight: load.DefaultMaxInFlight,
+		Seed: 1}, User: "user1", Project: 1}
 )
 
 // ParseWebApp reads and checks the app knobs.
@@ -179,12 +165,8 @@ func validSize(s string) bool {
 func ParseWebLoad(m map[string]any) (WebLoad, error) {
 	l := DefaultWebLoad
 	k := newKnobs("load", m)
-	k.rate("rate", &l.Rate)
+	k.openLoop(&l.OpenLoop)
 	whole(k, "concurrency", &l.Concurrency, 0, 100000)
-	k.bool("poisson", &l.Poisson)
-	k.duration("timeout", &l.Timeout, time.Millisecond, time.Hour)
-	whole(k, "max_inflight", &l.MaxInFlight, 1, 1000000)
-	k.seed("seed", &l.Seed)
 	k.str("user", &l.User, func(s string) error {
 		if s == "" || strings.ContainsAny(s, "{}") {
 			return errors.New("want a login name such as user1")
@@ -192,7 +174,6 @@ func ParseWebLoad(m map[string]any) (WebLoad, error) {
 		return nil
 	})
 	whole(k, "project", &l.Project, 1, 100000)
-	k.search("search", &l.Search)
 	if err := k.err(); err != nil {
 		return l, err
 	}
@@ -448,9 +429,8 @@ func webWindow(ctx context.Context, env Env, addr string, ld WebLoad, started fu
 	if err != nil {
 		return nil, fmt.Errorf("web: scenario: %w", err)
 	}
-	p := load.Profile{Rate: ld.Rate, Poisson: ld.Poisson, Seed: ld.Seed, Concurrency: ld.Concurrency,
-		Warmup: env.Window.Warmup, Duration: env.Window.Duration, Timeout: ld.Timeout, MaxInFlight: ld.MaxInFlight,
-		CPUSet: env.LoadCPUSet, Started: started}
+	p := ld.profile(env, started)
+	p.Concurrency = ld.Concurrency
 	before := scrapeQueue(ctx, dial, addr)
 	m, err := load.Run(ctx, drv, p)
 	if err != nil {
