@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -96,119 +95,56 @@ func (c *Checkpoint) Empty() bool {
 	return len(c.CPUSets) == 0 && len(c.IRQs) == 0 && len(c.RPS) == 0 && len(c.Classes) == 0
 }
 
-// RememberClass records a container's original CPU class unless already known.
-func (c *Checkpoint) RememberClass(id string, orig CPUClass) bool {
-	if _, ok := c.Classes[id]; ok {
-		return false
-	}
-	c.Classes[id] = orig
-	return true
+// The checkpoint's four kinds as records (state_checkpoint.go).
+func (c *Checkpoint) cpusets() record[string] {
+	return record[string]{orig: c.CPUSets, written: c.Written.CPUSets, same: sameCPUs}
+}
+
+func (c *Checkpoint) classes() record[CPUClass] {
+	return record[CPUClass]{orig: c.Classes, written: c.Written.Classes, same: CPUClass.Same}
+}
+
+func (c *Checkpoint) irqs() record[string] {
+	return record[string]{orig: c.IRQs, written: c.Written.IRQs, same: sameCPUs}
+}
+
+func (c *Checkpoint) rpsMasks() record[string] {
+	return record[string]{orig: c.RPS, written: c.Written.RPS, same: sameMask}
 }
 
 // ForgetContainer drops everything recorded for a container; it reports
 // whether there was anything.
 func (c *Checkpoint) ForgetContainer(id string) bool {
-	_, a := c.CPUSets[id]
-	_, b := c.Classes[id]
-	c.ForgetCPUSet(id)
-	c.ForgetClass(id)
+	a := c.cpusets().forget(id)
+	b := c.classes().forget(id)
 	return a || b
 }
 
 // RememberCPUSet records a container's original cpuset unless already known.
-func (c *Checkpoint) RememberCPUSet(id, orig string) bool {
-	if _, ok := c.CPUSets[id]; ok {
-		return false
-	}
-	c.CPUSets[id] = orig
-	return true
+func (c *Checkpoint) RememberCPUSet(id, orig string) bool { return c.cpusets().remember(id, orig) }
+
+// RememberClass records a container's original CPU class unless already known.
+func (c *Checkpoint) RememberClass(id string, orig CPUClass) bool {
+	return c.classes().remember(id, orig)
 }
 
 // RememberIRQ records an IRQ's original affinity unless already known.
 func (c *Checkpoint) RememberIRQ(irq int, orig string) bool {
-	k := strconv.Itoa(irq)
-	if _, ok := c.IRQs[k]; ok {
-		return false
-	}
-	c.IRQs[k] = orig
-	return true
+	return c.irqs().remember(strconv.Itoa(irq), orig)
 }
 
 // RememberRPS records a queue's original mask unless already known.
 func (c *Checkpoint) RememberRPS(dev, queue, orig string) bool {
-	k := dev + "/" + queue
-	if _, ok := c.RPS[k]; ok {
-		return false
-	}
-	c.RPS[k] = orig
-	return true
-}
-
-// ForgetCPUSet drops a container's cpuset original and what was written.
-func (c *Checkpoint) ForgetCPUSet(id string) {
-	delete(c.CPUSets, id)
-	delete(c.Written.CPUSets, id)
-}
-
-// ForgetClass drops a container's CPU class original and what was written.
-func (c *Checkpoint) ForgetClass(id string) {
-	delete(c.Classes, id)
-	delete(c.Written.Classes, id)
-}
-
-// ForgetIRQ drops an IRQ's original and what was written.
-func (c *Checkpoint) ForgetIRQ(irq int) {
-	k := strconv.Itoa(irq)
-	delete(c.IRQs, k)
-	delete(c.Written.IRQs, k)
-}
-
-// RebaseCPUSet takes cur, a cpuset someone else wrote over the
-// controller's, as the container's original: nothing of the controller's
-// is left there.
-func (c *Checkpoint) RebaseCPUSet(id, cur string) {
-	c.CPUSets[id] = cur
-	delete(c.Written.CPUSets, id)
-}
-
-// RebaseClass is RebaseCPUSet for the CPU class.
-func (c *Checkpoint) RebaseClass(id string, cur CPUClass) {
-	c.Classes[id] = cur
-	delete(c.Written.Classes, id)
+	return c.rpsMasks().remember(dev+"/"+queue, orig)
 }
 
 // WriteCPUSet records, before the write, that v is about to replace cur
 // in a container's cpuset; it reports whether the checkpoint changed.
-func (c *Checkpoint) WriteCPUSet(id, cur, v string) bool {
-	return noteWrite(c.Written.CPUSets, id, cur, v, sameCPUs)
-}
-
-// WriteClass is WriteCPUSet for the CPU class.
-func (c *Checkpoint) WriteClass(id string, cur, v CPUClass) bool {
-	return noteWrite(c.Written.Classes, id, cur, v, CPUClass.Same)
-}
+func (c *Checkpoint) WriteCPUSet(id, cur, v string) bool { return c.cpusets().noteWrite(id, cur, v) }
 
 // WriteIRQ is WriteCPUSet for an IRQ's affinity.
 func (c *Checkpoint) WriteIRQ(irq int, cur, v string) bool {
-	return noteWrite(c.Written.IRQs, strconv.Itoa(irq), cur, v, sameCPUs)
-}
-
-// WriteRPS is WriteCPUSet for a queue's RPS mask.
-func (c *Checkpoint) WriteRPS(dev, queue, cur, v string) bool {
-	return noteWrite(c.Written.RPS, dev+"/"+queue, cur, v, sameMask)
-}
-
-// noteWrite makes v the value last written to key, keeping cur as well
-// when it is one the controller wrote: the checkpoint is saved before the
-// write, and until the write lands cur is what the kernel holds.
-func noteWrite[V any](m map[string][]V, key string, cur, v V, same func(a, b V) bool) bool {
-	old := m[key]
-	next := []V{v}
-	if !same(cur, v) && slices.ContainsFunc(old, func(w V) bool { return same(w, cur) }) {
-		next = append(next, cur)
-	}
-	m[key] = next
-	return !slices.EqualFunc(old, next, same)
+	return c.irqs().noteWrite(strconv.Itoa(irq), cur, v)
 }
 
 // sameCPUs compares two CPU lists as sets ("0-1" is "0,1").

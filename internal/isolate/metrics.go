@@ -1,6 +1,8 @@
 package isolate
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -48,9 +50,30 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// The methods below take a nil *Metrics as "no metrics".
+
 func (m *Metrics) event(e Event) {
-	if e.Kind != "error" {
+	if m != nil && e.Kind != "error" {
 		m.decisions.WithLabelValues(e.Kind).Inc()
+	}
+}
+
+func (m *Metrics) writeFailure(kind string) {
+	if m != nil {
+		m.writeFailures.WithLabelValues(kind).Inc()
+	}
+}
+
+func (m *Metrics) step(took, cpu time.Duration) {
+	if m != nil {
+		m.loopSeconds.Observe(took.Seconds())
+		m.stepCPU.Add(cpu.Seconds())
+	}
+}
+
+func (m *Metrics) reacted(d time.Duration) {
+	if m != nil {
+		m.reaction.Observe(d.Seconds())
 	}
 }
 
@@ -62,6 +85,9 @@ func b2f(b bool) float64 {
 }
 
 func (m *Metrics) placement(id string, pl Placement, usage, stall float64) {
+	if m == nil {
+		return
+	}
 	m.usage.WithLabelValues(id, pl.Name).Set(usage)
 	m.entitlement.WithLabelValues(id, pl.Name).Set(pl.Entitlement)
 	m.hot.WithLabelValues(id, pl.Name).Set(b2f(pl.Hot))
@@ -71,6 +97,9 @@ func (m *Metrics) placement(id string, pl Placement, usage, stall float64) {
 }
 
 func (m *Metrics) forget(id string) {
+	if m == nil {
+		return
+	}
 	for _, g := range []*prometheus.GaugeVec{m.usage, m.entitlement, m.hot, m.demoted, m.cpus, m.stall} {
 		g.DeletePartialMatch(prometheus.Labels{"container": id})
 	}
