@@ -15,6 +15,7 @@ import (
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/exitcode"
+	"ctrperf/internal/kernel"
 	"ctrperf/internal/lifecycle"
 	"ctrperf/internal/observe"
 	"ctrperf/internal/results"
@@ -65,9 +66,9 @@ signal exits at once.`,
 	f.BoolVar(&o.containers, "containers", false, "add per-container lines (running Docker containers)")
 	f.StringSliceVar(&o.devices, "devices", nil, "only these block devices, e.g. vda,loop0 (default: whole devices with I/O)")
 	f.BoolVar(&o.partitions, "partitions", false, "include partitions")
-	f.StringVar(&o.procRoot, "proc-root", "/proc", "proc mount (testing)")
-	f.StringVar(&o.sysRoot, "sys-root", "/sys", "sys mount (testing)")
-	f.StringVar(&o.cgroupRoot, "cgroup-root", "/sys/fs/cgroup", "cgroup root (testing)")
+	f.StringVar(&o.procRoot, "proc-root", kernel.ProcMount, "proc mount (testing)")
+	f.StringVar(&o.sysRoot, "sys-root", kernel.SysMount, "sys mount (testing)")
+	f.StringVar(&o.cgroupRoot, "cgroup-root", kernel.CgroupMount, "cgroup root (testing)")
 	for _, h := range []string{"proc-root", "sys-root", "cgroup-root"} {
 		_ = f.MarkHidden(h)
 	}
@@ -78,8 +79,9 @@ func runObserve(ctx context.Context, stdout, stderr io.Writer, o observeOptions)
 	if o.interval <= 0 {
 		return exitcode.Usagef("--interval must be positive, got %s", o.interval)
 	}
+	kfs := kernel.NewFS(kernel.Roots{Proc: o.procRoot, Sys: o.sysRoot, Cgroup: o.cgroupRoot})
 	if len(o.devices) > 0 {
-		known, err := observe.Devices(o.procRoot, o.sysRoot)
+		known, err := observe.Devices(kfs)
 		if err != nil {
 			return err
 		}
@@ -115,7 +117,7 @@ func runObserve(ctx context.Context, stdout, stderr io.Writer, o observeOptions)
 		}
 	}
 	obs := observe.New(
-		observe.WithRoots(o.procRoot, o.sysRoot, o.cgroupRoot),
+		observe.WithKernel(kfs),
 		observe.WithInterval(o.interval),
 		observe.WithDevices(o.devices),
 		observe.WithPartitions(o.partitions),
@@ -127,7 +129,7 @@ func runObserve(ctx context.Context, stdout, stderr io.Writer, o observeOptions)
 		return err
 	}
 	if o.containers {
-		go followContainers(ctx, stderr, obs, o.procRoot, 5*o.interval)
+		go followContainers(ctx, stderr, obs, kfs, 5*o.interval)
 	}
 	<-ctx.Done()
 	series := obs.Stop()
@@ -152,7 +154,7 @@ func runObserve(ctx context.Context, stdout, stderr io.Writer, o observeOptions)
 // followContainers keeps the observer's container list in step with the
 // running containers of the engine DOCKER_HOST (or the default socket) names.
 // Without an engine it says so once and the other samplers carry on.
-func followContainers(ctx context.Context, stderr io.Writer, obs *observe.Observer, procRoot string, every time.Duration) {
+func followContainers(ctx context.Context, stderr io.Writer, obs *observe.Observer, kfs kernel.FS, every time.Duration) {
 	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		fmt.Fprintf(stderr, "ctrperf observe: no Docker client (%v); continuing without containers\n", err)
@@ -161,7 +163,7 @@ func followContainers(ctx context.Context, stderr io.Writer, obs *observe.Observ
 	defer cli.Close()
 	warned := false
 	for {
-		cs, err := runningContainers(ctx, cli, procRoot)
+		cs, err := runningContainers(ctx, cli, kfs)
 		switch {
 		case err != nil && ctx.Err() == nil && !warned:
 			fmt.Fprintf(stderr, "ctrperf observe: no Docker engine answers (%v); continuing without containers\n", err)
@@ -179,7 +181,7 @@ func followContainers(ctx context.Context, stderr io.Writer, obs *observe.Observ
 
 // runningContainers lists running containers with the cgroup of their init
 // process, which is right for every cgroup driver and version.
-func runningContainers(ctx context.Context, cli *client.Client, procRoot string) ([]observe.Container, error) {
+func runningContainers(ctx context.Context, cli *client.Client, kfs kernel.FS) ([]observe.Container, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	list, err := cli.ContainerList(ctx, client.ContainerListOptions{})
@@ -193,7 +195,7 @@ func runningContainers(ctx context.Context, cli *client.Client, procRoot string)
 		if err != nil || info.State == nil || info.State.Pid == 0 {
 			continue // gone since the list
 		}
-		path, err := engine.CgroupPath(procRoot, info.State.Pid)
+		path, err := engine.CgroupPath(kfs, info.State.Pid)
 		if err != nil {
 			continue
 		}

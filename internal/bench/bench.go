@@ -74,8 +74,9 @@ type Options struct {
 	// Env gathers the environment facts written to OUT/env.json; nil means
 	// GatherEnv.
 	Env func(ctx context.Context) any
-	// ProcRoot is where /proc is mounted (default /proc).
-	ProcRoot string
+	// Kernel is where /proc, /sys and the cgroup mount are read (the zero
+	// FS: the real ones).
+	Kernel kernel.FS
 	// Now is the clock of records; nil means time.Now.
 	Now func() time.Time
 	// TeardownTimeout bounds each teardown and the final Close (default 2 min).
@@ -197,7 +198,7 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (_ *Summary, err error)
 	}
 	pr := r.opt.Progress
 	pr.Begin(p, len(runs), len(done))
-	load1, _ := Loadavg(r.opt.ProcRoot)
+	load1, _ := Loadavg(r.opt.Kernel.Proc())
 	for _, w := range append(repaired, planWarnings(p, load1, runtime.NumCPU())...) {
 		pr.Warn(w)
 	}
@@ -338,9 +339,6 @@ func (r *runner) forceTeardown(ctx context.Context) error {
 }
 
 func (r *runner) defaults() {
-	if r.opt.ProcRoot == "" {
-		r.opt.ProcRoot = kernel.ProcMount
-	}
 	if r.opt.Progress == nil {
 		r.opt.Progress = Discard{}
 	}
@@ -349,7 +347,7 @@ func (r *runner) defaults() {
 	}
 	if r.opt.Env == nil {
 		r.opt.Env = func(ctx context.Context) any {
-			return GatherEnv(ctx, kernel.Roots{Proc: r.opt.ProcRoot}.WithDefaults())
+			return GatherEnv(ctx, r.opt.Kernel)
 		}
 	}
 	if r.opt.Now == nil {

@@ -237,9 +237,8 @@ func finishedRuns(p *plan.Plan, recs []results.RunRecord) (map[int]bool, error) 
 type Env = results.Machine
 
 // GatherEnv collects what a reader of the results needs to know about the
-// machine: kernel, CPU model and count, memory, cgroup layout. roots are
-// where /proc and the cgroup mount are.
-func GatherEnv(_ context.Context, roots kernel.Roots) any {
+// machine: kernel, CPU model and count, memory, cgroup layout, read through fs.
+func GatherEnv(_ context.Context, fs kernel.FS) any {
 	e := Env{Time: time.Now().UTC(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Ctrperf: version.Version}
 	e.Hostname, _ = os.Hostname()
 	var u unix.Utsname
@@ -247,13 +246,13 @@ func GatherEnv(_ context.Context, roots kernel.Roots) any {
 		e.Kernel = unix.ByteSliceToString(u.Release[:])
 		e.Machine = unix.ByteSliceToString(u.Machine[:])
 	}
-	if m, err := kernel.MemTotal(roots.Proc); err == nil {
+	if m, err := kernel.MemTotal(fs.Proc()); err == nil {
 		e.MemTotal = m
 	} else if si := (unix.Sysinfo_t{}); unix.Sysinfo(&si) == nil {
 		e.MemTotal = uint64(si.Totalram) * uint64(si.Unit)
 	}
-	e.CPUModel, _ = kernel.CPUModel(roots.Proc)
-	e.Cgroups = string(kernel.DetectCgroups(roots.Cgroup).Mode)
+	e.CPUModel, _ = kernel.CPUModel(fs.Proc())
+	e.Cgroups = string(fs.Cgroups().Mode)
 	return e
 }
 

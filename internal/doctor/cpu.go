@@ -18,7 +18,7 @@ func readTrim(p string) (string, error) {
 }
 
 func collectCPU(_ context.Context, o options, f *Facts) error {
-	cpu := filepath.Join(o.sysRoot, "devices", "system", "cpu")
+	cpu := o.kernel.Sys("devices", "system", "cpu")
 	online, err := readTrim(filepath.Join(cpu, "online"))
 	if err != nil {
 		return fmt.Errorf("read online CPUs: %w", err)
@@ -31,7 +31,7 @@ func collectCPU(_ context.Context, o options, f *Facts) error {
 
 	// No node directory means a kernel without NUMA: one node.
 	f.CPU.NUMANodes = 1
-	if nodes, err := readTrim(filepath.Join(o.sysRoot, "devices", "system", "node", "online")); err == nil {
+	if nodes, err := readTrim(o.kernel.Sys("devices", "system", "node", "online")); err == nil {
 		if s, err := cpuset.Parse(nodes); err == nil && s.Size() > 0 {
 			f.CPU.NUMANodes = s.Size()
 		}
@@ -51,9 +51,9 @@ func collectCPU(_ context.Context, o options, f *Facts) error {
 }
 
 func collectIrqbalance(_ context.Context, o options, f *Facts) error {
-	fs, err := procfs.NewFS(o.procRoot)
+	fs, err := procfs.NewFS(o.kernel.Proc())
 	if err != nil {
-		return fmt.Errorf("open %s: %w", o.procRoot, err)
+		return fmt.Errorf("open %s: %w", o.kernel.Proc(), err)
 	}
 	procs, err := fs.AllProcs()
 	if err != nil {

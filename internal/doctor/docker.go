@@ -14,7 +14,7 @@ import (
 
 // engineProber asks the user's engine (DOCKER_HOST or the default socket)
 // and never starts one.
-type engineProber struct{ procRoot string }
+type engineProber struct{ kernel kernel.FS }
 
 var _ DockerProber = engineProber{}
 
@@ -38,11 +38,11 @@ func (p engineProber) Probe(ctx context.Context) (Docker, error) {
 			d.BackingFS = kv[1]
 		}
 	}
-	if fl, ok := daemon.FlagsOf(p.procRoot, d.Host); ok {
+	if fl, ok := daemon.FlagsOf(p.kernel, d.Host); ok {
 		d.UserlandProxy, d.IPTables = &fl.UserlandProxy, &fl.IPTables
 		d.DockerdPID = fl.PID
-		bnd, err1 := kernel.BoundingSet(p.procRoot, fl.PID)
-		last, err2 := kernel.LastCapability(p.procRoot)
+		bnd, err1 := kernel.BoundingSet(p.kernel.Proc(), fl.PID)
+		last, err2 := kernel.LastCapability(p.kernel.Proc())
 		if err1 == nil && err2 == nil {
 			d.MissingCaps = kernel.MissingCapabilities(bnd, last)
 			if d.MissingCaps == nil {

@@ -102,14 +102,15 @@ type DockerProber interface {
 }
 
 type options struct {
-	procRoot, sysRoot, devRoot, libDir, cgroupRoot string
-	lookPath                                       func(string) (string, error)
-	docker                                         DockerProber
-	now                                            func() time.Time
-	probeMounts                                    bool
-	probe                                          func(ctx context.Context, fs string, options []string) (map[string]error, error)
-	geteuid                                        func() int
-	kvmProbe                                       func(path string, timeout time.Duration) (kernel.KVMProbe, error)
+	kernel          kernel.FS
+	devRoot, libDir string
+	lookPath        func(string) (string, error)
+	docker          DockerProber
+	now             func() time.Time
+	probeMounts     bool
+	probe           func(ctx context.Context, fs string, options []string) (map[string]error, error)
+	geteuid         func() int
+	kvmProbe        func(path string, timeout time.Duration) (kernel.KVMProbe, error)
 }
 
 // WithMountProbe mounts a small loop filesystem of each type with seed
@@ -119,13 +120,8 @@ func WithMountProbe() Option { return func(o *options) { o.probeMounts = true } 
 // Option changes where and how facts are gathered.
 type Option func(*options)
 
-// WithProcRoot reads /proc from dir.
-func WithProcRoot(dir string) Option { return func(o *options) { o.procRoot = dir } }
-
-// WithSysRoot reads /sys from dir (cgroups from dir/fs/cgroup).
-func WithSysRoot(dir string) Option {
-	return func(o *options) { o.sysRoot = dir; o.cgroupRoot = dir + "/fs/cgroup" }
-}
+// WithKernel reads /proc, /sys and the cgroup mount through fs.
+func WithKernel(fs kernel.FS) Option { return func(o *options) { o.kernel = fs } }
 
 // WithDevRoot looks at /dev in dir.
 func WithDevRoot(dir string) Option { return func(o *options) { o.devRoot = dir } }
@@ -140,8 +136,8 @@ func WithDocker(p DockerProber) Option { return func(o *options) { o.docker = p 
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
 func defaultOptions() options {
-	return options{procRoot: kernel.ProcMount, sysRoot: kernel.SysMount, devRoot: "/dev", libDir: "/var/lib/ctrperf",
-		cgroupRoot: kernel.CgroupMount, lookPath: exec.LookPath, now: time.Now, probe: defaultProbe, geteuid: defaultGeteuid,
+	return options{kernel: kernel.DefaultFS(), devRoot: "/dev", libDir: "/var/lib/ctrperf",
+		lookPath: exec.LookPath, now: time.Now, probe: defaultProbe, geteuid: defaultGeteuid,
 		kvmProbe: kernel.ProbeKVM}
 }
 
@@ -153,7 +149,7 @@ func Gather(ctx context.Context, opts ...Option) (*Facts, error) {
 		f(&o)
 	}
 	if o.docker == nil {
-		o.docker = engineProber{procRoot: o.procRoot}
+		o.docker = engineProber{kernel: o.kernel}
 	}
 	f := &Facts{Time: o.now().UTC()}
 	for _, c := range collectors {

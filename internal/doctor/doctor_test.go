@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"ctrperf/internal/kernel"
 )
 
 // fakeDocker answers Probe with a fixed engine or an error.
@@ -36,7 +38,7 @@ func boolp(b bool) *bool { return &b }
 
 func gatherFixture(t *testing.T, root string, docker DockerProber, tools ...string) *Facts {
 	t.Helper()
-	f, err := Gather(context.Background(), WithProcRoot(root+"/proc"), WithSysRoot(root+"/sys"), WithDevRoot(root+"/dev"),
+	f, err := Gather(context.Background(), WithKernel(kernel.NewFS(kernel.Roots{Proc: root + "/proc", Sys: root + "/sys", Cgroup: root + "/sys/fs/cgroup"})), WithDevRoot(root+"/dev"),
 		WithLookPath(lookIn(tools...)), WithDocker(docker),
 		WithClock(func() time.Time { return time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC) }))
 	if err != nil {

@@ -79,7 +79,7 @@ func TestVMProbeOutcomes(t *testing.T) {
 				}
 			}
 			var asked string
-			o := options{devRoot: dev, sysRoot: sys, lookPath: lookIn("qemu-system-x86_64"), kvmProbe: func(path string, _ time.Duration) (kernel.KVMProbe, error) {
+			o := options{devRoot: dev, kernel: kernel.NewFS(kernel.Roots{Sys: sys}), lookPath: lookIn("qemu-system-x86_64"), kvmProbe: func(path string, _ time.Duration) (kernel.KVMProbe, error) {
 				asked = path
 				return c.probe, c.err
 			}}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -16,7 +15,7 @@ import (
 )
 
 func collectKernel(_ context.Context, o options, f *Facts) error {
-	b, err := os.ReadFile(filepath.Join(o.procRoot, "sys", "kernel", "osrelease"))
+	b, err := os.ReadFile(o.kernel.Proc("sys", "kernel", "osrelease"))
 	if err != nil {
 		return fmt.Errorf("read kernel release: %w", err)
 	}
@@ -28,13 +27,13 @@ func collectKernel(_ context.Context, o options, f *Facts) error {
 // the cgroup root is v2; v1 controllers with a cgroup2 mount beside them
 // (often empty, as on this project's machines) is hybrid; else v1.
 func collectCgroups(_ context.Context, o options, f *Facts) error {
-	fs, err := procfs.NewFS(o.procRoot)
+	fs, err := procfs.NewFS(o.kernel.Proc())
 	if err != nil {
-		return fmt.Errorf("open %s: %w", o.procRoot, err)
+		return fmt.Errorf("open %s: %w", o.kernel.Proc(), err)
 	}
 	self, err := fs.Self()
 	if err != nil {
-		return fmt.Errorf("find own process in %s: %w", o.procRoot, err)
+		return fmt.Errorf("find own process in %s: %w", o.kernel.Proc(), err)
 	}
 	mounts, err := self.MountInfo()
 	if err != nil {
@@ -60,9 +59,9 @@ func collectCgroups(_ context.Context, o options, f *Facts) error {
 		return fmt.Errorf("no cgroup filesystem mounted")
 	}
 	if f.Cgroups.V2Mount != "" {
-		// The mount point is an absolute host path; read it below sysRoot.
+		// The mount point is an absolute host path; read it below the sys root.
 		rel := strings.TrimPrefix(f.Cgroups.V2Mount, kernel.SysMount)
-		if b, err := os.ReadFile(filepath.Join(o.sysRoot, rel, "cgroup.controllers")); err == nil && len(strings.Fields(string(b))) > 0 {
+		if b, err := os.ReadFile(o.kernel.Sys(rel, "cgroup.controllers")); err == nil && len(strings.Fields(string(b))) > 0 {
 			f.Cgroups.V2Controllers = strings.Fields(string(b))
 		}
 	}
@@ -70,14 +69,14 @@ func collectCgroups(_ context.Context, o options, f *Facts) error {
 		f.Cgroups.Controllers = f.Cgroups.V2Controllers
 		return nil
 	}
-	cg, err := os.Open(filepath.Join(o.procRoot, "cgroups"))
+	cg, err := os.Open(o.kernel.Proc("cgroups"))
 	if err != nil {
 		return fmt.Errorf("read v1 controllers: %w", err)
 	}
 	defer cg.Close()
 	f.Cgroups.Controllers, err = parseV1Controllers(cg)
 	if err != nil {
-		return fmt.Errorf("parse %s/cgroups: %w", o.procRoot, err)
+		return fmt.Errorf("parse %s: %w", o.kernel.Proc("cgroups"), err)
 	}
 	return nil
 }

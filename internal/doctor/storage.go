@@ -9,7 +9,7 @@ import (
 // collectStorage asks the daemon package the same question Start asks before
 // starting a private engine, so doctor and a failing plan always agree.
 func collectStorage(_ context.Context, o options, f *Facts) error {
-	h, err := daemon.ReadHostFacts(daemon.WithProcRoot(o.procRoot), daemon.WithSysRoot(o.sysRoot),
+	h, err := daemon.ReadHostFacts(daemon.WithKernel(o.kernel),
 		daemon.WithDevRoot(o.devRoot), daemon.WithLibDir(o.libDir), daemon.WithLookPath(o.lookPath))
 	if err != nil {
 		return err

@@ -47,7 +47,7 @@ func collectVM(_ context.Context, o options, f *Facts) error {
 		f.VM.Reason = fmt.Sprintf("/dev/kvm missing (no KVM: the kernel lacks the kvm module or the machine hides virtualisation from it; a VM would be emulated, far too slow to compare with containers); %s", qemuText)
 		return nil
 	}
-	module := kernel.KVMModule(o.sysRoot)
+	module := kernel.KVMModule(o.kernel.Sys())
 	p, err := o.kvmProbe(kvm, kvmProbeTimeout)
 	switch {
 	case err != nil && !p.VMCreated:

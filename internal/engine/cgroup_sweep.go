@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"ctrperf/internal/kernel"
 )
 
 // NestedCgroupPrefix starts the name of a nested engine's group below
@@ -18,12 +20,12 @@ const NestedCgroupPrefix = NamePrefix + "-nested-"
 // cgroupDirs are the directories of group rel (a path like
 // /ctrperf/x) in every v1 hierarchy and in the unified one, each once
 // (co-mounted hierarchies are reached through symlinks too).
-func cgroupDirs(cgroupRoot, rel string) []string {
+func cgroupDirs(kern kernel.FS, rel string) []string {
 	rel = strings.TrimPrefix(rel, "/")
 	var out []string
 	seen := map[string]bool{}
-	cands, _ := filepath.Glob(filepath.Join(cgroupRoot, "*", rel))
-	cands = append(cands, filepath.Join(cgroupRoot, rel))
+	cands, _ := filepath.Glob(kern.Cgroup("*", rel))
+	cands = append(cands, kern.Cgroup(rel))
 	for _, d := range cands {
 		real, err := filepath.EvalSymlinks(d)
 		if err != nil || seen[real] {
@@ -42,10 +44,10 @@ func cgroupDirs(cgroupRoot, rel string) []string {
 // hierarchy, deepest first, when no process is left in any of them (a
 // group that still holds one is an error naming it, and it stays with its
 // parents). It returns the groups removed.
-func RemoveEmptyCgroups(cgroupRoot, rel string) ([]string, error) {
+func RemoveEmptyCgroups(kern kernel.FS, rel string) ([]string, error) {
 	var removed []string
 	var errs []error
-	for _, top := range cgroupDirs(cgroupRoot, rel) {
+	for _, top := range cgroupDirs(kern, rel) {
 		var dirs []string
 		_ = filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
@@ -70,9 +72,9 @@ func RemoveEmptyCgroups(cgroupRoot, rel string) ([]string, error) {
 
 // holdsProcesses says whether group rel or any group below it, in any
 // hierarchy, has a process.
-func holdsProcesses(cgroupRoot, rel string) bool {
+func holdsProcesses(kern kernel.FS, rel string) bool {
 	busy := false
-	for _, top := range cgroupDirs(cgroupRoot, rel) {
+	for _, top := range cgroupDirs(kern, rel) {
 		_ = filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && d.IsDir() && len(readPids(filepath.Join(p, "cgroup.procs"))) > 0 {
 				busy = true
@@ -88,11 +90,11 @@ func holdsProcesses(cgroupRoot, rel string) bool {
 // process any more (the outer container is gone: a run killed before it
 // could remove them). A group with processes is a live engine's, whatever
 // run is cleaned; an empty one is no one's.
-func cleanNestedCgroups(cgroupRoot string, dry bool) ([]string, error) {
+func cleanNestedCgroups(kern kernel.FS, dry bool) ([]string, error) {
 	var names []string
 	for _, pattern := range []string{
-		filepath.Join(cgroupRoot, "*", NamePrefix, NestedCgroupPrefix+"*"),
-		filepath.Join(cgroupRoot, NamePrefix, NestedCgroupPrefix+"*"),
+		kern.Cgroup("*", NamePrefix, NestedCgroupPrefix+"*"),
+		kern.Cgroup(NamePrefix, NestedCgroupPrefix+"*"),
 	} {
 		m, _ := filepath.Glob(pattern)
 		for _, d := range m {
@@ -105,16 +107,16 @@ func cleanNestedCgroups(cgroupRoot string, dry bool) ([]string, error) {
 	var errs []error
 	for _, n := range names {
 		rel := "/" + NamePrefix + "/" + n
-		if holdsProcesses(cgroupRoot, rel) {
+		if holdsProcesses(kern, rel) {
 			continue
 		}
 		if dry {
-			for _, d := range cgroupDirs(cgroupRoot, rel) {
+			for _, d := range cgroupDirs(kern, rel) {
 				removed = append(removed, "cgroup "+d)
 			}
 			continue
 		}
-		r, err := RemoveEmptyCgroups(cgroupRoot, rel)
+		r, err := RemoveEmptyCgroups(kern, rel)
 		removed = append(removed, r...)
 		if err != nil {
 			errs = append(errs, err)

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"ctrperf/internal/kernel"
 )
 
 // A nested engine's group (ctrperf/ctrperf-nested-*, with its inner
@@ -47,7 +49,7 @@ func TestCleanNestedCgroups(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			removed, err := cleanNestedCgroups(root, tc.dry)
+			removed, err := cleanNestedCgroups(kernel.NewFS(kernel.Roots{Cgroup: root}), tc.dry)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -22,13 +22,12 @@ import (
 type CleanOption func(*cleanConfig)
 
 type cleanConfig struct {
-	dryRun     bool
-	bindRoot   string
-	hostState  string
-	hostData   string
-	cgroupRoot string
-	procRoot   string
-	own        *Ownership
+	dryRun    bool
+	bindRoot  string
+	hostState string
+	hostData  string
+	kernel    kernel.FS
+	own       *Ownership
 }
 
 // CleanOwners leaves alone what live owners hold (unless o forces) and
@@ -38,9 +37,9 @@ func CleanOwners(o *Ownership) CleanOption { return func(c *cleanConfig) { c.own
 // CleanDryRun lists what Clean would remove without removing it.
 func CleanDryRun() CleanOption { return func(c *cleanConfig) { c.dryRun = true } }
 
-// CleanRoots overrides where Clean looks for bind directories, host-runtime
-// state and data, cgroups and /proc (tests; empty keeps the default).
-func CleanRoots(bindRoot, hostState, hostData, cgroupRoot, procRoot string) CleanOption {
+// CleanDirs overrides where Clean looks for bind directories and
+// host-runtime state and data (tests; empty keeps the default).
+func CleanDirs(bindRoot, hostState, hostData string) CleanOption {
 	return func(c *cleanConfig) {
 		set := func(dst *string, v string) {
 			if v != "" {
@@ -50,10 +49,11 @@ func CleanRoots(bindRoot, hostState, hostData, cgroupRoot, procRoot string) Clea
 		set(&c.bindRoot, bindRoot)
 		set(&c.hostState, hostState)
 		set(&c.hostData, hostData)
-		set(&c.cgroupRoot, cgroupRoot)
-		set(&c.procRoot, procRoot)
 	}
 }
+
+// CleanKernel overrides where Clean reads the cgroup hierarchies and /proc.
+func CleanKernel(fs kernel.FS) CleanOption { return func(c *cleanConfig) { c.kernel = fs } }
 
 // Clean removes what runs left behind: containers, networks and volumes
 // labelled ctrperf.managed (and ctrperf.run=runID when runID is not empty)
@@ -67,7 +67,7 @@ func CleanRoots(bindRoot, hostState, hostData, cgroupRoot, procRoot string) Clea
 // stop the rest. Cached images are kept: they are not leftovers.
 func Clean(ctx context.Context, cli client.APIClient, runID string, opts ...CleanOption) ([]string, error) {
 	cfg := cleanConfig{bindRoot: DefaultBindRoot, hostState: filepath.Join(DefaultRunDir, "host"),
-		hostData: DefaultHostDataRoot, cgroupRoot: DefaultCgroupRoot, procRoot: kernel.ProcMount}
+		hostData: DefaultHostDataRoot, kernel: kernel.DefaultFS()}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -76,20 +76,20 @@ func Clean(ctx context.Context, cli client.APIClient, runID string, opts ...Clea
 	if err != nil {
 		errs = append(errs, err)
 	}
-	h := NewHost(WithHostStateDir(cfg.hostState), WithHostDataRoot(cfg.hostData), WithCgroupRoot(cfg.cgroupRoot), WithHostProcRoot(cfg.procRoot))
+	h := NewHost(WithHostStateDir(cfg.hostState), WithHostDataRoot(cfg.hostData), WithHostKernel(cfg.kernel))
 	hr, err := h.cleanStates(ctx, runID, cfg.dryRun, cfg.own)
 	removed = append(removed, hr...)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	gr, err := cleanGeneratorCgroups(cfg.cgroupRoot, runID, cfg.dryRun, cfg.own)
+	gr, err := cleanGeneratorCgroups(cfg.kernel, runID, cfg.dryRun, cfg.own)
 	removed = append(removed, gr...)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	// After the Docker objects: a nested engine's group empties when its
 	// outer container goes.
-	nr, err := cleanNestedCgroups(cfg.cgroupRoot, cfg.dryRun)
+	nr, err := cleanNestedCgroups(cfg.kernel, cfg.dryRun)
 	removed = append(removed, nr...)
 	if err != nil {
 		errs = append(errs, err)
@@ -107,11 +107,11 @@ var generatorGroupRe = regexp.MustCompile(`^` + regexp.QuoteMeta(GeneratorCgroup
 // ctrperf that is running: it is left alone, and counts as left behind
 // only when everything is cleaned (runID "") without an Ownership; with
 // one, a group is its generator's, live while that process runs.
-func cleanGeneratorCgroups(cgroupRoot, runID string, dry bool, own *Ownership) ([]string, error) {
+func cleanGeneratorCgroups(kern kernel.FS, runID string, dry bool, own *Ownership) ([]string, error) {
 	var dirs []string
 	for _, pattern := range []string{
-		filepath.Join(cgroupRoot, "*", NamePrefix, GeneratorCgroupPrefix+"*"), // v1, any hierarchy
-		filepath.Join(cgroupRoot, NamePrefix, GeneratorCgroupPrefix+"*"),      // v2
+		kern.Cgroup("*", NamePrefix, GeneratorCgroupPrefix+"*"), // v1, any hierarchy
+		kern.Cgroup(NamePrefix, GeneratorCgroupPrefix+"*"),      // v2
 	} {
 		m, err := filepath.Glob(pattern)
 		if err != nil {

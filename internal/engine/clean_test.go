@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"ctrperf/internal/kernel"
 )
 
 func TestCleanGeneratorCgroups(t *testing.T) {
@@ -64,7 +66,7 @@ func TestCleanGeneratorCgroups(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			removed, err := cleanGeneratorCgroups(root, tc.runID, tc.dry, nil)
+			removed, err := cleanGeneratorCgroups(kernel.NewFS(kernel.Roots{Cgroup: root}), tc.runID, tc.dry, nil)
 			if tc.wantErr == "" && err != nil {
 				t.Fatal(err)
 			}

@@ -45,7 +45,7 @@ type Docker struct {
 	userlandProxy *bool
 	closer        func(context.Context) error
 	bindRoot      string
-	procRoot      string
+	kernel        kernel.FS
 	runDir        string
 	iptables      iptablesRunner
 	// hostPID maps a pid the engine reports to the host's (a nested
@@ -73,8 +73,9 @@ func WithUserlandProxy(on bool) DockerOption { return func(d *Docker) { d.userla
 // WithBindRoot changes where bind placements live (default DefaultBindRoot).
 func WithBindRoot(dir string) DockerOption { return func(d *Docker) { d.bindRoot = dir } }
 
-// WithProcRoot changes where /proc is read (default /proc).
-func WithProcRoot(dir string) DockerOption { return func(d *Docker) { d.procRoot = dir } }
+// WithKernel changes where the kernel's file systems are read (default the
+// real ones).
+func WithKernel(fs kernel.FS) DockerOption { return func(d *Docker) { d.kernel = fs } }
 
 // WithHostPID maps the pids the engine reports to the host's: a dockerd in
 // a container reports its containers' pids in that container's namespace.
@@ -87,7 +88,7 @@ func WithRunDir(dir string) DockerOption { return func(d *Docker) { d.runDir = d
 
 // NewDocker returns an engine deploying through cli.
 func NewDocker(cli client.APIClient, opts ...DockerOption) *Docker {
-	d := &Docker{cli: cli, name: "default", bindRoot: DefaultBindRoot, procRoot: kernel.ProcMount, runDir: DefaultRunDir, iptables: execIPTables}
+	d := &Docker{cli: cli, name: "default", bindRoot: DefaultBindRoot, kernel: kernel.DefaultFS(), runDir: DefaultRunDir, iptables: execIPTables}
 	for _, o := range opts {
 		o(d)
 	}
@@ -434,7 +435,7 @@ func (d *Docker) deployService(ctx context.Context, t *Target, spec DeploySpec, 
 	}
 	if c.PID > 0 {
 		// The container may already have died; readiness reports that.
-		if cg, err := CgroupPath(d.procRoot, c.PID); err == nil {
+		if cg, err := CgroupPath(d.kernel, c.PID); err == nil {
 			c.CgroupPath = cg
 		}
 	}
@@ -516,7 +517,7 @@ func (d *Docker) keepOnProxy(ctx context.Context, runID, addr string) error {
 	if err != nil {
 		return fmt.Errorf("published port %q: %w", portStr, err)
 	}
-	if !dockerProxyServes(d.procRoot, port) {
+	if !dockerProxyServes(d.kernel, port) {
 		return nil // the daemon's proxy is off: NAT is the configuration
 	}
 	ictx, cancel := lifecycle.Detached(ctx, 30*time.Second)

@@ -7,12 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"ctrperf/internal/kernel"
 )
 
 // Why ctrperf touches iptables at all: every dockerd on a host shares the
@@ -116,23 +117,16 @@ func removeLoopbackRules(ctx context.Context, run iptablesRunner, runID string, 
 }
 
 // dockerProxyServes reports whether a docker-proxy process serves host port
-// port (read from <procRoot>/*/cmdline).
-func dockerProxyServes(procRoot string, port int) bool {
-	ents, err := os.ReadDir(procRoot)
+// port (read from <proc>/*/cmdline).
+func dockerProxyServes(fs kernel.FS, port int) bool {
+	pids, err := fs.PIDs()
 	if err != nil {
 		return false
 	}
 	want := strconv.Itoa(port)
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(procRoot, e.Name(), "cmdline"))
-		if err != nil || !bytes.Contains(b, []byte("docker-proxy")) {
-			continue
-		}
-		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		if filepath.Base(args[0]) != "docker-proxy" {
+	for _, pid := range pids {
+		args, err := fs.Cmdline(pid)
+		if err != nil || filepath.Base(args[0]) != "docker-proxy" {
 			continue
 		}
 		for i, a := range args {

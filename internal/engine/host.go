@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -42,13 +41,9 @@ const (
 // baseline. Each service is a process group in cgroups of its own, so
 // observers measure it like a container.
 type Host struct {
-	cgroupRoot string
-	stateDir   string
-	dataRoot   string
-	procRoot   string
-
-	layoutOnce sync.Once
-	layout     kernel.Layout
+	kernel   kernel.FS
+	stateDir string
+	dataRoot string
 }
 
 var _ Engine = (*Host)(nil)
@@ -56,8 +51,9 @@ var _ Engine = (*Host)(nil)
 // HostOption configures the host runtime.
 type HostOption func(*Host)
 
-// WithCgroupRoot changes where cgroup hierarchies are mounted (default kernel.CgroupMount).
-func WithCgroupRoot(dir string) HostOption { return func(h *Host) { h.cgroupRoot = dir } }
+// WithHostKernel changes where the kernel's file systems (the cgroup
+// hierarchies, /proc) are read (default the real ones).
+func WithHostKernel(fs kernel.FS) HostOption { return func(h *Host) { h.kernel = fs } }
 
 // WithHostStateDir changes where run state files go (default /run/ctrperf/host).
 func WithHostStateDir(dir string) HostOption { return func(h *Host) { h.stateDir = dir } }
@@ -65,13 +61,10 @@ func WithHostStateDir(dir string) HostOption { return func(h *Host) { h.stateDir
 // WithHostDataRoot changes where service data directories go.
 func WithHostDataRoot(dir string) HostOption { return func(h *Host) { h.dataRoot = dir } }
 
-// WithHostProcRoot changes where /proc is read.
-func WithHostProcRoot(dir string) HostOption { return func(h *Host) { h.procRoot = dir } }
-
 // NewHost returns the host runtime.
 func NewHost(opts ...HostOption) *Host {
-	h := &Host{cgroupRoot: DefaultCgroupRoot, stateDir: filepath.Join(DefaultRunDir, "host"),
-		dataRoot: DefaultHostDataRoot, procRoot: kernel.ProcMount}
+	h := &Host{kernel: kernel.DefaultFS(), stateDir: filepath.Join(DefaultRunDir, "host"),
+		dataRoot: DefaultHostDataRoot}
 	for _, o := range opts {
 		o(h)
 	}

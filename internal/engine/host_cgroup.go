@@ -18,10 +18,7 @@ import (
 var v1Controllers = []string{"cpu", "cpuacct", "memory", "cpuset", "blkio"}
 
 // cgroups is the layout under the cgroup root, detected on first use.
-func (h *Host) cgroups() kernel.Layout {
-	h.layoutOnce.Do(func() { h.layout = kernel.DetectCgroups(h.cgroupRoot) })
-	return h.layout
-}
+func (h *Host) cgroups() kernel.Layout { return h.kernel.Cgroups() }
 
 // cgroupV2 reports whether the cgroup root is a unified (v2) hierarchy.
 func (h *Host) cgroupV2() bool { return h.cgroups().Mode == kernel.V2 }
@@ -32,11 +29,11 @@ func (h *Host) cgroupV2() bool { return h.cgroups().Mode == kernel.V2 }
 func (h *Host) cgroupDirs(runID, svc string) (groups, runGroups []string, rel string, err error) {
 	rel = "/" + filepath.Join(NamePrefix, runID, svc)
 	if h.cgroupV2() {
-		return []string{filepath.Join(h.cgroupRoot, rel)}, []string{filepath.Join(h.cgroupRoot, NamePrefix, runID)}, rel, nil
+		return []string{h.kernel.Cgroup(rel)}, []string{h.kernel.Cgroup(NamePrefix, runID)}, rel, nil
 	}
 	seen := map[string]bool{}
 	for _, c := range v1Controllers {
-		root := filepath.Join(h.cgroupRoot, c)
+		root := h.kernel.Cgroup(c)
 		real, err := filepath.EvalSymlinks(root)
 		if err != nil || seen[real] {
 			continue // not mounted, or co-mounted with one already listed
@@ -46,7 +43,7 @@ func (h *Host) cgroupDirs(runID, svc string) (groups, runGroups []string, rel st
 		runGroups = append(runGroups, filepath.Join(root, NamePrefix, runID))
 	}
 	if len(groups) == 0 {
-		return nil, nil, "", fmt.Errorf("no cgroup controllers under %s", h.cgroupRoot)
+		return nil, nil, "", fmt.Errorf("no cgroup controllers under %s", h.kernel.Cgroup())
 	}
 	return groups, runGroups, rel, nil
 }
@@ -106,7 +103,7 @@ func (h *Host) makeCgroups(groups, runGroups []string, res Resources) ([]string,
 	for _, g := range groups {
 		controller := ""
 		if !v2 {
-			rel, err := filepath.Rel(h.cgroupRoot, g)
+			rel, err := filepath.Rel(h.kernel.Cgroup(), g)
 			if err != nil {
 				return nil, err
 			}
@@ -114,7 +111,7 @@ func (h *Host) makeCgroups(groups, runGroups []string, res Resources) ([]string,
 		}
 		// Create level by level: a new cpuset group starts with empty cpus
 		// and mems and takes no task until they are set from its parent.
-		top := filepath.Join(h.cgroupRoot, controller)
+		top := h.kernel.Cgroup(controller)
 		parts := strings.Split(strings.TrimPrefix(g, top+string(filepath.Separator)), string(filepath.Separator))
 		cur := top
 		for _, p := range parts {

@@ -5,7 +5,6 @@ package engine
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"io"
 	"os"
@@ -21,7 +20,7 @@ import (
 // ownedProcess guards against PID reuse: a recorded PID is only signalled
 // while it is still in the run's cgroup or still the joining shell.
 func (h *Host) ownedProcess(pid int, marker string) bool {
-	paths, err := kernel.ProcCgroups(h.procRoot, pid)
+	paths, err := kernel.ProcCgroups(h.kernel.Proc(), pid)
 	if err != nil {
 		return false
 	}
@@ -30,8 +29,8 @@ func (h *Host) ownedProcess(pid int, marker string) bool {
 			return true
 		}
 	}
-	cmd, err := os.ReadFile(filepath.Join(h.procRoot, strconv.Itoa(pid), "cmdline"))
-	return err == nil && bytes.Contains(cmd, []byte(joinArg0))
+	argv, err := h.kernel.Cmdline(pid)
+	return err == nil && strings.Contains(strings.Join(argv, "\x00"), joinArg0)
 }
 
 func (h *Host) livePids(st hostState, marker string) []int {
@@ -40,7 +39,7 @@ func (h *Host) livePids(st hostState, marker string) []int {
 		for _, g := range s.Cgroups {
 			pids = append(pids, readPids(filepath.Join(g, "cgroup.procs"))...)
 		}
-		if s.PID > 0 && h.ownedProcess(s.PID, marker) && !isZombie(h.procRoot, s.PID) {
+		if s.PID > 0 && h.ownedProcess(s.PID, marker) && !isZombie(h.kernel, s.PID) {
 			pids = append(pids, s.PID)
 		}
 	}
@@ -121,9 +120,9 @@ func dedupe(p []int) []int {
 }
 
 // isZombie: gone, or a zombie waiting to be reaped, counts as not alive.
-func isZombie(procRoot string, pid int) bool { return !kernel.ProcAlive(procRoot, pid) }
+func isZombie(fs kernel.FS, pid int) bool { return !kernel.ProcAlive(fs.Proc(), pid) }
 
-func isMountPoint(procRoot, dir string) bool {
-	mounts, err := kernel.Mounts(procRoot)
+func isMountPoint(fs kernel.FS, dir string) bool {
+	mounts, err := kernel.Mounts(fs.Proc())
 	return err == nil && kernel.IsMountPoint(mounts, dir)
 }

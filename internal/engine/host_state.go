@@ -142,7 +142,7 @@ func (h *Host) destroy(ctx context.Context, st hostState, dry bool, done map[str
 		}
 	}
 	for _, s := range st.Services {
-		if s.Mount == "" || !isMountPoint(h.procRoot, s.Mount) {
+		if s.Mount == "" || !isMountPoint(h.kernel, s.Mount) {
 			continue
 		}
 		if !dry {

@@ -22,6 +22,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/vishvananda/netlink"
 
+	"ctrperf/internal/kernel"
 	"ctrperf/internal/testenv"
 )
 
@@ -612,7 +613,7 @@ func TestHostRuntimeRoot(t *testing.T) {
 	if c.Service != "front" || c.PID <= 0 || c.CgroupPath != "/ctrperf/"+runID+"/front" {
 		t.Fatalf("front = %+v", c)
 	}
-	cg, err := CgroupPath("/proc", c.PID)
+	cg, err := CgroupPath(kernel.DefaultFS(), c.PID)
 	if err != nil || cg != c.CgroupPath {
 		t.Errorf("process is in cgroup %q (%v), target says %q", cg, err, c.CgroupPath)
 	}
@@ -623,7 +624,7 @@ func TestHostRuntimeRoot(t *testing.T) {
 		t.Errorf("cpu.shares = %q, want 256", got)
 	}
 	dataDir := filepath.Join(DefaultHostDataRoot, runID, "front")
-	if !isMountPoint("/proc", dataDir) {
+	if !isMountPoint(kernel.DefaultFS(), dataDir) {
 		t.Errorf("tmpfs placement: %s is not a mount point", dataDir)
 	}
 	// Nothing a service leaves in its tmpfs is a setuid program or device
@@ -645,7 +646,7 @@ func TestHostRuntimeRoot(t *testing.T) {
 	if err := h.Teardown(context.Background(), tg); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscallKill0(c.PID); err == nil && !isZombie("/proc", c.PID) {
+	if err := syscallKill0(c.PID); err == nil && !isZombie(kernel.DefaultFS(), c.PID) {
 		t.Errorf("process %d survived teardown", c.PID)
 	}
 	assertNothingLeft(t, nil, runID)

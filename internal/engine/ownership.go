@@ -23,12 +23,12 @@ type Object struct {
 // forced clean breaks. A nil *Ownership keeps nothing and records nothing
 // (teardown of one's own run, and tests).
 type Ownership struct {
-	owners   owner.Owners
-	force    bool
-	procRoot string
-	found    []Object
-	seen     map[string]bool
-	refresh  func() (owner.Owners, error)
+	owners  owner.Owners
+	force   bool
+	kernel  kernel.FS
+	found   []Object
+	seen    map[string]bool
+	refresh func() (owner.Owners, error)
 }
 
 // Refreshing re-reads the owners with list before calling an object
@@ -55,7 +55,7 @@ func (o *Ownership) describe(runID func() string) (string, bool, string) {
 
 // NewOwnership decides by owners; force removes live objects too.
 func NewOwnership(owners owner.Owners, force bool) *Ownership {
-	return &Ownership{owners: owners, force: force, procRoot: kernel.ProcMount, seen: map[string]bool{}}
+	return &Ownership{owners: owners, force: force, kernel: kernel.DefaultFS(), seen: map[string]bool{}}
 }
 
 // Found is every object decided, in the order found, each once.
@@ -137,7 +137,7 @@ func (o *Ownership) keepGenerator(what string, pid int, holds bool) bool {
 	switch {
 	case holds:
 		return o.note(Object{What: what, Live: true, Owner: "pid " + strconv.Itoa(pid) + ", still in the group (a ctrperf load?)"})
-	case kernel.ProcAlive(o.procRoot, pid):
+	case kernel.ProcAlive(o.kernel.Proc(), pid):
 		return o.note(Object{What: what, Live: true, Owner: fmt.Sprintf("pid %d is running (a ctrperf load?)", pid)})
 	}
 	return o.note(Object{What: what, Owner: fmt.Sprintf("pid %d is gone", pid)})

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"ctrperf/internal/kernel"
 	"ctrperf/internal/owner"
 )
 
@@ -75,7 +76,7 @@ func TestCleanGeneratorCgroupsByOwner(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(root, "cpu/ctrperf/generator-123/cgroup.procs"), []byte("123\n"), 0o644)
 	o := NewOwnership(nil, false)
-	removed, err := cleanGeneratorCgroups(root, "", false, o)
+	removed, err := cleanGeneratorCgroups(kernel.NewFS(kernel.Roots{Cgroup: root}), "", false, o)
 	if err != nil {
 		t.Fatal(err)
 	}

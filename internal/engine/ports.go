@@ -84,9 +84,9 @@ func hostBindings(services []Service, argvOf func(Service) []string, dataOf func
 	return b, nil
 }
 
-// CgroupPath reads the cgroup of a process from <procRoot>/<pid>/cgroup:
+// CgroupPath reads the cgroup of a process from <proc>/<pid>/cgroup:
 // the path below the cpu controller on v1 (the same below every controller
 // for containers and for ctrperf's own groups), the unified path on v2.
-func CgroupPath(procRoot string, pid int) (string, error) {
-	return kernel.ProcCgroupPath(procRoot, pid)
+func CgroupPath(fs kernel.FS, pid int) (string, error) {
+	return kernel.ProcCgroupPath(fs.Proc(), pid)
 }

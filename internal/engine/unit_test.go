@@ -12,6 +12,8 @@ import (
 
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/api/types/network"
+
+	"ctrperf/internal/kernel"
 )
 
 func TestExpandTemplates(t *testing.T) {
@@ -376,7 +378,7 @@ func TestMakeCgroupsFakeV1(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h := NewHost(WithCgroupRoot(root))
+	h := NewHost(WithHostKernel(kernel.NewFS(kernel.Roots{Cgroup: root})))
 	groups, runGroups, rel, err := h.cgroupDirs("r1", "app")
 	if err != nil {
 		t.Fatal(err)

@@ -14,12 +14,6 @@ import (
 	"ctrperf/internal/kernel"
 )
 
-// Where ProtectGenerator finds the kernel by default.
-const (
-	DefaultCgroupRoot = kernel.CgroupMount
-	DefaultProcRoot   = kernel.ProcMount
-)
-
 // CPU weight of the generator's cgroup: ten times a container's default
 // (cpu.shares 1024 on cgroup v1, cpu.weight 100 on v2).
 const (
@@ -49,8 +43,8 @@ func (p Protection) String() string { return fmt.Sprintf("%s %s=%d", p.Dir, p.Fi
 // (host-runtime runs). Against the containers, which sit under docker/ or
 // system.slice/, what counts is the weight of the ctrperf group itself:
 // the default, like their parent's, and left as it is.
-func ProtectGenerator(cgroupRoot, procRoot string) (Protection, func() error, error) {
-	return protector{cgroupRoot: cgroupRoot, procRoot: procRoot, pid: os.Getpid(), dirs: cgroupfs{}}.protect()
+func ProtectGenerator(fs kernel.FS) (Protection, func() error, error) {
+	return protector{kernel: fs, pid: os.Getpid(), dirs: cgroupfs{}}.protect()
 }
 
 // groupDirs creates and removes cgroup directories. On cgroupfs the kernel
@@ -84,9 +78,9 @@ func (cgroupfs) Rmdir(dir string) error {
 }
 
 type protector struct {
-	cgroupRoot, procRoot string
-	pid                  int
-	dirs                 groupDirs
+	kernel kernel.FS
+	pid    int
+	dirs   groupDirs
 }
 
 // cpuHierarchy is where the cpu controller is mounted under a cgroup root.
@@ -97,15 +91,18 @@ type cpuHierarchy struct {
 	value int
 }
 
-// detectCPUHierarchy finds the cpu controller: a v1 hierarchy at <root>/cpu
-// (alone, or on a hybrid machine next to a unified mount without
-// controllers), else the unified hierarchy at <root> if it offers cpu.
-func detectCPUHierarchy(root string) (cpuHierarchy, error) {
-	v1 := filepath.Join(root, "cpu")
-	if _, err := os.Stat(filepath.Join(v1, "cpu.shares")); err == nil {
-		return cpuHierarchy{top: v1, file: "cpu.shares", value: GeneratorShares}, nil
+// cpuHierarchyOf finds the cpu controller in the layout the kernel FS
+// detected: a v1 hierarchy at <root>/cpu with cpu.shares (alone, or on a
+// hybrid machine next to a unified mount without controllers), else the
+// unified hierarchy at <root> if it offers cpu.
+func cpuHierarchyOf(l kernel.Layout) (cpuHierarchy, error) {
+	root := l.Root
+	if l.HasV1("cpu") {
+		v1 := l.Path("cpu", "")
+		if _, err := os.Stat(filepath.Join(v1, "cpu.shares")); err == nil {
+			return cpuHierarchy{top: v1, file: "cpu.shares", value: GeneratorShares}, nil
+		}
 	}
-	l := kernel.DetectCgroups(root)
 	if l.Mode != kernel.V2 {
 		return cpuHierarchy{}, fmt.Errorf("no cpu controller under %s: neither a v1 hierarchy (cpu/cpu.shares) nor cgroup v2 (cgroup.controllers)", root)
 	}
@@ -117,7 +114,7 @@ func detectCPUHierarchy(root string) (cpuHierarchy, error) {
 }
 
 func (p protector) protect() (Protection, func() error, error) {
-	h, err := detectCPUHierarchy(p.cgroupRoot)
+	h, err := cpuHierarchyOf(p.kernel.Cgroups())
 	if err != nil {
 		return Protection{}, nil, err
 	}
@@ -126,7 +123,7 @@ func (p protector) protect() (Protection, func() error, error) {
 	if err := unix.Access(h.top, unix.W_OK); err != nil {
 		return Protection{}, nil, fmt.Errorf("cgroup hierarchy %s is not writable: %w", h.top, err)
 	}
-	cur, err := kernel.ProcCgroupPath(p.procRoot, p.pid)
+	cur, err := kernel.ProcCgroupPath(p.kernel.Proc(), p.pid)
 	if err != nil {
 		return Protection{}, nil, fmt.Errorf("find the generator's cgroup: %w", err)
 	}
@@ -136,7 +133,7 @@ func (p protector) protect() (Protection, func() error, error) {
 	}
 	from := filepath.Join(h.top, cur)
 	if st, err := os.Stat(from); err != nil || !st.IsDir() {
-		return Protection{}, nil, fmt.Errorf("the generator's cgroup %s (from %s) is not a directory of the cpu hierarchy", from, filepath.Join(p.procRoot, strconv.Itoa(p.pid), "cgroup"))
+		return Protection{}, nil, fmt.Errorf("the generator's cgroup %s (from %s) is not a directory of the cpu hierarchy", from, p.kernel.Proc(strconv.Itoa(p.pid), "cgroup"))
 	}
 	parent := filepath.Join(h.top, engine.NamePrefix)
 	if h.v2 {

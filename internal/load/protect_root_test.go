@@ -15,11 +15,11 @@ import (
 // the real cgroup mount and back.
 func TestProtectGeneratorRoot(t *testing.T) {
 	testenv.RequireRoot(t, "to move a process between cgroups")
-	if _, err := detectCPUHierarchy(DefaultCgroupRoot); err != nil {
+	if _, err := cpuHierarchyOf(kernel.DefaultFS().Cgroups()); err != nil {
 		testenv.SkipOrFailRoot(t, "%v", err)
 	}
 	pid := os.Getpid()
-	tasks := kernel.SelfTaskDir(DefaultProcRoot)
+	tasks := kernel.SelfTaskDir(kernel.ProcMount)
 	// every thread's cgroup in the cpu hierarchy must be want
 	allThreadsIn := func(want string) {
 		t.Helper()
@@ -41,12 +41,12 @@ func TestProtectGeneratorRoot(t *testing.T) {
 			}
 		}
 	}
-	before, err := kernel.ProcCgroupPath(DefaultProcRoot, pid)
+	before, err := kernel.ProcCgroupPath(kernel.ProcMount, pid)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	p, restore, err := ProtectGenerator(DefaultCgroupRoot, DefaultProcRoot)
+	p, restore, err := ProtectGenerator(kernel.DefaultFS())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestProtectGeneratorRoot(t *testing.T) {
 	})
 	t.Logf("protected: %s (came from %s)", p, before)
 	want := "/" + filepath.Join(engine.NamePrefix, engine.GeneratorCgroupPrefix+strconv.Itoa(pid))
-	if got, err := kernel.ProcCgroupPath(DefaultProcRoot, pid); err != nil || got != want {
+	if got, err := kernel.ProcCgroupPath(kernel.ProcMount, pid); err != nil || got != want {
 		t.Errorf("/proc/self/cgroup says %q (%v), want %q", got, err, want)
 	}
 	allThreadsIn(want)
@@ -74,7 +74,7 @@ func TestProtectGeneratorRoot(t *testing.T) {
 	if err := restore(); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := kernel.ProcCgroupPath(DefaultProcRoot, pid); err != nil || got != before {
+	if got, err := kernel.ProcCgroupPath(kernel.ProcMount, pid); err != nil || got != before {
 		t.Errorf("after restore /proc/self/cgroup says %q (%v), want %q", got, err, before)
 	}
 	allThreadsIn(before)

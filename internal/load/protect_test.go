@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"ctrperf/internal/kernel"
 )
 
 // fakeCgroupFS stands in for the kernel on a fixture tree: a new group gets
@@ -124,7 +126,7 @@ func TestProtectGenerator(t *testing.T) {
 				}
 				writeFixture(t, filepath.Join(proc, "4242", "cgroup"), string(b))
 			}
-			p := protector{cgroupRoot: root, procRoot: proc, pid: fakePid, dirs: tc.fs}
+			p := protector{kernel: kernel.NewFS(kernel.Roots{Proc: proc, Cgroup: root}), pid: fakePid, dirs: tc.fs}
 			got, restore, err := p.protect()
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -167,7 +169,7 @@ func TestProtectGeneratorWriteErrorNamesPathAndValue(t *testing.T) {
 		writeFixture(t, filepath.Join(root, name), content)
 	}
 	writeFixture(t, filepath.Join(proc, "4242", "cgroup"), "1:cpu:/\n")
-	_, _, err := protector{cgroupRoot: root, procRoot: proc, pid: fakePid, dirs: fakeCgroupFS{files: []string{"cgroup.procs"}}}.protect()
+	_, _, err := protector{kernel: kernel.NewFS(kernel.Roots{Proc: proc, Cgroup: root}), pid: fakePid, dirs: fakeCgroupFS{files: []string{"cgroup.procs"}}}.protect()
 	want := `failed to write "10240" to cpu.shares in ` + filepath.Join(root, "cpu", "ctrperf", "generator-4242") + ": "
 	if err == nil || !strings.HasPrefix(err.Error(), want) || !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("err = %v; want it to start with %q and wrap ENOENT", err, want)

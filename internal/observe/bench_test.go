@@ -3,6 +3,7 @@ package observe
 import (
 	"testing"
 
+	"ctrperf/internal/kernel"
 	"ctrperf/internal/results"
 )
 
@@ -12,7 +13,7 @@ func BenchmarkSamplers(b *testing.B) {
 	for _, sm := range []sampler{
 		newCPUSampler("/proc"),
 		newMemorySampler("/proc"),
-		newDiskSampler("/proc", "/sys", nil, false),
+		newDiskSampler(kernel.DefaultFS(), nil, false),
 		newInterruptSampler("/proc"),
 		newSoftirqSampler("/proc"),
 		newProcessSampler("/proc", DefaultProcessGroups()),

@@ -65,8 +65,8 @@ type containerSampler struct {
 	prev     map[string]cgroupCounters // by container name
 }
 
-func newContainerSampler(procRoot, root string, list []Container) *containerSampler {
-	return &containerSampler{procRoot: procRoot, cgroups: kernel.DetectCgroups(root), list: list, prev: map[string]cgroupCounters{}}
+func newContainerSampler(fs kernel.FS, list []Container) *containerSampler {
+	return &containerSampler{procRoot: fs.Proc(), cgroups: fs.Cgroups(), list: list, prev: map[string]cgroupCounters{}}
 }
 
 // accountingV2 says where a layout keeps the containers' accounting: in v1

@@ -3,24 +3,24 @@ package observe
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/prometheus/procfs/blockdevice"
 
+	"ctrperf/internal/kernel"
 	"ctrperf/internal/results"
 )
 
 // diskSampler computes iostat -x figures from /proc/diskstats deltas.
 type diskSampler struct {
-	procRoot, sysRoot string
-	devices           map[string]bool // empty: all whole devices with I/O
-	partitions        bool
-	prev              map[string]blockdevice.IOStats
+	kernel     kernel.FS
+	devices    map[string]bool // empty: all whole devices with I/O
+	partitions bool
+	prev       map[string]blockdevice.IOStats
 }
 
-func newDiskSampler(procRoot, sysRoot string, devices []string, partitions bool) *diskSampler {
-	d := &diskSampler{procRoot: procRoot, sysRoot: sysRoot, partitions: partitions}
+func newDiskSampler(fs kernel.FS, devices []string, partitions bool) *diskSampler {
+	d := &diskSampler{kernel: fs, partitions: partitions}
 	if len(devices) > 0 {
 		d.devices = map[string]bool{}
 		for _, n := range devices {
@@ -33,13 +33,9 @@ func newDiskSampler(procRoot, sysRoot string, devices []string, partitions bool)
 func (d *diskSampler) name() string { return "disk" }
 
 func (d *diskSampler) sample(dt float64, s *results.Sample, _ func(string, error)) error {
-	fs, err := blockdevice.NewFS(d.procRoot, d.sysRoot)
+	stats, err := diskstats(d.kernel)
 	if err != nil {
-		return fmt.Errorf("open block device statistics under %s and %s: %w", d.procRoot, d.sysRoot, err)
-	}
-	stats, err := fs.ProcDiskstats()
-	if err != nil {
-		return fmt.Errorf("read %s: %w", filepath.Join(d.procRoot, "diskstats"), err)
+		return err
 	}
 	// Every device's counters are kept so that one whose first I/O falls in
 	// this interval still gets its delta; only reporting is filtered.
@@ -85,7 +81,7 @@ func (d *diskSampler) keep(st blockdevice.Diskstats) bool {
 	if d.partitions {
 		return true
 	}
-	_, err := os.Stat(filepath.Join(d.sysRoot, "block", st.DeviceName))
+	_, err := os.Stat(d.kernel.Sys("block", st.DeviceName))
 	return err == nil
 }
 
@@ -134,16 +130,26 @@ func iostatX(prev, cur blockdevice.IOStats, dt float64) (results.DiskStats, bool
 	return ds, true
 }
 
-// Devices lists the block devices of procRoot's diskstats (whole devices
-// and partitions, every one `observe --devices` may name), sorted.
-func Devices(procRoot, sysRoot string) ([]string, error) {
-	fs, err := blockdevice.NewFS(procRoot, sysRoot)
+// diskstats reads <proc>/diskstats through procfs' blockdevice reader.
+func diskstats(k kernel.FS) ([]blockdevice.Diskstats, error) {
+	fs, err := blockdevice.NewFS(k.Proc(), k.Sys())
 	if err != nil {
-		return nil, fmt.Errorf("open block device statistics under %s and %s: %w", procRoot, sysRoot, err)
+		return nil, fmt.Errorf("open block device statistics under %s and %s: %w", k.Proc(), k.Sys(), err)
 	}
 	stats, err := fs.ProcDiskstats()
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", filepath.Join(procRoot, "diskstats"), err)
+		return nil, fmt.Errorf("read %s: %w", k.Proc("diskstats"), err)
+	}
+	return stats, nil
+}
+
+// Devices lists the block devices of the diskstats under k's proc root
+// (whole devices and partitions, every one `observe --devices` may name),
+// sorted.
+func Devices(k kernel.FS) ([]string, error) {
+	stats, err := diskstats(k)
+	if err != nil {
+		return nil, err
 	}
 	names := make([]string, 0, len(stats))
 	for _, st := range stats {

@@ -52,21 +52,9 @@ func (realClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
 // Option configures an Observer.
 type Option func(*Observer)
 
-// WithRoots sets where /proc, /sys and the cgroup hierarchy are mounted (an
-// empty string keeps the default).
-func WithRoots(proc, sys, cgroup string) Option {
-	return func(o *Observer) {
-		if proc != "" {
-			o.procRoot = proc
-		}
-		if sys != "" {
-			o.sysRoot = sys
-		}
-		if cgroup != "" {
-			o.cgroupRoot = cgroup
-		}
-	}
-}
+// WithKernel sets where /proc, /sys and the cgroup hierarchy are read
+// (default the real ones).
+func WithKernel(fs kernel.FS) Option { return func(o *Observer) { o.kernel = fs } }
 
 // WithInterval sets the sampling interval (default 1 s).
 func WithInterval(d time.Duration) Option {
@@ -115,15 +103,15 @@ func WithOnSample(f func(results.Sample)) Option { return func(o *Observer) { o.
 // Observer runs the samplers every interval between Start and Stop and keeps
 // every sample: summaries are computed later from the raw series.
 type Observer struct {
-	procRoot, sysRoot, cgroupRoot string
-	interval                      time.Duration
-	clock                         Clock
-	containers                    []Container
-	containersMayGo               bool
-	groups                        map[string]ProcessMatcher
-	devices                       []string
-	partitions                    bool
-	onSample                      func(results.Sample)
+	kernel          kernel.FS
+	interval        time.Duration
+	clock           Clock
+	containers      []Container
+	containersMayGo bool
+	groups          map[string]ProcessMatcher
+	devices         []string
+	partitions      bool
+	onSample        func(results.Sample)
 
 	mu       sync.Mutex
 	samplers []sampler
@@ -157,13 +145,11 @@ type sampler interface {
 // New returns an observer; nothing is read until Start.
 func New(opts ...Option) *Observer {
 	o := &Observer{
-		procRoot:   kernel.ProcMount,
-		sysRoot:    kernel.SysMount,
-		cgroupRoot: kernel.CgroupMount,
-		interval:   time.Second,
-		clock:      realClock{},
-		groups:     DefaultProcessGroups(),
-		fails:      map[string]*failure{},
+		kernel:   kernel.DefaultFS(),
+		interval: time.Second,
+		clock:    realClock{},
+		groups:   DefaultProcessGroups(),
+		fails:    map[string]*failure{},
 	}
 	for _, opt := range opts {
 		opt(o)
@@ -181,16 +167,16 @@ func (o *Observer) Start(ctx context.Context) error {
 		return errors.New("observer already started")
 	}
 	o.started = true
-	o.cgroups = newContainerSampler(o.procRoot, o.cgroupRoot, o.containers)
+	o.cgroups = newContainerSampler(o.kernel, o.containers)
 	o.cgroups.mayGo = o.containersMayGo
 	o.samplers = []sampler{
-		newCPUSampler(o.procRoot),
-		newMemorySampler(o.procRoot),
-		newDiskSampler(o.procRoot, o.sysRoot, o.devices, o.partitions),
-		newInterruptSampler(o.procRoot),
-		newSoftirqSampler(o.procRoot),
+		newCPUSampler(o.kernel.Proc()),
+		newMemorySampler(o.kernel.Proc()),
+		newDiskSampler(o.kernel, o.devices, o.partitions),
+		newInterruptSampler(o.kernel.Proc()),
+		newSoftirqSampler(o.kernel.Proc()),
 		o.cgroups,
-		newProcessSampler(o.procRoot, o.groups),
+		newProcessSampler(o.kernel.Proc(), o.groups),
 	}
 	o.start = o.clock.Now()
 	o.last = o.start

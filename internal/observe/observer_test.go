@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"ctrperf/internal/kernel"
 	"ctrperf/internal/results"
 )
 
@@ -92,7 +93,7 @@ func runFixture(t *testing.T, name string, dt time.Duration, opts ...Option) *re
 	clk := newFakeClock()
 	got := make(chan results.Sample, 1)
 	o := New(append([]Option{
-		WithRoots(filepath.Join(root, "proc"), filepath.Join(root, "sys"), filepath.Join(root, "cgroup")),
+		WithKernel(kernel.NewFS(kernel.Roots{Proc: filepath.Join(root, "proc"), Sys: filepath.Join(root, "sys"), Cgroup: filepath.Join(root, "cgroup")})),
 		WithClock(clk), WithInterval(dt),
 		WithOnSample(func(s results.Sample) { got <- s }),
 	}, opts...)...)
@@ -326,7 +327,7 @@ func TestObserverLifecycle(t *testing.T) {
 	})
 	t.Run("a stop right after the last tick adds nothing", func(t *testing.T) {
 		clk := newFakeClock()
-		o := New(WithClock(clk), WithInterval(time.Second), WithRoots(t.TempDir(), t.TempDir(), t.TempDir()))
+		o := New(WithClock(clk), WithInterval(time.Second), WithKernel(kernel.NewFS(kernel.Roots{Proc: t.TempDir(), Sys: t.TempDir(), Cgroup: t.TempDir()})))
 		if err := o.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -337,7 +338,7 @@ func TestObserverLifecycle(t *testing.T) {
 	})
 	t.Run("start twice fails, stop twice is fine", func(t *testing.T) {
 		clk := newFakeClock()
-		o := New(WithClock(clk), WithRoots(t.TempDir(), t.TempDir(), t.TempDir()))
+		o := New(WithClock(clk), WithKernel(kernel.NewFS(kernel.Roots{Proc: t.TempDir(), Sys: t.TempDir(), Cgroup: t.TempDir()})))
 		if err := o.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -349,7 +350,7 @@ func TestObserverLifecycle(t *testing.T) {
 	})
 	t.Run("stop keeps a last partial interval of a tenth or more", func(t *testing.T) {
 		clk := newFakeClock()
-		o := New(WithClock(clk), WithInterval(time.Second), WithRoots(t.TempDir(), t.TempDir(), t.TempDir()))
+		o := New(WithClock(clk), WithInterval(time.Second), WithKernel(kernel.NewFS(kernel.Roots{Proc: t.TempDir(), Sys: t.TempDir(), Cgroup: t.TempDir()})))
 		if err := o.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -369,7 +370,7 @@ func TestObserverSetContainers(t *testing.T) {
 	copyTree(t, "testdata/host-v1/t0", root)
 	clk := newFakeClock()
 	got := make(chan results.Sample, 4)
-	o := New(WithClock(clk), WithRoots(filepath.Join(root, "proc"), filepath.Join(root, "sys"), filepath.Join(root, "cgroup")),
+	o := New(WithClock(clk), WithKernel(kernel.NewFS(kernel.Roots{Proc: filepath.Join(root, "proc"), Sys: filepath.Join(root, "sys"), Cgroup: filepath.Join(root, "cgroup")})),
 		WithOnSample(func(s results.Sample) { got <- s }))
 	if err := o.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -434,7 +435,7 @@ func TestContainerGoneAfterReading(t *testing.T) {
 			copyTree(t, "testdata/host-v1/t0", root)
 			clk := newFakeClock()
 			got := make(chan results.Sample, 4)
-			o := New(WithClock(clk), WithRoots(filepath.Join(root, "proc"), filepath.Join(root, "sys"), filepath.Join(root, "cgroup")),
+			o := New(WithClock(clk), WithKernel(kernel.NewFS(kernel.Roots{Proc: filepath.Join(root, "proc"), Sys: filepath.Join(root, "sys"), Cgroup: filepath.Join(root, "cgroup")})),
 				WithContainers([]Container{{Name: "web", CgroupPath: "/docker/" + v1Container}}),
 				WithContainersMayGo(tc.mayGo), WithOnSample(func(s results.Sample) { got <- s }))
 			if err := o.Start(context.Background()); err != nil {

@@ -217,14 +217,14 @@ func TestSummarize(t *testing.T) {
 
 func TestDevices(t *testing.T) {
 	root := "testdata/host-v1/t0/"
-	got, err := Devices(root+"proc", root+"sys")
+	got, err := Devices(kernel.NewFS(kernel.Roots{Proc: root + "proc", Sys: root + "sys"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(got, "vda") || !slices.IsSorted(got) {
 		t.Errorf("Devices = %v, want vda among them, sorted", got)
 	}
-	if _, err := Devices(t.TempDir(), t.TempDir()); err == nil {
+	if _, err := Devices(kernel.NewFS(kernel.Roots{Proc: t.TempDir(), Sys: t.TempDir()})); err == nil {
 		t.Error("no diskstats: no error")
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/image"
+	"ctrperf/internal/kernel"
 	"ctrperf/internal/labels"
 	"ctrperf/internal/load"
 	"ctrperf/internal/results"
@@ -349,7 +350,7 @@ func protectGenerator() (protected string, restore func() error, note string) {
 	if os.Geteuid() != 0 {
 		return "", restore, "the load generator ran unprotected: ctrperf is not root, so it could not move itself into a cgroup of its own and a hot tenant can delay it (see generator_lateness_p99_ms)"
 	}
-	p, undo, err := load.ProtectGenerator(load.DefaultCgroupRoot, load.DefaultProcRoot)
+	p, undo, err := load.ProtectGenerator(kernel.DefaultFS())
 	if err != nil {
 		return "", restore, "the load generator ran unprotected: " + err.Error()
 	}

@@ -54,7 +54,7 @@ func teardown(ctx context.Context, o Options, st *State, ipt iptablesRunner) ([]
 		}
 	}
 
-	mnts, err := kernel.Mounts(o.ProcRoot)
+	mnts, err := kernel.Mounts(o.Kernel.Proc())
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -73,9 +73,9 @@ func teardown(ctx context.Context, o Options, st *State, ipt iptablesRunner) ([]
 	}
 
 	if st.Loop != nil && st.Loop.Image != "" {
-		devs := loopDevicesOf(o.SysRoot, st.Loop.Image)
+		devs := loopDevicesOf(o.Kernel, st.Loop.Image)
 		for dev := range devs {
-			ok, err := detachLoop(ctx, o.SysRoot, dev, st.Loop.Image)
+			ok, err := detachLoop(ctx, o.Kernel, dev, st.Loop.Image)
 			if err != nil {
 				errs = append(errs, err)
 			} else if ok {
@@ -139,7 +139,7 @@ func teardown(ctx context.Context, o Options, st *State, ipt iptablesRunner) ([]
 
 	// Directories, only inside ctrperf's own roots whatever the state says,
 	// and never across a mount that is still there.
-	mnts, _ = kernel.Mounts(o.ProcRoot)
+	mnts, _ = kernel.Mounts(o.Kernel.Proc())
 	rm := func(dir, root string) {
 		if dir == "" || !kernel.PathUnder(dir, root) || filepath.Clean(dir) == filepath.Clean(root) {
 			return
@@ -186,8 +186,8 @@ func stopEngineProcesses(o Options, st *State) []string {
 		if pid == 0 {
 			pid = readPIDFile(st.PIDFile)
 		}
-		if ownedPID(o.ProcRoot, pid, st.Socket) {
-			if stopPID(o.ProcRoot, pid, o.StopWait) {
+		if ownedPID(o.Kernel, pid, st.Socket) {
+			if stopPID(o.Kernel, pid, o.StopWait) {
 				note("killed dockerd pid %d (did not stop on SIGTERM within %s)", pid, o.StopWait)
 			} else {
 				note("stopped dockerd pid %d", pid)
@@ -197,9 +197,9 @@ func stopEngineProcesses(o Options, st *State) []string {
 	if st.ExecRoot != "" {
 		// containerd, its shims and anything else started for this engine
 		// carry the exec-root in their command line.
-		for _, pid := range pidsMatching(o.ProcRoot, st.ExecRoot) {
-			what := firstWord(procCmdline(o.ProcRoot, pid))
-			stopPID(o.ProcRoot, pid, 2*time.Second)
+		for _, pid := range pidsMatching(o.Kernel, st.ExecRoot) {
+			what := firstWord(procCmdline(o.Kernel, pid))
+			stopPID(o.Kernel, pid, 2*time.Second)
 			note("stopped leftover process %d (%s)", pid, what)
 		}
 	}
@@ -209,8 +209,8 @@ func stopEngineProcesses(o Options, st *State) []string {
 		}
 	}
 	if st.Subnet != "" {
-		for _, pid := range proxyPIDsIn(o.ProcRoot, st.Subnet) {
-			stopPID(o.ProcRoot, pid, 2*time.Second)
+		for _, pid := range proxyPIDsIn(o.Kernel, st.Subnet) {
+			stopPID(o.Kernel, pid, 2*time.Second)
 			note("stopped leftover docker-proxy %d", pid)
 		}
 	}
@@ -282,14 +282,14 @@ func killContainerProcesses(o Options, dataRoot string) (int, error) {
 	if err != nil {
 		return 0, nil // no containers dir: nothing ever ran
 	}
-	ctrls, _ := os.ReadDir(o.CgroupRoot)
+	ctrls, _ := os.ReadDir(o.Kernel.Cgroup())
 	n := 0
 	var errs []error
 	for _, c := range ents {
 		id := c.Name()
 		var dirs []string
 		for _, ctrl := range ctrls {
-			d := filepath.Join(o.CgroupRoot, ctrl.Name(), "docker", id)
+			d := o.Kernel.Cgroup(ctrl.Name(), "docker", id)
 			if _, err := os.Stat(d); err == nil {
 				dirs = append(dirs, d)
 			}
@@ -328,14 +328,14 @@ func rmdirRetry(d string) error {
 
 // proxyPIDsIn finds docker-proxy processes forwarding to an address inside
 // subnet: the ones a killed private dockerd leaves orphaned.
-func proxyPIDsIn(procRoot, subnet string) []int {
+func proxyPIDsIn(fs kernel.FS, subnet string) []int {
 	_, n, err := net.ParseCIDR(subnet)
 	if err != nil {
 		return nil
 	}
 	var out []int
-	for _, pid := range pidsMatching(procRoot, "docker-proxy") {
-		f := strings.Fields(procCmdline(procRoot, pid))
+	for _, pid := range pidsMatching(fs, "docker-proxy") {
+		f := strings.Fields(procCmdline(fs, pid))
 		for i := 0; i+1 < len(f); i++ {
 			if f[i] == "-container-ip" {
 				if ip := net.ParseIP(f[i+1]); ip != nil && n.Contains(ip) {
@@ -363,7 +363,7 @@ func List(opts ...Option) ([]Listed, error) {
 		if pid == 0 {
 			pid = readPIDFile(st.PIDFile)
 		}
-		out = append(out, Listed{State: *st, Alive: st.Socket != "" && ownedPID(o.ProcRoot, pid, st.Socket)})
+		out = append(out, Listed{State: *st, Alive: st.Socket != "" && ownedPID(o.Kernel, pid, st.Socket)})
 	}
 	return out, errors.Join(errs...)
 }
@@ -453,7 +453,7 @@ func cleanOrphans(ctx context.Context, o Options, runID string) ([]string, error
 	}
 	var done []string
 	var errs []error
-	mnts, _ := kernel.Mounts(o.ProcRoot)
+	mnts, _ := kernel.Mounts(o.Kernel.Proc())
 	for _, p := range kernel.MountsUnder(mnts, o.mntDir()) {
 		top := filepath.Join(o.mntDir(), strings.SplitN(strings.TrimPrefix(p, o.mntDir()+"/"), "/", 2)[0])
 		if !mine(top) {
@@ -465,11 +465,11 @@ func cleanOrphans(ctx context.Context, o Options, runID string) ([]string, error
 		}
 		done = append(done, "unmounted orphan "+p)
 	}
-	for dev, file := range loopDevicesOf(o.SysRoot, o.loopDir()) {
+	for dev, file := range loopDevicesOf(o.Kernel, o.loopDir()) {
 		if !mine(file) {
 			continue
 		}
-		if ok, err := detachLoop(ctx, o.SysRoot, dev, file); err != nil {
+		if ok, err := detachLoop(ctx, o.Kernel, dev, file); err != nil {
 			errs = append(errs, err)
 		} else if ok {
 			done = append(done, "detached orphan loop device "+dev+" ("+file+")")
@@ -488,7 +488,7 @@ func cleanOrphans(ctx context.Context, o Options, runID string) ([]string, error
 var loopbackHook = ipRule{Table: "nat", Chain: "OUTPUT", Args: []string{"-m", "addrtype", "--dst-type", "LOCAL", "-j", "DOCKER"}}
 
 // userEngineFlags are the flags of the user's own dockerd, when it runs.
-var userEngineFlags = func(o Options) (DaemonFlags, bool) { return FlagsOf(o.ProcRoot, UserHost()) }
+var userEngineFlags = func(o Options) (DaemonFlags, bool) { return FlagsOf(o.Kernel, UserHost()) }
 
 // jumpsStillNeeded names an engine that runs with the same settings
 // (userland proxy off) and so relies on the jumps st added: another live
@@ -509,7 +509,7 @@ func jumpsStillNeeded(o Options, st *State) string {
 		if pid == 0 {
 			pid = readPIDFile(other.PIDFile)
 		}
-		if other.Socket != "" && ownedPID(o.ProcRoot, pid, other.Socket) {
+		if other.Socket != "" && ownedPID(o.Kernel, pid, other.Socket) {
 			return "engine " + other.Name
 		}
 	}

@@ -409,7 +409,7 @@ func (d *Daemon) Info(ctx context.Context) (engine.Info, error) {
 			on = *d.st.Spec.UserlandProxy
 		}
 		out.UserlandProxy = &on
-	} else if f, ok := FlagsOf(d.o.ProcRoot, d.host); ok {
+	} else if f, ok := FlagsOf(d.o.Kernel, d.host); ok {
 		out.UserlandProxy = &f.UserlandProxy
 	}
 	return out, nil
@@ -426,16 +426,12 @@ type DaemonFlags struct {
 // FlagsOf finds the dockerd serving host among local processes and reads its
 // userland-proxy and iptables settings from its command line and config
 // file. ok is false when no local dockerd serves host.
-func FlagsOf(procRoot, host string) (DaemonFlags, bool) {
-	if procRoot == "" {
-		procRoot = kernel.ProcMount
-	}
-	for _, pid := range pidsMatching(procRoot, "dockerd") {
-		b, err := os.ReadFile(filepath.Join(procRoot, fmt.Sprint(pid), "cmdline"))
+func FlagsOf(fs kernel.FS, host string) (DaemonFlags, bool) {
+	for _, pid := range pidsMatching(fs, "dockerd") {
+		args, err := fs.Cmdline(pid)
 		if err != nil {
 			continue
 		}
-		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 		if filepath.Base(args[0]) != "dockerd" || !servesHost(args[1:], host) {
 			continue
 		}

@@ -209,7 +209,7 @@ func MountDataFS(ctx context.Context, runID, fsType string, options []string, si
 	if err := os.Chmod(f.Mount, 0o700); err != nil {
 		return f, fmt.Errorf("close %s to other users: %w", f.Mount, err)
 	}
-	if mnts, err := kernel.Mounts(o.ProcRoot); err == nil {
+	if mnts, err := kernel.Mounts(o.Kernel.Proc()); err == nil {
 		for _, m := range mnts {
 			if m.Point == f.Mount {
 				f.Applied = append(append([]string{}, m.Options...), m.SuperOptions...)
@@ -293,7 +293,7 @@ func RemoveDataFS(ctx context.Context, f *DataFS, opts ...Option) error {
 
 func removeDataFS(ctx context.Context, o Options, f *DataFS) error {
 	var errs []error
-	if mnts, err := kernel.Mounts(o.ProcRoot); err == nil {
+	if mnts, err := kernel.Mounts(o.Kernel.Proc()); err == nil {
 		for _, p := range kernel.MountsUnder(mnts, f.Mount) {
 			if err := unmountPatiently(ctx, p); err != nil {
 				errs = append(errs, err)
@@ -302,15 +302,15 @@ func removeDataFS(ctx context.Context, o Options, f *DataFS) error {
 	} else {
 		errs = append(errs, err)
 	}
-	for dev := range loopDevicesOf(o.SysRoot, f.Image) {
-		if _, err := detachLoop(ctx, o.SysRoot, dev, f.Image); err != nil {
+	for dev := range loopDevicesOf(o.Kernel, f.Image) {
+		if _, err := detachLoop(ctx, o.Kernel, dev, f.Image); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if f.Device != "" {
 		// Attached but not yet seen in /sys by the scan above: detach by
 		// name, only while still attached to our image.
-		if _, err := detachLoop(ctx, o.SysRoot, f.Device, f.Image); err != nil {
+		if _, err := detachLoop(ctx, o.Kernel, f.Device, f.Image); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -29,14 +29,14 @@ func requireDataFSTools(t *testing.T) {
 func assertDataFSGone(t *testing.T, f *DataFS) {
 	t.Helper()
 	o := buildOptions(nil)
-	mnts, err := kernel.Mounts(o.ProcRoot)
+	mnts, err := kernel.Mounts(o.Kernel.Proc())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if left := kernel.MountsUnder(mnts, f.Mount); len(left) > 0 {
 		t.Errorf("%s: mounts left: %v", f.Name, left)
 	}
-	if devs := loopDevicesOf(o.SysRoot, f.Image); len(devs) > 0 {
+	if devs := loopDevicesOf(o.Kernel, f.Image); len(devs) > 0 {
 		t.Errorf("%s: loop devices left: %v", f.Name, devs)
 	}
 	for _, p := range []string{f.Image, f.Mount, dataFSStatePath(o, f.Name)} {
@@ -69,7 +69,7 @@ func TestDataFSMountOptionsRoot(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s %q: %v", tc.fs, tc.options, err)
 		}
-		mnts, _ := kernel.Mounts(buildOptions(nil).ProcRoot)
+		mnts, _ := kernel.Mounts(buildOptions(nil).Kernel.Proc())
 		var got []string
 		for _, m := range mnts {
 			if m.Point == f.Mount {
@@ -146,7 +146,7 @@ func TestDataFSMountOptionsRoot(t *testing.T) {
 	if _, err := CleanEngines(ctx, id, nil); err != nil {
 		t.Fatal(err)
 	}
-	if mnts, _ := kernel.Mounts(o.ProcRoot); !kernel.IsMountPoint(mnts, f.Mount) {
+	if mnts, _ := kernel.Mounts(o.Kernel.Proc()); !kernel.IsMountPoint(mnts, f.Mount) {
 		t.Fatalf("the engine sweep unmounted a data filesystem it does not own")
 	}
 	done, err := CleanDataFS(ctx, id, nil)

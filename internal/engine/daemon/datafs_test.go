@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"ctrperf/internal/kernel"
 )
 
 func TestMountArgs(t *testing.T) {
@@ -59,7 +61,7 @@ func TestCleanDataFSFromState(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(proc, "self", "mountinfo"), []byte("22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	opts := []Option{WithRunDir(filepath.Join(dir, "run")), WithLibDir(filepath.Join(dir, "lib")), WithProcRoot(proc), WithSysRoot(filepath.Join(dir, "sys"))}
+	opts := []Option{WithRunDir(filepath.Join(dir, "run")), WithLibDir(filepath.Join(dir, "lib")), WithKernel(kernel.NewFS(kernel.Roots{Proc: proc, Sys: filepath.Join(dir, "sys")}))}
 	o := buildOptions(opts)
 	for _, id := range []string{"dead-1", "live-1", "other-1"} {
 		f := &DataFS{Name: DataFSName(id), RunID: id, FS: "xfs", Image: filepath.Join(o.loopDir(), DataFSName(id)+".img"), Mount: filepath.Join(o.mntDir(), DataFSName(id))}

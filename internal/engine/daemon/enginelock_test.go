@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"ctrperf/internal/kernel"
 )
 
 // clean must not tear down an engine a run is starting or sharing (issue
@@ -32,7 +34,7 @@ func TestCleanEnginesWaitsForAStartingRun(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(proc, "self", "mountinfo"), []byte("22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			opts := []Option{WithRunDir(filepath.Join(dir, "run")), WithLibDir(filepath.Join(dir, "lib")), WithProcRoot(proc), WithSysRoot(filepath.Join(dir, "sys"))}
+			opts := []Option{WithRunDir(filepath.Join(dir, "run")), WithLibDir(filepath.Join(dir, "lib")), WithKernel(kernel.NewFS(kernel.Roots{Proc: proc, Sys: filepath.Join(dir, "sys")}))}
 			o := buildOptions(opts)
 			if err := writeState(o, &State{Name: defaultName}); err != nil {
 				t.Fatal(err)

@@ -46,10 +46,10 @@ func testRunID(t *testing.T) string {
 func assertNothingLeft(t *testing.T, st *State) {
 	t.Helper()
 	o := buildOptions(nil)
-	if st.PID != 0 && procAlive("/proc", st.PID) {
+	if st.PID != 0 && procAlive(kernel.DefaultFS(), st.PID) {
 		t.Errorf("dockerd pid %d still running", st.PID)
 	}
-	if pids := pidsMatching("/proc", st.ExecRoot); len(pids) > 0 {
+	if pids := pidsMatching(kernel.DefaultFS(), st.ExecRoot); len(pids) > 0 {
 		t.Errorf("processes of exec-root %s still running: %v", st.ExecRoot, pids)
 	}
 	mi, err := kernel.Mounts("/proc")
@@ -59,7 +59,7 @@ func assertNothingLeft(t *testing.T, st *State) {
 	dirs := []string{st.ExecRoot, st.DataRoot, stateDir(o, st.Name), filepath.Join(o.enginesDir(), st.Name+".lock")}
 	if st.Loop != nil {
 		dirs = append(dirs, st.Loop.Mount)
-		if devs := loopDevicesOf("/sys", st.Loop.Image); len(devs) > 0 {
+		if devs := loopDevicesOf(kernel.DefaultFS(), st.Loop.Image); len(devs) > 0 {
 			t.Errorf("loop devices still attached to %s: %v", st.Loop.Image, devs)
 		}
 		if _, err := os.Stat(st.Loop.Image); !errors.Is(err, os.ErrNotExist) {
@@ -151,7 +151,7 @@ func TestPrivateBtrfsLoopNoProxyDocker(t *testing.T) {
 	} else if fsOf(mi, info.DataRoot) != "btrfs" {
 		t.Errorf("data root %s is on %s", info.DataRoot, fsOf(mi, info.DataRoot))
 	}
-	if f, ok := FlagsOf("/proc", d.Host()); !ok || f.UserlandProxy || !f.IPTables {
+	if f, ok := FlagsOf(kernel.DefaultFS(), d.Host()); !ok || f.UserlandProxy || !f.IPTables {
 		t.Errorf("dockerd command line flags = %+v (found %v), want proxy off, iptables on", f, ok)
 	}
 	// Starting it must not have cost the other engines their port rules.
@@ -290,7 +290,7 @@ func TestCopyImagesAndCleanAllAfterKillDocker(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctrPID := ci.Container.State.Pid
-	if ctrPID == 0 || !procAlive("/proc", ctrPID) {
+	if ctrPID == 0 || !procAlive(kernel.DefaultFS(), ctrPID) {
 		t.Fatalf("container process %d is not running", ctrPID)
 	}
 
@@ -312,7 +312,7 @@ func TestCopyImagesAndCleanAllAfterKillDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if procAlive("/proc", ctrPID) {
+	if procAlive(kernel.DefaultFS(), ctrPID) {
 		t.Errorf("container process %d survived CleanAll", ctrPID)
 	}
 	if _, err := netlink.LinkByName(userBridge); err == nil {
@@ -355,7 +355,7 @@ func TestPrivateVfsDocker(t *testing.T) {
 		t.Errorf("second Start owned=%v pid=%d, want the running engine %d shared", again.owned, again.State().PID, st.PID)
 	}
 	again.Close(ctx)
-	if !procAlive("/proc", st.PID) {
+	if !procAlive(kernel.DefaultFS(), st.PID) {
 		t.Fatal("closing a shared handle stopped the engine")
 	}
 	if err := d.Close(ctx); err != nil {
@@ -427,7 +427,7 @@ func TestDefaultStartsPrivateDocker(t *testing.T) {
 	if err := d.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if procAlive("/proc", st.PID) {
+	if procAlive(kernel.DefaultFS(), st.PID) {
 		t.Errorf("dockerd %d still running after Close", st.PID)
 	}
 	if _, err := os.Stat(filepath.Join(st.DataRoot, "image")); err != nil {

@@ -61,8 +61,8 @@ func setUpLoop(ctx context.Context, o Options, st *State, size int64) error {
 }
 
 // loopBackingFile is the file a loop device is attached to, "" if none.
-func loopBackingFile(sysRoot, dev string) string {
-	b, err := os.ReadFile(filepath.Join(sysRoot, "block", filepath.Base(dev), "loop", "backing_file"))
+func loopBackingFile(fs kernel.FS, dev string) string {
+	b, err := os.ReadFile(fs.Sys("block", filepath.Base(dev), "loop", "backing_file"))
 	if err != nil {
 		return ""
 	}
@@ -70,14 +70,14 @@ func loopBackingFile(sysRoot, dev string) string {
 }
 
 // loopDevicesOf lists the loop devices attached to files below dir.
-func loopDevicesOf(sysRoot, dir string) map[string]string {
+func loopDevicesOf(fs kernel.FS, dir string) map[string]string {
 	out := map[string]string{}
-	ents, _ := os.ReadDir(filepath.Join(sysRoot, "block"))
+	ents, _ := os.ReadDir(fs.Sys("block"))
 	for _, e := range ents {
 		if !strings.HasPrefix(e.Name(), "loop") {
 			continue
 		}
-		bf := loopBackingFile(sysRoot, e.Name())
+		bf := loopBackingFile(fs, e.Name())
 		// The kernel appends " (deleted)" when the file is gone.
 		bf = strings.TrimSuffix(bf, " (deleted)")
 		if bf != "" && kernel.PathUnder(bf, dir) {
@@ -89,8 +89,8 @@ func loopDevicesOf(sysRoot, dir string) map[string]string {
 
 // detachLoop detaches dev only if it is still attached to image, so a device
 // number reused by someone else is never touched.
-func detachLoop(ctx context.Context, sysRoot, dev, image string) (bool, error) {
-	bf := strings.TrimSuffix(loopBackingFile(sysRoot, dev), " (deleted)")
+func detachLoop(ctx context.Context, fs kernel.FS, dev, image string) (bool, error) {
+	bf := strings.TrimSuffix(loopBackingFile(fs, dev), " (deleted)")
 	if bf == "" || bf != image {
 		return false, nil
 	}

@@ -89,7 +89,7 @@ func StartNested(ctx context.Context, outer *Daemon, spec engine.EngineSpec, run
 		}
 		binds = append(binds, p+":/usr/local/bin/"+b+":ro")
 	}
-	caps, err := nestedCapabilities(o.ProcRoot)
+	caps, err := nestedCapabilities(o.Kernel)
 	if err != nil {
 		return nil, fmt.Errorf("nested engine: %w", err)
 	}
@@ -110,7 +110,7 @@ func StartNested(ctx context.Context, outer *Daemon, spec engine.EngineSpec, run
 	if _, err := cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: ns.volume, Labels: labels}); err != nil {
 		return fail(fmt.Errorf("create volume: %w", err))
 	}
-	binds = append(binds, "/sys/fs/cgroup:/sys/fs/cgroup:rw", ns.sockDir+":/run/ctrperf-nested")
+	binds = append(binds, nestedCgroupBind(o.Kernel), ns.sockDir+":/run/ctrperf-nested")
 	hc := &container.HostConfig{
 		NetworkMode: "host",
 		CapAdd:      caps,
@@ -160,11 +160,7 @@ func (d *Daemon) HostPID(ctx context.Context, pid int) (int, error) {
 	if in.Container.State == nil || in.Container.State.Pid <= 0 {
 		return 0, fmt.Errorf("nested engine %s: its container is not running", d.name)
 	}
-	procRoot := d.o.ProcRoot
-	if procRoot == "" {
-		procRoot = kernel.ProcMount
-	}
-	return kernel.HostPID(procRoot, pid, in.Container.State.Pid)
+	return d.o.Kernel.HostPID(pid, in.Container.State.Pid)
 }
 
 // Nested reports whether the engine is a dockerd in a container.
@@ -254,7 +250,7 @@ func (d *Daemon) closeNested(ctx context.Context) error {
 	}
 	if ns.cgroup != "" {
 		// runc removes a container's own group, not the parents it made.
-		if _, err := engine.RemoveEmptyCgroups(d.o.CgroupRoot, ns.cgroup); err != nil {
+		if _, err := engine.RemoveEmptyCgroups(d.o.Kernel, ns.cgroup); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -269,12 +265,19 @@ var nestedDroppedCaps = []string{"SYS_MODULE", "SYS_RAWIO", "SYS_BOOT"}
 
 // nestedCapabilities are the capabilities the outer container gets: this
 // process's bounding set less nestedDroppedCaps.
-func nestedCapabilities(procRoot string) ([]string, error) {
-	caps, err := hostCapabilities(procRoot)
+func nestedCapabilities(fs kernel.FS) ([]string, error) {
+	caps, err := hostCapabilities(fs)
 	if err != nil {
 		return nil, err
 	}
 	return slices.DeleteFunc(caps, func(c string) bool { return slices.Contains(nestedDroppedCaps, c) }), nil
+}
+
+// nestedCgroupBind mounts the cgroup hierarchy ctrperf reads (the
+// Options' kernel, not always the host's /sys/fs/cgroup) where the inner
+// dockerd expects one, writable: it makes the inner containers' groups.
+func nestedCgroupBind(fs kernel.FS) string {
+	return fs.Cgroup() + ":" + kernel.CgroupMount + ":rw"
 }
 
 // nestedCgroupParents are the outer container's cgroup parent, as the
@@ -294,15 +297,12 @@ func nestedCgroupParents(driver, name string) (outer, inner string) {
 
 // hostCapabilities are the capabilities in this process's bounding set,
 // as Docker names them (CAP_ dropped): what the outer container may get.
-func hostCapabilities(procRoot string) ([]string, error) {
-	if procRoot == "" {
-		procRoot = kernel.ProcMount
-	}
-	set, err := kernel.BoundingSet(procRoot, os.Getpid())
+func hostCapabilities(fs kernel.FS) ([]string, error) {
+	set, err := kernel.BoundingSet(fs.Proc(), os.Getpid())
 	if err != nil {
 		return nil, err
 	}
-	last, err := kernel.LastCapability(procRoot)
+	last, err := kernel.LastCapability(fs.Proc())
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+
+	"ctrperf/internal/kernel"
 )
 
 // The outer container of a nested engine gets the host's capabilities
@@ -37,7 +39,7 @@ func TestNestedCapabilities(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			caps, err := nestedCapabilities(proc)
+			caps, err := nestedCapabilities(kernel.NewFS(kernel.Roots{Proc: proc}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,6 +59,22 @@ func TestNestedCapabilities(t *testing.T) {
 
 // The outer container and the inner containers share one group of the
 // nested engine's own under ctrperf's, named so each driver takes it.
+func TestNestedCgroupBind(t *testing.T) {
+	tests := []struct {
+		desc string
+		fs   kernel.FS
+		want string
+	}{
+		{"the real cgroup mount", kernel.DefaultFS(), "/sys/fs/cgroup:/sys/fs/cgroup:rw"},
+		{"the Options' cgroup root, mounted where the inner engine looks", kernel.NewFS(kernel.Roots{Cgroup: "/tmp/cg"}), "/tmp/cg:/sys/fs/cgroup:rw"},
+	}
+	for _, tc := range tests {
+		if got := nestedCgroupBind(tc.fs); got != tc.want {
+			t.Errorf("%s: bind %q, want %q", tc.desc, got, tc.want)
+		}
+	}
+}
+
 func TestNestedCgroupParents(t *testing.T) {
 	tests := []struct {
 		desc, driver, outer, inner string

@@ -22,17 +22,15 @@ import (
 // Options are the roots and knobs shared by every entry point. Tests point
 // the roots at temporary directories; production uses the defaults.
 type Options struct {
-	RunDir     string                       // volatile state: sockets, pidfiles, exec-roots, state files
-	LibDir     string                       // persistent data: data roots, loop images, mount points
-	ProcRoot   string                       // /proc
-	SysRoot    string                       // /sys
-	CgroupRoot string                       // /sys/fs/cgroup (v1 controllers below it)
-	DevRoot    string                       // /dev
-	LookPath   func(string) (string, error) // finds tools; exec.LookPath
-	Dockerd    string                       // dockerd binary; "" = look it up in PATH
-	LoopSize   int64                        // size of a sparse loop image file in bytes
-	Ready      time.Duration                // how long a starting dockerd may take to answer
-	StopWait   time.Duration                // how long a dockerd may take to exit after SIGTERM
+	RunDir   string                       // volatile state: sockets, pidfiles, exec-roots, state files
+	LibDir   string                       // persistent data: data roots, loop images, mount points
+	Kernel   kernel.FS                    // /proc, /sys and the cgroup mount
+	DevRoot  string                       // /dev
+	LookPath func(string) (string, error) // finds tools; exec.LookPath
+	Dockerd  string                       // dockerd binary; "" = look it up in PATH
+	LoopSize int64                        // size of a sparse loop image file in bytes
+	Ready    time.Duration                // how long a starting dockerd may take to answer
+	StopWait time.Duration                // how long a dockerd may take to exit after SIGTERM
 }
 
 // Option changes Options.
@@ -44,11 +42,9 @@ func WithRunDir(dir string) Option { return func(o *Options) { o.RunDir = dir } 
 // WithLibDir sets the persistent data directory (default /var/lib/ctrperf).
 func WithLibDir(dir string) Option { return func(o *Options) { o.LibDir = dir } }
 
-// WithProcRoot sets where /proc is read from.
-func WithProcRoot(dir string) Option { return func(o *Options) { o.ProcRoot = dir } }
-
-// WithSysRoot sets where /sys is read from.
-func WithSysRoot(dir string) Option { return func(o *Options) { o.SysRoot = dir } }
+// WithKernel sets where the kernel's file systems are read from (default
+// the real ones).
+func WithKernel(fs kernel.FS) Option { return func(o *Options) { o.Kernel = fs } }
 
 // WithDevRoot sets where /dev is looked at (for /dev/loop-control).
 func WithDevRoot(dir string) Option { return func(o *Options) { o.DevRoot = dir } }
@@ -67,13 +63,11 @@ func WithReadyTimeout(d time.Duration) Option { return func(o *Options) { o.Read
 
 func buildOptions(opts []Option) Options {
 	o := Options{
-		RunDir:     "/run/ctrperf",
-		LibDir:     "/var/lib/ctrperf",
-		ProcRoot:   kernel.ProcMount,
-		SysRoot:    kernel.SysMount,
-		CgroupRoot: kernel.CgroupMount,
-		DevRoot:    "/dev",
-		LookPath:   exec.LookPath,
+		RunDir:   "/run/ctrperf",
+		LibDir:   "/var/lib/ctrperf",
+		Kernel:   kernel.DefaultFS(),
+		DevRoot:  "/dev",
+		LookPath: exec.LookPath,
 		// Sparse: only what the engine writes takes disk space.
 		LoopSize: 20 << 30,
 		Ready:    90 * time.Second,
@@ -86,7 +80,7 @@ func buildOptions(opts []Option) Options {
 }
 
 // linkExists says whether a network interface exists under the sys root.
-func (o Options) linkExists(name string) bool { return kernel.LinkExists(o.SysRoot, name) }
+func (o Options) linkExists(name string) bool { return kernel.LinkExists(o.Kernel.Sys(), name) }
 
 func (o Options) enginesDir() string  { return filepath.Join(o.RunDir, "engines") }
 func (o Options) loopDir() string     { return filepath.Join(o.LibDir, "loop") }

@@ -1,9 +1,7 @@
 package daemon
 
 import (
-	"bytes"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,33 +11,29 @@ import (
 )
 
 // procCmdline is a process's argv joined by spaces, "" if it is gone.
-func procCmdline(procRoot string, pid int) string {
-	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "cmdline"))
+func procCmdline(fs kernel.FS, pid int) string {
+	argv, err := fs.Cmdline(pid)
 	if err != nil {
 		return ""
 	}
-	return string(bytes.ReplaceAll(bytes.TrimRight(b, "\x00"), []byte{0}, []byte{' '}))
+	return strings.Join(argv, " ")
 }
 
 // procAlive: exists and is not a zombie waiting to be reaped.
-func procAlive(procRoot string, pid int) bool { return kernel.ProcAlive(procRoot, pid) }
+func procAlive(fs kernel.FS, pid int) bool { return kernel.ProcAlive(fs.Proc(), pid) }
 
 // ownedPID returns pid if it is alive and its command line contains mark
 // (our socket or exec-root), so a recycled PID is never signalled.
-func ownedPID(procRoot string, pid int, mark string) bool {
-	return procAlive(procRoot, pid) && strings.Contains(procCmdline(procRoot, pid), mark)
+func ownedPID(fs kernel.FS, pid int, mark string) bool {
+	return procAlive(fs, pid) && strings.Contains(procCmdline(fs, pid), mark)
 }
 
 // pidsMatching lists live processes whose command line contains mark.
-func pidsMatching(procRoot, mark string) []int {
-	ents, _ := os.ReadDir(procRoot)
+func pidsMatching(fs kernel.FS, mark string) []int {
+	pids, _ := fs.PIDs()
 	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		if ownedPID(procRoot, pid, mark) {
+	for _, pid := range pids {
+		if pid != os.Getpid() && ownedPID(fs, pid, mark) {
 			out = append(out, pid)
 		}
 	}
@@ -48,25 +42,25 @@ func pidsMatching(procRoot, mark string) []int {
 
 // stopPID sends SIGTERM, waits up to wait for the process to go, then
 // SIGKILLs it. It reports whether the process had to be killed.
-func stopPID(procRoot string, pid int, wait time.Duration) (killed bool) {
+func stopPID(fs kernel.FS, pid int, wait time.Duration) (killed bool) {
 	_ = syscall.Kill(pid, syscall.SIGTERM)
-	if waitGone(procRoot, pid, wait) {
+	if waitGone(fs, pid, wait) {
 		return false
 	}
 	_ = syscall.Kill(pid, syscall.SIGKILL)
-	waitGone(procRoot, pid, 5*time.Second)
+	waitGone(fs, pid, 5*time.Second)
 	return true
 }
 
-func waitGone(procRoot string, pid int, wait time.Duration) bool {
+func waitGone(fs kernel.FS, pid int, wait time.Duration) bool {
 	deadline := time.Now().Add(wait)
 	for time.Now().Before(deadline) {
-		if !procAlive(procRoot, pid) {
+		if !procAlive(fs, pid) {
 			return true
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return !procAlive(procRoot, pid)
+	return !procAlive(fs, pid)
 }
 
 func readPIDFile(p string) int {

@@ -27,7 +27,7 @@ func cleanEngine(ctx context.Context, o Options, st *State) ([]string, error) {
 	if pid == 0 {
 		pid = readPIDFile(st.PIDFile)
 	}
-	alive := st.Socket != "" && ownedPID(o.ProcRoot, pid, st.Socket)
+	alive := st.Socket != "" && ownedPID(o.Kernel, pid, st.Socket)
 	if !alive && revivable(o, st) {
 		d, err := revive(ctx, o, st)
 		if err != nil {
@@ -76,7 +76,7 @@ func revivable(o Options, st *State) bool {
 		return false // no network store: it never made a network
 	}
 	if st.Loop != nil {
-		mi, err := kernel.Mounts(o.ProcRoot)
+		mi, err := kernel.Mounts(o.Kernel.Proc())
 		if err != nil || fsOf(mi, st.DataRoot) != st.Loop.FS {
 			return false
 		}
@@ -98,7 +98,7 @@ func revive(ctx context.Context, o Options, st *State) (*Daemon, error) {
 	// reap leaves the old containerd as one), and dockerd then waits for it
 	// forever. The old containerd is dead by now: drop its pidfile.
 	ctrdPID := st.ExecRoot + "/containerd/containerd.pid"
-	if pid := readPIDFile(ctrdPID); pid != 0 && !procAlive(o.ProcRoot, pid) {
+	if pid := readPIDFile(ctrdPID); pid != 0 && !procAlive(o.Kernel, pid) {
 		_ = os.Remove(ctrdPID)
 	}
 	d, g, err := spawnGuarded(ctx, o, st, execIPTables{}, func() (*Daemon, error) {

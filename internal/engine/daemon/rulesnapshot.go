@@ -50,10 +50,10 @@ func ruleSnapshotPath(o Options, name string) string {
 
 // identify reads who pid is now; ok is false when no such process runs.
 func (o Options) identify(pid int) (procIdentity, bool) {
-	if !kernel.ProcAlive(o.ProcRoot, pid) {
+	if !kernel.ProcAlive(o.Kernel.Proc(), pid) {
 		return procIdentity{}, false
 	}
-	st, err := kernel.ProcStartTime(o.ProcRoot, pid)
+	st, err := kernel.ProcStartTime(o.Kernel.Proc(), pid)
 	if err != nil {
 		return procIdentity{}, false
 	}
@@ -65,7 +65,7 @@ func (o Options) identify(pid int) (procIdentity, bool) {
 func writeRuleSnapshot(o Options, name string, before []ipRule) error {
 	self, ok := o.identify(os.Getpid())
 	if !ok {
-		return fmt.Errorf("iptables snapshot of engine %s: cannot read this process (pid %d) under %s", name, os.Getpid(), o.ProcRoot)
+		return fmt.Errorf("iptables snapshot of engine %s: cannot read this process (pid %d) under %s", name, os.Getpid(), o.Kernel.Proc())
 	}
 	b, err := json.MarshalIndent(ruleSnapshot{Engine: name, Owner: self, Taken: time.Now().UTC(), Rules: before}, "", "  ")
 	if err != nil {

@@ -23,13 +23,13 @@ func snapshotOptions(t *testing.T, procs map[int]uint64) Options {
 	t.Helper()
 	dir := t.TempDir()
 	o := buildOptions([]Option{WithRunDir(filepath.Join(dir, "run")), WithLibDir(filepath.Join(dir, "lib")),
-		WithProcRoot(filepath.Join(dir, "proc")), WithSysRoot(filepath.Join(dir, "sys"))})
+		WithKernel(kernel.NewFS(kernel.Roots{Proc: filepath.Join(dir, "proc"), Sys: filepath.Join(dir, "sys")}))})
 	all := map[int]uint64{os.Getpid(): selfStart}
 	for pid, st := range procs {
 		all[pid] = st
 	}
 	for pid, start := range all {
-		p := filepath.Join(o.ProcRoot, fmt.Sprint(pid))
+		p := o.Kernel.Proc(fmt.Sprint(pid))
 		if err := os.MkdirAll(p, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +40,7 @@ func snapshotOptions(t *testing.T, procs map[int]uint64) Options {
 		}
 	}
 	for _, link := range []string{"docker0", "ctrperf1a2b3c4d"} {
-		if err := os.MkdirAll(filepath.Join(kernel.ClassNetDir(o.SysRoot), link), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(kernel.ClassNetDir(o.Kernel.Sys()), link), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -41,14 +41,14 @@ var toolsWanted = []string{"dockerd", "losetup", "mkfs.ext4", "mkfs.xfs", "mkfs.
 func ReadHostFacts(opts ...Option) (HostFacts, error) {
 	o := buildOptions(opts)
 	h := HostFacts{Tools: map[string]string{}}
-	f, err := os.Open(filepath.Join(o.ProcRoot, "filesystems"))
+	f, err := os.Open(o.Kernel.Proc("filesystems"))
 	if err != nil {
 		return h, fmt.Errorf("read supported filesystems: %w", err)
 	}
 	h.Filesystems, err = parseFilesystems(f)
 	f.Close()
 	if err != nil {
-		return h, fmt.Errorf("parse %s/filesystems: %w", o.ProcRoot, err)
+		return h, fmt.Errorf("parse %s: %w", o.Kernel.Proc("filesystems"), err)
 	}
 	for _, t := range toolsWanted {
 		h.Tools[t], _ = o.LookPath(t)
@@ -56,16 +56,16 @@ func ReadHostFacts(opts ...Option) (HostFacts, error) {
 	if o.Dockerd != "" {
 		h.Tools["dockerd"] = o.Dockerd
 	}
-	if _, err := os.Stat(filepath.Join(o.SysRoot, "module", "dm_mod")); err == nil {
+	if _, err := os.Stat(o.Kernel.Sys("module", "dm_mod")); err == nil {
 		h.DeviceMapper = true
-	} else if f, err := os.Open(filepath.Join(o.ProcRoot, "devices")); err == nil {
+	} else if f, err := os.Open(o.Kernel.Proc("devices")); err == nil {
 		h.DeviceMapper = hasBlockDevice(f, "device-mapper")
 		f.Close()
 	}
 	if _, err := os.Stat(filepath.Join(o.DevRoot, "loop-control")); err == nil {
 		h.LoopControl = true
 	}
-	if mi, err := kernel.Mounts(o.ProcRoot); err == nil {
+	if mi, err := kernel.Mounts(o.Kernel.Proc()); err == nil {
 		h.NativeFS = fsOf(mi, o.LibDir)
 	}
 	return h, nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/kernel"
 )
 
 // hostLikeThis is the machine the project runs on: ext4 root, overlay, btrfs,
@@ -104,7 +105,7 @@ func TestDrivers(t *testing.T) {
 }
 
 func TestReadHostFacts(t *testing.T) {
-	h, err := ReadHostFacts(WithProcRoot("testdata/proc"), WithSysRoot(t.TempDir()), WithLibDir("/var/lib/ctrperf"))
+	h, err := ReadHostFacts(WithKernel(kernel.NewFS(kernel.Roots{Proc: "testdata/proc", Sys: t.TempDir()})), WithLibDir("/var/lib/ctrperf"))
 	if err != nil {
 		t.Fatal(err)
 	}

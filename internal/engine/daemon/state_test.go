@@ -9,12 +9,13 @@ import (
 	"testing"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/kernel"
 )
 
 func testOptions(t *testing.T) Options {
 	t.Helper()
 	dir := t.TempDir()
-	return buildOptions([]Option{WithRunDir(filepath.Join(dir, "run")), WithLibDir(filepath.Join(dir, "lib")), WithProcRoot("testdata/proc"), WithSysRoot(filepath.Join(dir, "sys"))})
+	return buildOptions([]Option{WithRunDir(filepath.Join(dir, "run")), WithLibDir(filepath.Join(dir, "lib")), WithKernel(kernel.NewFS(kernel.Roots{Proc: "testdata/proc", Sys: filepath.Join(dir, "sys")}))})
 }
 
 func TestStateRoundTrip(t *testing.T) {
