@@ -125,10 +125,7 @@ func InstanceMetric(k int, metric string) string {
 var instanceFigures = []string{results.MetricThroughput, results.MetricElapsed, results.MetricP99Ms}
 
 // mergeInstances adds N instances' measurements into the run's one:
-//   - operations of the same label: counts, errors and bytes summed,
-//     HdrHistograms merged (so quantiles are those of every request of
-//     every instance); where a tool gave only percentiles, each is the
-//     worst instance's, and the mean is weighted by count;
+//   - operations of the same label merged (results.OperationMerger);
 //   - metrics: rates and counts summed (additiveMetric), latencies (_ms)
 //     the worst instance's, elapsed_s the slowest's, anything else the
 //     mean; then each instance's throughput, elapsed time and p99 under
@@ -140,32 +137,16 @@ func mergeInstances(ms []*results.Measurement) (*results.Measurement, error) {
 	if len(ms) == 1 {
 		return ms[0], nil
 	}
-	out := &results.Measurement{Operations: map[string]*results.Operation{}, Metrics: map[string]float64{}}
-	hists := results.HistogramMerger{}
-	means := map[string]float64{} // label → sum of count × mean
+	out := &results.Measurement{Metrics: map[string]float64{}}
+	var ops results.OperationMerger
 	metricN := map[string]int{}
 	for i, m := range ms {
 		if m == nil {
 			return nil, fmt.Errorf("instance %d of %d returned no measurement", i+1, len(ms))
 		}
 		out.DurationS = max(out.DurationS, m.DurationS)
-		for label, op := range m.Operations {
-			dst := out.Operations[label]
-			if dst == nil {
-				dst = &results.Operation{}
-				out.Operations[label] = dst
-			}
-			dst.AddCounts(op)
-			for q, v := range op.PercentilesMs {
-				if dst.PercentilesMs == nil {
-					dst.PercentilesMs = map[string]float64{}
-				}
-				dst.PercentilesMs[q] = max(dst.PercentilesMs[q], v)
-			}
-			means[label] += op.MeanMs * float64(op.Count)
-			if err := hists.Add(label, op); err != nil {
-				return nil, fmt.Errorf("instance %d: %w", i+1, err)
-			}
+		if err := ops.Add(m.Operations); err != nil {
+			return nil, fmt.Errorf("instance %d: %w", i+1, err)
 		}
 		for name, v := range m.Metrics {
 			switch {
@@ -211,12 +192,8 @@ func mergeInstances(ms []*results.Measurement) (*results.Measurement, error) {
 			out.Notes = append(out.Notes, fmt.Sprintf("metric %s was reported by %d of %d instances only", name, n, len(ms)))
 		}
 	}
-	for label, op := range out.Operations {
-		if op.Count > 0 && means[label] > 0 {
-			op.MeanMs = means[label] / float64(op.Count)
-		}
-	}
-	if err := hists.EncodeInto(out.Operations); err != nil {
+	var err error
+	if out.Operations, err = ops.Operations(); err != nil {
 		return nil, err
 	}
 	lo, hi := 0.0, 0.0

@@ -48,39 +48,3 @@ func DecodeHistogram(s string) (*hdrhistogram.Histogram, error) {
 	}
 	return h, nil
 }
-
-// HistogramMerger merges the encoded histograms of the same operations
-// measured by several generators (instances, tenants) into one per label.
-type HistogramMerger map[string]*hdrhistogram.Histogram
-
-// Add merges op's histogram into label's; an operation without one adds
-// nothing.
-func (m HistogramMerger) Add(label string, op *Operation) error {
-	if op.Histogram == "" {
-		return nil
-	}
-	h, err := DecodeHistogram(op.Histogram)
-	if err != nil {
-		return fmt.Errorf("operation %s: %w", label, err)
-	}
-	if m[label] == nil {
-		m[label] = NewHistogram()
-	}
-	m[label].Merge(h)
-	return nil
-}
-
-// EncodeInto sets the Histogram of every operation of ops that has a
-// merged histogram.
-func (m HistogramMerger) EncodeInto(ops map[string]*Operation) error {
-	for label, op := range ops {
-		if h := m[label]; h != nil {
-			s, err := EncodeHistogram(h)
-			if err != nil {
-				return fmt.Errorf("operation %s: %w", label, err)
-			}
-			op.Histogram = s
-		}
-	}
-	return nil
-}

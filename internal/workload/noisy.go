@@ -151,7 +151,7 @@ func (Noisy) Decode(c Knobs) (any, any, error) {
 	if aerr == nil && lerr == nil && l.Hot >= a.Tenants {
 		errs = append(errs, knobError("load.hot", "load.hot = %d but app.tenants = %d: at least one tenant must stay quiet, its latency is what is measured", l.Hot, a.Tenants))
 	}
-	if c.Runtime != engine.RuntimeDocker {
+	if !c.Runtime.Traits().Isolate {
 		errs = append(errs, fmt.Errorf("noisy needs runtime docker, not %q: its tenants are containers that the isolate controller places", c.Runtime))
 	}
 	if c.Network != "" && c.Network != engine.NetworkContainerIP {
@@ -460,7 +460,7 @@ func (r phaseRecorder) Observe(label string, latency time.Duration, bytes int64,
 }
 
 // mergeTenants adds the tenants' measurements into one: operations of the
-// same label merged (histograms, counts, errors), generator figures summed
+// same label merged (results.OperationMerger), generator figures summed
 // over the runs that cover the whole window, the generator's lateness the
 // worst of any run (p99 and max, also as the metrics
 // generator_lateness_p99_ms and generator_lateness_max_ms: client delay
@@ -468,20 +468,11 @@ func (r phaseRecorder) Observe(label string, latency time.Duration, bytes int64,
 // throughput_per_s the successful logins of all tenants per second of the
 // window.
 func mergeTenants(ms []*results.Measurement, window time.Duration) (*results.Measurement, error) {
-	out := &results.Measurement{DurationS: window.Seconds(), Operations: map[string]*results.Operation{},
-		Metrics: map[string]float64{}, Load: &results.LoadStats{Mode: "open"}}
-	hists := results.HistogramMerger{}
+	out := &results.Measurement{DurationS: window.Seconds(), Metrics: map[string]float64{}, Load: &results.LoadStats{Mode: "open"}}
+	var ops results.OperationMerger
 	for _, m := range ms {
-		for label, op := range m.Operations {
-			dst := out.Operations[label]
-			if dst == nil {
-				dst = &results.Operation{}
-				out.Operations[label] = dst
-			}
-			dst.AddCounts(op)
-			if err := hists.Add(label, op); err != nil {
-				return nil, err
-			}
+		if err := ops.Add(m.Operations); err != nil {
+			return nil, err
 		}
 		if ld := m.Load; ld != nil {
 			if ld.Mode == "open" && math.Abs(m.DurationS-window.Seconds()) < 1e-9 {
@@ -496,7 +487,8 @@ func mergeTenants(ms []*results.Measurement, window time.Duration) (*results.Mea
 			out.Load.LatenessMaxMs = max(out.Load.LatenessMaxMs, ld.LatenessMaxMs)
 		}
 	}
-	if err := hists.EncodeInto(out.Operations); err != nil {
+	var err error
+	if out.Operations, err = ops.Operations(); err != nil {
 		return nil, err
 	}
 	var ok int64

@@ -1,0 +1,107 @@
+package results
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+func encodedHist(t *testing.T, us ...int64) string {
+	t.Helper()
+	h := NewHistogram()
+	for _, v := range us {
+		if err := h.RecordValue(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := EncodeHistogram(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestOperationMerger(t *testing.T) {
+	tests := []struct {
+		desc  string
+		gens  []map[string]*Operation
+		check func(t *testing.T, ops map[string]*Operation)
+	}{
+		{
+			desc: "nothing added is no operation",
+			check: func(t *testing.T, ops map[string]*Operation) {
+				if len(ops) != 0 {
+					t.Errorf("operations %v", ops)
+				}
+			},
+		},
+		{
+			desc: "histograms of one label merge: quantiles of every request of every generator",
+			gens: []map[string]*Operation{
+				{"get": {Count: 2, Bytes: 10, Errors: map[string]int64{"timeout": 1}, Histogram: encodedHist(t, 1000, 2000)}},
+				{"get": {Count: 1, Bytes: 5, Histogram: encodedHist(t, 9000)}},
+			},
+			check: func(t *testing.T, ops map[string]*Operation) {
+				get := ops["get"]
+				h, err := DecodeHistogram(get.Histogram)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if get.Count != 3 || get.Bytes != 15 || get.Errors["timeout"] != 1 || h.TotalCount() != 3 || h.Max() < 8900 || get.MeanMs != 0 {
+					t.Errorf("get %+v, histogram of %d, max %d", get, h.TotalCount(), h.Max())
+				}
+			},
+		},
+		{
+			desc: "a tool's percentiles: the worst generator's, the mean weighted by count",
+			gens: []map[string]*Operation{
+				{"write": {Count: 10, PercentilesMs: map[string]float64{"99": 4, "50": 1}, MeanMs: 1}},
+				{"write": {Count: 30, PercentilesMs: map[string]float64{"99": 3, "50": 2}, MeanMs: 2}},
+			},
+			check: func(t *testing.T, ops map[string]*Operation) {
+				w := ops["write"]
+				if w.Count != 40 || w.PercentilesMs["99"] != 4 || w.PercentilesMs["50"] != 2 || math.Abs(w.MeanMs-70.0/40) > 1e-9 || w.Histogram != "" {
+					t.Errorf("write %+v", w)
+				}
+			},
+		},
+		{
+			desc: "labels of different generators stay apart (noisy's tenants)",
+			gens: []map[string]*Operation{
+				{"tenant-1": {Count: 4, Histogram: encodedHist(t, int64(time.Millisecond/time.Microsecond))}},
+				{"tenant-2": {Count: 6}},
+			},
+			check: func(t *testing.T, ops map[string]*Operation) {
+				if len(ops) != 2 || ops["tenant-1"].Count != 4 || ops["tenant-1"].Histogram == "" || ops["tenant-2"].Count != 6 || ops["tenant-2"].Histogram != "" {
+					t.Errorf("operations %+v", ops)
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			var m OperationMerger
+			for _, g := range tc.gens {
+				if err := m.Add(g); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ops, err := m.Operations()
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, ops)
+		})
+	}
+}
+
+func TestOperationMergerRefusesABrokenHistogram(t *testing.T) {
+	var m OperationMerger
+	err := m.Add(map[string]*Operation{"get": {Count: 1, Histogram: "not base64!"}})
+	if err == nil {
+		t.Fatal("a broken histogram merged")
+	}
+	if want := "operation get: decode histogram"; len(err.Error()) < len(want) || err.Error()[:len(want)] != want {
+		t.Errorf("error %q does not name the operation", err)
+	}
+}
