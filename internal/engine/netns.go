@@ -151,11 +151,16 @@ func ipNet(a netip.Addr, bits int) *net.IPNet {
 	return &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(bits, 32)}
 }
 
-// newNamedNetns creates a named namespace on a thread of its own, so that a
-// failure to switch back can only ever taint a thread that then dies.
-func newNamedNetns(name string) (netns.NsHandle, error) {
+// onOwnThread runs fn on a locked OS thread of its own, which fn may switch
+// into another network namespace (a socket keeps the namespace it was
+// created in; netns.NewNamed enters the namespace it creates), and switches
+// that thread back to the namespace it started in. A thread that cannot be
+// switched back stays locked and dies with its goroutine, so no other code
+// ever runs in the wrong namespace; drop then releases what fn made, and
+// the caller gets the switch's error.
+func onOwnThread[T any](fn func() (T, error), drop func(T)) (T, error) {
 	type res struct {
-		h   netns.NsHandle
+		v   T
 		err error
 	}
 	ch := make(chan res, 1)
@@ -164,24 +169,34 @@ func newNamedNetns(name string) (netns.NsHandle, error) {
 		orig, err := netns.Get()
 		if err != nil {
 			runtime.UnlockOSThread()
-			ch <- res{netns.None(), fmt.Errorf("get current netns: %w", err)}
+			ch <- res{err: fmt.Errorf("get current netns: %w", err)}
 			return
 		}
 		defer orig.Close()
-		h, err := netns.NewNamed(name)
+		v, err := fn()
 		if serr := netns.Set(orig); serr != nil {
-			// Leave the thread locked: it dies with this goroutine.
 			if err == nil {
-				h.Close()
+				drop(v)
 			}
-			ch <- res{netns.None(), fmt.Errorf("switch back to the host netns: %w", serr)}
-			return
+			var zero T
+			ch <- res{zero, fmt.Errorf("switch back to the host netns: %w", serr)}
+			return // the thread stays locked and dies with the goroutine
 		}
 		runtime.UnlockOSThread()
-		ch <- res{h, err}
+		ch <- res{v, err}
 	}()
 	r := <-ch
-	return r.h, r.err
+	return r.v, r.err
+}
+
+// newNamedNetns creates a named namespace on a thread of its own, so that a
+// failure to switch back can only ever taint a thread that then dies.
+func newNamedNetns(name string) (netns.NsHandle, error) {
+	h, err := onOwnThread(func() (netns.NsHandle, error) { return netns.NewNamed(name) }, func(h netns.NsHandle) { h.Close() })
+	if err != nil {
+		return netns.None(), err
+	}
+	return h, nil
 }
 
 // Dial connects from inside the namespace. The socket is created on a
@@ -196,39 +211,17 @@ func (e *externalNet) Dial(ctx context.Context, network, addr string) (net.Conn,
 	if err != nil || !benchNet.Contains(ip) {
 		return nil, fmt.Errorf("dial %s from %s: only addresses in %s are dialled from the client namespace", addr, e.Netns, benchNet)
 	}
-	type res struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- res{nil, fmt.Errorf("dial %s: get current netns: %w", addr, err)}
-			return
-		}
-		defer orig.Close()
+	c, err := onOwnThread(func() (net.Conn, error) {
 		if err := netns.Set(e.handle); err != nil {
-			runtime.UnlockOSThread()
-			ch <- res{nil, fmt.Errorf("dial %s: enter %s: %w", addr, e.Netns, err)}
-			return
+			return nil, fmt.Errorf("enter %s: %w", e.Netns, err)
 		}
 		var d net.Dialer
-		c, err := d.DialContext(ctx, network, addr)
-		if serr := netns.Set(orig); serr != nil {
-			if c != nil {
-				c.Close()
-			}
-			ch <- res{nil, fmt.Errorf("dial %s: leave %s: %w", addr, e.Netns, serr)}
-			return // the thread stays locked and dies with the goroutine
-		}
-		runtime.UnlockOSThread()
-		ch <- res{c, err}
-	}()
-	r := <-ch
-	return r.c, r.err
+		return d.DialContext(ctx, network, addr)
+	}, func(c net.Conn) { c.Close() })
+	if err != nil {
+		return nil, fmt.Errorf("dial %s from %s: %w", addr, e.Netns, err)
+	}
+	return c, nil
 }
 
 // close releases the namespace handle (not the namespace).
