@@ -32,7 +32,7 @@ func ValidateSpec(rt Runtime, spec DeploySpec) error {
 	default:
 		return fmt.Errorf("deploy %s: unknown network mode %q (want host, published, published-external or container-ip)", spec.RunID, spec.Network)
 	}
-	if rt == RuntimeHost && spec.Network != NetworkHost {
+	if rt.Traits().Processes && spec.Network != NetworkHost {
 		return fmt.Errorf("deploy %s: network %q needs containers; the host runtime only has network \"host\"", spec.RunID, spec.Network)
 	}
 	switch spec.Data {
@@ -54,10 +54,10 @@ func ValidateSpec(rt Runtime, spec DeploySpec) error {
 			return fmt.Errorf("deploy %s: service %q appears twice", spec.RunID, s.Name)
 		}
 		seen[s.Name] = true
-		if rt == RuntimeDocker && s.Image == "" {
+		if rt.Traits().Images && s.Image == "" {
 			return fmt.Errorf("deploy %s: service %q has no image", spec.RunID, s.Name)
 		}
-		if rt == RuntimeHost && len(s.HostCommand) == 0 && len(s.Command) == 0 {
+		if rt.Traits().Processes && len(s.HostCommand) == 0 && len(s.Command) == 0 {
 			return fmt.Errorf("deploy %s: service %q has no command to run on the host", spec.RunID, s.Name)
 		}
 		for _, p := range s.Ports {
@@ -68,10 +68,10 @@ func ValidateSpec(rt Runtime, spec DeploySpec) error {
 		if s.Ready != nil && s.Ready.Port != 0 && !hasPort(s, s.Ready.Port) {
 			return fmt.Errorf("deploy %s: service %q: ready check on port %d which is not in Ports %v", spec.RunID, s.Name, s.Ready.Port, s.Ports)
 		}
-		if s.DataDir != "" && s.DataDir[0] != '/' && rt == RuntimeDocker {
+		if s.DataDir != "" && s.DataDir[0] != '/' && rt.Traits().Images {
 			return fmt.Errorf("deploy %s: service %q: DataDir %q must be an absolute path inside the container", spec.RunID, s.Name, s.DataDir)
 		}
-		if s.Privileged && rt == RuntimeHost {
+		if s.Privileged && rt.Traits().Processes {
 			return fmt.Errorf("deploy %s: service %q: privileged needs runtime docker (--privileged is a container option)", spec.RunID, s.Name)
 		}
 		if s.Resources.CPUs < 0 || s.Resources.CPUShares < 0 || s.Resources.MemoryBytes < 0 {

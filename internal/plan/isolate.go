@@ -145,7 +145,7 @@ func (d *decoder) checkIsolate(c *Configuration) {
 		}
 		return
 	}
-	if c.Runtime == RuntimeHost || c.Runtime == RuntimeVM {
+	if c.Runtime.Known() && !c.Runtime.Traits().Isolate {
 		d.errorf(where("isolate.policy"), field("isolate.policy"), "%q needs runtime docker: the isolate controller manages containers, and runtime %s has none (use isolate.policy off, or remove it)", s.Policy, c.Runtime)
 		return
 	}

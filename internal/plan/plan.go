@@ -441,7 +441,7 @@ func (d *decoder) configuration(n *yaml.Node, field string) (Configuration, bool
 }
 
 var (
-	runtimes   = []string{string(RuntimeHost), string(RuntimeDocker), string(RuntimeVM)}
+	runtimes   = runtimeNames()
 	networks   = []string{string(NetworkHost), string(NetworkPublished), string(NetworkPublishedExternal), string(NetworkContainerIP)}
 	placements = []string{string(DataLayer), string(DataVolume), string(DataBind), string(DataTmpfs)}
 	topologies = []string{"combined", "split"}
@@ -634,25 +634,17 @@ func (c *Configuration) node(path string) *yaml.Node {
 	return &yaml.Node{Line: c.Line}
 }
 
-// applyDefaults fills what a configuration left out: the host runtime only
-// has host networking and writes to a directory of the host; Docker's
-// default is a published port on the writable layer, which is what
-// `docker run -p` gives.
+// applyDefaults fills what a configuration left out, from its runtime's
+// traits: the host runtime only has host networking and writes to a
+// directory of the host; Docker's default is a published port on the
+// writable layer, which is what `docker run -p` gives.
 func (c *Configuration) applyDefaults() {
-	if c.Runtime == RuntimeHost || c.Runtime == RuntimeVM {
-		if c.Network == "" {
-			c.Network = NetworkHost
-		}
-		if c.Data == "" {
-			c.Data = DataBind
-		}
-	} else if c.Runtime == RuntimeDocker {
-		if c.Network == "" {
-			c.Network = NetworkPublished
-		}
-		if c.Data == "" {
-			c.Data = DataLayer
-		}
+	t := c.Runtime.Traits()
+	if c.Network == "" {
+		c.Network = t.Network
+	}
+	if c.Data == "" {
+		c.Data = t.Data
 	}
 	if c.Topology == "" {
 		c.Topology = "combined"

@@ -393,10 +393,10 @@ func (App) Decode(c Knobs) (any, any, error) {
 			if i > 0 {
 				what = fmt.Sprintf("app.sidecars[%d]", i-1)
 			}
-			if c.Runtime == engine.RuntimeHost && len(s.HostCommand) == 0 {
+			if c.Runtime.Traits().Processes && len(s.HostCommand) == 0 {
 				errs = append(errs, knobError(what+".host_command", "runtime host runs %s.host_command, the command that runs the same program on this machine (the bare-metal baseline), which is not set", what))
 			}
-			if c.Runtime == engine.RuntimeDocker && c.Data != "" && c.Data != engine.DataLayer && s.DataDir == "" && i == 0 {
+			if c.Runtime.Traits().Images && c.Data != "" && c.Data != engine.DataLayer && s.DataDir == "" && i == 0 {
 				errs = append(errs, knobError(what+".data_dir", "data %q places %s.data_dir, which is not set: the configuration would measure nothing of the placement", c.Data, what))
 			}
 		}
@@ -417,7 +417,7 @@ func (App) Decode(c Knobs) (any, any, error) {
 func (App) Services(c Config) ([]engine.Service, error) {
 	a := c.App.(AppApp)
 	all := append([]AppService{a.AppService}, a.Sidecars...)
-	if c.Runtime == engine.RuntimeHost {
+	if c.Runtime.Traits().Processes {
 		var missing []string
 		for _, s := range all {
 			if _, err := lookPath(s.HostCommand[0]); err != nil {
@@ -446,7 +446,7 @@ func (App) Services(c Config) ([]engine.Service, error) {
 			User:        s.User,
 			Resources:   c.Resources,
 		}
-		if c.Runtime == engine.RuntimeHost && svc.DataDir == "" {
+		if c.Runtime.Traits().Processes && svc.DataDir == "" {
 			// {{data:NAME}} works on every runtime: the host gives each
 			// service a directory of the run.
 			svc.DataDir = "/data"

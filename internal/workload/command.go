@@ -64,7 +64,7 @@ type CommandApp struct {
 
 // commandFor is the command of a runtime.
 func (a CommandApp) commandFor(rt engine.Runtime) CommandLine {
-	if rt == engine.RuntimeHost && !a.HostCommand.IsZero() {
+	if rt.Traits().Processes && !a.HostCommand.IsZero() {
 		return a.HostCommand
 	}
 	return a.Command

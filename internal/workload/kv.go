@@ -172,7 +172,7 @@ func (KV) Services(c Config) ([]engine.Service, error) {
 	// limited by the configuration's resources, which are the server's.
 	client := engine.Service{Name: kvClientService, Image: image.Resolve(WebImageTicketd),
 		Entrypoint: []string{image.SelfPath}, Command: []string{selfbin.Idle}}
-	if c.Runtime == engine.RuntimeHost {
+	if c.Runtime.Traits().Processes {
 		bin, err := selfbin.Path()
 		if err != nil {
 			return nil, fmt.Errorf("kv client on the host: %w", err)
@@ -262,7 +262,7 @@ func kvWindow(ctx context.Context, env Env, l KVLoad, p load.Profile, addr strin
 // --link resolved; on a network shared with the host (host runtime,
 // docker --net=host) the endpoint's loopback address.
 func kvAddrFromClient(t *engine.Target, ep engine.Endpoint) (string, error) {
-	if t.Runtime == engine.RuntimeHost || t.Network == engine.NetworkHost {
+	if t.Runtime.Traits().Processes || t.Network == engine.NetworkHost {
 		return ep.Addr, nil
 	}
 	for _, c := range t.Containers {
@@ -302,7 +302,7 @@ func kvClientArgv(bin string, l KVLoad, p load.Profile, addr string) []string {
 // (histograms included) that the host-side generator would have returned.
 func kvClientWindow(ctx context.Context, env Env, l KVLoad, p load.Profile, addr string) (*results.Measurement, error) {
 	bin := image.SelfPath
-	if env.Target.Runtime == engine.RuntimeHost {
+	if env.Target.Runtime.Traits().Processes {
 		var err error
 		if bin, err = selfbin.Path(); err != nil {
 			return nil, fmt.Errorf("kv client: %w", err)

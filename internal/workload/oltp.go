@@ -136,7 +136,7 @@ func (OLTP) Decode(k Knobs) (any, any, error) {
 	a, aerr := ParseOLTPApp(k.App)
 	l, lerr := ParseOLTPLoad(k.Load)
 	errs := []error{aerr, lerr, noNetwork("oltp", k.Network)}
-	if a.BufferPoolInstances > 0 && k.Runtime == engine.RuntimeDocker {
+	if a.BufferPoolInstances > 0 && k.Runtime.Traits().Images {
 		errs = append(errs, poolInstancesRefused(a.BufferPoolInstances, "the base image (Debian bookworm)", imageMariaDB))
 	}
 	if k.Topology == "split" {
@@ -201,7 +201,7 @@ func (OLTP) Services(c Config) ([]engine.Service, error) {
 		return nil, err
 	}
 	a := c.App.(OLTPApp)
-	if a.BufferPoolInstances > 0 && c.Runtime == engine.RuntimeHost {
+	if a.BufferPoolInstances > 0 && c.Runtime.Traits().Processes {
 		v, err := hostMariaDBVersion()
 		if err != nil {
 			return nil, fmt.Errorf("oltp: app.innodb_buffer_pool_instances needs the host's MariaDB version: %w", err)

@@ -99,7 +99,7 @@ var lookPath = exec.LookPath
 // hostTools checks that the host runtime has the tools a workload runs, so
 // a missing package is a not_run with its name rather than a failed run.
 func hostTools(workload string, c Config, tools ...string) error {
-	if c.Runtime != engine.RuntimeHost {
+	if !c.Runtime.Traits().Processes {
 		return nil
 	}
 	var missing []string

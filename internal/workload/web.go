@@ -230,7 +230,7 @@ func (Web) Decode(c Knobs) (any, any, error) {
 // loopbackOnly says whether the services share the host's network, where
 // they must not listen on the machine's real interfaces.
 func loopbackOnly(c Config) bool {
-	return c.Runtime == engine.RuntimeHost || c.Network == engine.NetworkHost
+	return c.Runtime.Traits().Processes || c.Network == engine.NetworkHost
 }
 
 // ticketdArgs are ticketd's flags for app knobs and a database URL.
@@ -332,7 +332,7 @@ func (w Web) Services(c Config) ([]engine.Service, error) {
 	app := engine.Service{Name: "app", Ports: []int{webPort}, DataDir: webDataDir, Resources: c.Resources, Ready: ready,
 		Image: image.Resolve(WebImageTicketd)}
 	var hostBin string
-	if c.Runtime == engine.RuntimeHost {
+	if c.Runtime.Traits().Processes {
 		find := w.HostBinary
 		if find == nil {
 			find = selfbin.Path
@@ -361,7 +361,7 @@ func (w Web) Services(c Config) ([]engine.Service, error) {
 	dbSvc := engine.Service{Name: "db", Image: image.Resolve(image.DebianBase.Name), Ports: []int{mariadbPort},
 		DataDir: webDataDir, Resources: c.Resources, Ready: &engine.ReadyCheck{Port: mariadbPort, Timeout: 3 * time.Minute},
 		Command: shCommand("db", "{{data:db}}", append(margs, "--bind-address="+bind, fmt.Sprintf("--port={{port:db:%d}}", mariadbPort)), nil)}
-	if c.Topology == "split" || c.Runtime == engine.RuntimeHost {
+	if c.Topology == "split" || c.Runtime.Traits().Processes {
 		app.Command = ticketdArgs(c, a, fmt.Sprintf("mysql://%s:%s@{{addr:db:%d}}/%s", webDBUser, webDBPass, mariadbPort, webDBName))
 		return []engine.Service{withHost(app), dbSvc}, nil
 	}

@@ -1,0 +1,67 @@
+package plan
+
+// RuntimeTraits are what the layers above the engine may ask of a runtime
+// instead of comparing its name: a workload asks whether its services are
+// processes of this machine or run from images, the plan which defaults a
+// configuration gets and whether the isolate controller can place it. A
+// new runtime (Kubernetes, a remote host) adds its row to runtimeTable and
+// is then handled by every such question; see "Add a runtime" in
+// docs/ARCHITECTURE.md.
+type RuntimeTraits struct {
+	// Processes: services run as processes of the machine ctrperf runs on,
+	// from their HostCommand, with this machine's binaries, tools, paths
+	// and network (the bare-metal baseline).
+	Processes bool
+	// Images: services run from images (Service.Image, Service.Build), in
+	// containers with their own paths.
+	Images bool
+	// Isolate: the isolate controller can place the services (it follows
+	// Docker containers by their labels), so isolate.policy and the noisy
+	// workload's tenants work.
+	Isolate bool
+	// Network and Data are the defaults of a configuration that names none.
+	Network NetworkMode
+	Data    DataPlacement
+}
+
+// runtimeTable is every runtime a plan may name, in the order error
+// messages list them.
+var runtimeTable = []struct {
+	runtime Runtime
+	traits  RuntimeTraits
+}{
+	{RuntimeHost, RuntimeTraits{Processes: true, Network: NetworkHost, Data: DataBind}},
+	{RuntimeDocker, RuntimeTraits{Images: true, Isolate: true, Network: NetworkPublished, Data: DataLayer}},
+	// ctrperf has no VM runtime: nothing runs, the defaults are a guest's.
+	{RuntimeVM, RuntimeTraits{Network: NetworkHost, Data: DataBind}},
+}
+
+// Traits returns what r is; an unknown runtime has none (the plan refuses
+// it by name).
+func (r Runtime) Traits() RuntimeTraits {
+	for _, row := range runtimeTable {
+		if row.runtime == r {
+			return row.traits
+		}
+	}
+	return RuntimeTraits{}
+}
+
+// Known says whether r is a runtime a plan may name.
+func (r Runtime) Known() bool {
+	for _, row := range runtimeTable {
+		if row.runtime == r {
+			return true
+		}
+	}
+	return false
+}
+
+// runtimeNames are the runtimes a plan may name.
+func runtimeNames() []string {
+	out := make([]string, len(runtimeTable))
+	for i, row := range runtimeTable {
+		out[i] = string(row.runtime)
+	}
+	return out
+}

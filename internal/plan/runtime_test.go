@@ -1,0 +1,49 @@
+package plan
+
+import "testing"
+
+// TestRuntimeTraits: what the layers above the engine ask of a runtime
+// instead of its name, row by row.
+func TestRuntimeTraits(t *testing.T) {
+	tests := []struct {
+		desc  string
+		rt    Runtime
+		known bool
+		want  RuntimeTraits
+	}{
+		{"host: processes of this machine, host network, a host directory", RuntimeHost, true,
+			RuntimeTraits{Processes: true, Network: NetworkHost, Data: DataBind}},
+		{"docker: images, the isolate controller, a published port on the writable layer", RuntimeDocker, true,
+			RuntimeTraits{Images: true, Isolate: true, Network: NetworkPublished, Data: DataLayer}},
+		{"vm: nothing runs, a guest's defaults", RuntimeVM, true,
+			RuntimeTraits{Network: NetworkHost, Data: DataBind}},
+		{"an unknown runtime has no traits", "kvm", false, RuntimeTraits{}},
+		{"no runtime has no traits", "", false, RuntimeTraits{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			if got := tc.rt.Traits(); got != tc.want {
+				t.Errorf("Traits() = %+v, want %+v", got, tc.want)
+			}
+			if got := tc.rt.Known(); got != tc.known {
+				t.Errorf("Known() = %v, want %v", got, tc.known)
+			}
+		})
+	}
+}
+
+// TestEveryRuntimeHasItsDefaults: a runtime added to the table is a name
+// the plan accepts and gets a network and a data placement the plan knows.
+func TestEveryRuntimeHasItsDefaults(t *testing.T) {
+	for _, name := range runtimeNames() {
+		t.Run(name, func(t *testing.T) {
+			tr := Runtime(name).Traits()
+			if !contains(networks, string(tr.Network)) || !contains(placements, string(tr.Data)) {
+				t.Errorf("defaults network %q, data %q: not among %v, %v", tr.Network, tr.Data, networks, placements)
+			}
+			if tr.Processes && tr.Images {
+				t.Error("services are either processes of this machine or run from images")
+			}
+		})
+	}
+}
