@@ -16,6 +16,7 @@ import (
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/image"
+	"ctrperf/internal/load"
 	"ctrperf/internal/results"
 )
 
@@ -649,7 +650,11 @@ func TestCommandArgvPassesEnvSorted(t *testing.T) {
 // and in a container of the Debian base: dd writing 8 MiB in the data
 // directory (the working directory, checked by the command itself), after a
 // prepare that removes the file, its own seconds parsed from stderr. Both
-// must record the wall time of every execution and the parsed figure.
+// must record the wall time of every execution and the parsed figure. The
+// wrapper then times a sleep 0.3 in the same target: its wall time (date
+// checked against /proc/uptime in the target's shell) is at least the
+// sleep's, less uptime's 10 ms, and at most ctrperf's monotonic time
+// around the whole exec.
 func TestCommandHostAndContainerDocker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -670,7 +675,8 @@ func TestCommandHostAndContainerDocker(t *testing.T) {
 		{"docker", docker, Config{Runtime: engine.RuntimeDocker, Network: engine.NetworkHost, Data: engine.DataVolume, App: app, Load: ld}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := deployAndDrive(ctx, t, tc.eng, Command{}, tc.c, fmt.Sprintf("cmdtest-%s-%d", tc.name, os.Getpid()))
+			target := deployWith(ctx, t, tc.eng, Command{}, tc.c, fmt.Sprintf("cmdtest-%s-%d", tc.name, os.Getpid()))
+			m := driveWith(ctx, t, tc.eng, Command{}, target, tc.c)
 			if len(m.Executions) != 3 {
 				t.Fatalf("executions %+v, want 3 timed ones", m.Executions)
 			}
@@ -690,6 +696,22 @@ func TestCommandHostAndContainerDocker(t *testing.T) {
 			}
 			t.Logf("%s: wall median %.4f s (min %.4f, max %.4f), dd %.4f s", tc.name,
 				m.Metrics["wall_median_s"], m.Metrics["wall_min_s"], m.Metrics["wall_max_s"], m.Metrics["dd_s"])
+
+			inTarget := load.EngineExec(tc.eng, target, commandService)
+			t0 := time.Now()
+			_, stderr, code, err := inTarget(ctx, commandArgv("time", "M-1", nil, []string{"sleep", "0.3"}))
+			around := time.Since(t0)
+			if err != nil || code != 0 {
+				t.Fatalf("wrapper: status %d, %v: %s", code, err, stderr)
+			}
+			_, status, wall, err := splitTiming(stderr, "M-1")
+			if err != nil || status != 0 {
+				t.Fatalf("timing line in %q: status %d, %v", stderr, status, err)
+			}
+			if wall.Duration < 290*time.Millisecond || wall.Duration > around {
+				t.Errorf("sleep 0.3 timed %v in the target (uptime's: %v), %v around the exec", wall.Duration, wall.Stepped, around)
+			}
+			t.Logf("%s: sleep 0.3 timed %v in the target (uptime's: %v), %v around the exec", tc.name, wall.Duration, wall.Stepped, around)
 		})
 	}
 }
