@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -26,6 +27,14 @@ func FuzzParsePlan(f *testing.F) {
 			f.Add(b)
 		}
 	}
+	// The hostile plans of issue 24: each crashed or hung a root run.
+	f.Add([]byte("name: x\nworkload: web\nrepetitions: 100000000\nconfigurations:\n  - {name: a, runtime: host}\n"))
+	f.Add([]byte("name: x\nworkload: kv\nload: {rate: .nan}\nconfigurations:\n  - {name: a, runtime: host}\n"))
+	axes := "name: x\nworkload: web\nmatrix:\n"
+	for i := range 40 {
+		axes += fmt.Sprintf("  app.k%d: [1, 2]\n", i)
+	}
+	f.Add([]byte(axes))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, opt := range []plan.Options{{}, {Quick: true}} {
 			p, err := ParsePlan("fuzz.yaml", data, opt)
