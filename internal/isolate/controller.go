@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -306,14 +304,6 @@ func (c *Controller) decide(s sample) Decision {
 	return d
 }
 
-func canonCPUs(s string) string {
-	set, err := cpuset.Parse(strings.TrimSpace(s))
-	if err != nil {
-		return strings.TrimSpace(s)
-	}
-	return set.String()
-}
-
 // Run steps every interval until ctx is done, and steps at once when
 // trigger fires (a container started or stopped). Step errors are logged,
 // not fatal: one container or IRQ failing must not stop the others.
@@ -356,14 +346,6 @@ func (c *Controller) Restore(ctx context.Context) error {
 	c.state.reset(cp) // nothing is applied any more
 	c.rps.masked = map[string]string{}
 	return err
-}
-
-// ErrContainerGone lets a CPUSetter say the container no longer exists.
-var ErrContainerGone = errors.New("container is gone")
-
-// gone reports an error that only means the container went away.
-func gone(err error) bool {
-	return errors.Is(err, ErrContainerGone) || errors.Is(err, os.ErrNotExist)
 }
 
 // threadCPU is the CPU time of the calling OS thread (a step runs on one:

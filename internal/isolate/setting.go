@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/utils/cpuset"
@@ -59,6 +60,23 @@ func newSettings(a Actuators) settings {
 // dryRun is s writing nothing (dryrun.go).
 func (s settings) dryRun() settings {
 	return settings{cpusets: dryRun(s.cpusets), classes: dryRun(s.classes), irqs: dryRun(s.irqs), rps: dryRun(s.rps)}
+}
+
+// ErrContainerGone lets a CPUSetter say the container no longer exists.
+var ErrContainerGone = errors.New("container is gone")
+
+// gone reports an error that only means the container went away.
+func gone(err error) bool {
+	return errors.Is(err, ErrContainerGone) || errors.Is(err, os.ErrNotExist)
+}
+
+// canonCPUs is a CPU list as the kernel prints it ("0,1,2" is "0-2").
+func canonCPUs(s string) string {
+	set, err := cpuset.Parse(strings.TrimSpace(s))
+	if err != nil {
+		return strings.TrimSpace(s)
+	}
+	return set.String()
 }
 
 func ident(s string) string { return s }

@@ -89,13 +89,8 @@ type Options struct {
 	Roots kernel.Roots
 }
 
+// defaults fills in Start's own options; the controller's are New's.
 func (o *Options) defaults() {
-	if o.Interval <= 0 {
-		o.Interval = 100 * time.Millisecond
-	}
-	if o.IRQRotate <= 0 {
-		o.IRQRotate = 10 * time.Second
-	}
 	if o.LogPath == "" {
 		o.LogPath = filepath.Join(o.StateDir, "decisions.jsonl")
 	}
@@ -157,15 +152,9 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 	if err := o.Params.Validate(); err != nil {
 		return nil, err
 	}
-	var listIRQ func() ([]IRQ, error)
-	if o.IRQPattern != "" {
-		re, err := regexp.Compile(o.IRQPattern)
-		if err != nil {
-			return nil, fmt.Errorf("IRQ pattern %q: %w", o.IRQPattern, err)
-		}
-		listIRQ = func() ([]IRQ, error) { return ListIRQs(o.Roots.Proc, re) }
-	} else {
-		listIRQ = func() ([]IRQ, error) { return NetworkIRQs(o.Roots.Sys, o.Roots.Proc) }
+	listIRQ, err := irqLister(o)
+	if err != nil {
+		return nil, err
 	}
 	top, err := DiscoverTopology(o.Roots.Sys)
 	if err != nil {
@@ -177,24 +166,13 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 			r.release()
 		}
 	}()
-	f, err := Lock(o.StateDir)
+	steering, err := r.lock()
 	if err != nil {
 		return nil, err
-	}
-	r.closers = append(r.closers, f)
-	steering := false // this process holds the steering lock
-	if !o.DryRun && (o.IRQ || o.RPS) {
-		s, err := LockSteering(o.SteeringDir, o.Roots.Proc)
-		if err != nil {
-			return nil, fmt.Errorf("%w; run without IRQ and RPS steering, or stop it", err)
-		}
-		r.closers = append(r.closers, s)
-		steering = true
 	}
 	if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
 		return nil, fmt.Errorf("no Docker engine answers (%v): isolate manages containers of a running engine; start one or set DOCKER_HOST", err)
 	}
-
 	rt := newDockerRuntime(cli, o.Roots)
 	rt.All, rt.Labels = o.All, o.Labels
 	fs, act := actuators(rt, o.Roots, len(top.CPUs))
@@ -203,33 +181,94 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 			o.Warn("this kernel has no cpu.idle (before 5.15): hot containers are demoted to the lowest cpu.shares instead, which protects less under EEVDF")
 		}
 	}
-
-	// Reconcile: a checkpoint left by a crashed controller is restored
-	// first; its events go to the decision log once that is open.
-	var reconciled []Event
-	if old, err := LoadCheckpoint(r.ckptPath); err != nil {
-		return nil, fmt.Errorf("%w (inspect it, then remove it to start afresh)", err)
-	} else if old != nil && !old.Empty() {
-		o.Warn(fmt.Sprintf("found a checkpoint of pid %d from %s in %s: restoring its originals first", old.PID, old.Started.Format(time.RFC3339), o.StateDir))
-		if !o.DryRun {
-			if (len(old.IRQs) > 0 || len(old.RPS) > 0) && !steering {
-				s, err := LockSteering(o.SteeringDir, o.Roots.Proc)
-				if err != nil {
-					return nil, fmt.Errorf("reconcile from %s: its IRQ affinities and RPS masks: %w", r.ckptPath, err)
-				}
-				defer s.Close()
-			}
-			err := RestoreCheckpoint(ctx, old, act, func(e Event) { reconciled = append(reconciled, e) })
-			if err != nil {
-				return nil, fmt.Errorf("reconcile from %s: %w", r.ckptPath, err)
-			}
-			_ = os.Remove(r.ckptPath)
-			if n := leftAlone(reconciled); n > 0 {
-				o.Warn(fmt.Sprintf("%d values changed since the crashed controller wrote them were left alone (%q events in %s)", n, "left_alone", o.LogPath))
-			}
-		}
+	reconciled, err := r.reconcile(ctx, act, steering)
+	if err != nil {
+		return nil, err
 	}
+	log, err := r.openLog(reconciled)
+	if err != nil {
+		return nil, err
+	}
+	opts := append(r.controllerOptions(rt, fs, act, listIRQ), WithDecisionLog(log))
+	ctl, err := New(Config{Params: o.Params, Interval: o.Interval, IRQRotate: o.IRQRotate, DryRun: o.DryRun,
+		CheckpointPath: r.ckptPath, NCPU: len(top.CPUs)}, top, rt, fs, fs, opts...)
+	if err != nil {
+		return nil, err
+	}
+	r.run(ctx, ctl, rt)
+	return r, nil
+}
 
+// irqLister lists the IRQs to steer: those IRQPattern names, else the
+// network devices' (by driver).
+func irqLister(o Options) (func() ([]IRQ, error), error) {
+	if o.IRQPattern == "" {
+		return func() ([]IRQ, error) { return NetworkIRQs(o.Roots.Sys, o.Roots.Proc) }, nil
+	}
+	re, err := regexp.Compile(o.IRQPattern)
+	if err != nil {
+		return nil, fmt.Errorf("IRQ pattern %q: %w", o.IRQPattern, err)
+	}
+	return func() ([]IRQ, error) { return ListIRQs(o.Roots.Proc, re) }, nil
+}
+
+// lock takes the state directory and, when the controller is to steer
+// IRQs or RPS, the machine's steering lock (steering: held).
+func (r *Running) lock() (steering bool, err error) {
+	o := r.opt
+	f, err := Lock(o.StateDir)
+	if err != nil {
+		return false, err
+	}
+	r.closers = append(r.closers, f)
+	if o.DryRun || (!o.IRQ && !o.RPS) {
+		return false, nil
+	}
+	s, err := LockSteering(o.SteeringDir, o.Roots.Proc)
+	if err != nil {
+		return false, fmt.Errorf("%w; run without IRQ and RPS steering, or stop it", err)
+	}
+	r.closers = append(r.closers, s)
+	return true, nil
+}
+
+// reconcile restores a checkpoint left by a crashed controller first; its
+// events go to the decision log once that is open.
+func (r *Running) reconcile(ctx context.Context, act Actuators, steering bool) ([]Event, error) {
+	o := r.opt
+	old, err := LoadCheckpoint(r.ckptPath)
+	if err != nil {
+		return nil, fmt.Errorf("%w (inspect it, then remove it to start afresh)", err)
+	}
+	if old == nil || old.Empty() {
+		return nil, nil
+	}
+	o.Warn(fmt.Sprintf("found a checkpoint of pid %d from %s in %s: restoring its originals first", old.PID, old.Started.Format(time.RFC3339), o.StateDir))
+	if o.DryRun {
+		return nil, nil
+	}
+	if (len(old.IRQs) > 0 || len(old.RPS) > 0) && !steering {
+		s, err := LockSteering(o.SteeringDir, o.Roots.Proc)
+		if err != nil {
+			return nil, fmt.Errorf("reconcile from %s: its IRQ affinities and RPS masks: %w", r.ckptPath, err)
+		}
+		defer s.Close()
+	}
+	var reconciled []Event
+	if err := RestoreCheckpoint(ctx, old, act, func(e Event) { reconciled = append(reconciled, e) }); err != nil {
+		return nil, fmt.Errorf("reconcile from %s: %w", r.ckptPath, err)
+	}
+	_ = os.Remove(r.ckptPath)
+	if n := leftAlone(reconciled); n > 0 {
+		o.Warn(fmt.Sprintf("%d values changed since the crashed controller wrote them were left alone (%q events in %s)", n, "left_alone", o.LogPath))
+	}
+	return reconciled, nil
+}
+
+// openLog opens the decision log (and its copy, Options.Log) and writes
+// the reconciled events to it first.
+func (r *Running) openLog(reconciled []Event) (io.Writer, error) {
+	o := r.opt
 	// Root appends here: no symbolic link, nobody else's file or directory.
 	if err := fsutil.MakeDir(filepath.Dir(o.LogPath)); err != nil {
 		return nil, fmt.Errorf("create the decision log's directory: %w", err)
@@ -250,7 +289,14 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 		b, _ := json.Marshal(e)
 		_, _ = log.Write(append(b, '\n'))
 	}
-	opts := []Option{WithDecisionLog(log), WithDemoter(fs)}
+	return log, nil
+}
+
+// controllerOptions are the controller's actuators and outputs as the
+// options ask for them.
+func (r *Running) controllerOptions(rt *DockerRuntime, fs CgroupFS, act Actuators, listIRQ func() ([]IRQ, error)) []Option {
+	o := r.opt
+	opts := []Option{WithDemoter(fs)}
 	if rt.Layout.Unified != "" {
 		opts = append(opts, WithStall(fs))
 	}
@@ -270,13 +316,12 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 	if o.RPS {
 		opts = append(opts, WithRPS(act.RPS, func(pid int) (string, error) { return HostVeth(o.Roots.Proc, o.Roots.Sys, pid) }))
 	}
-	ctl, err := New(Config{Params: o.Params, Interval: o.Interval, IRQRotate: o.IRQRotate, DryRun: o.DryRun,
-		CheckpointPath: r.ckptPath, NCPU: len(top.CPUs)}, top, rt, fs, fs, opts...)
-	if err != nil {
-		return nil, err
-	}
-	r.ctl = ctl
+	return opts
+}
 
+// run starts the control loop and the status writer.
+func (r *Running) run(ctx context.Context, ctl *Controller, rt *DockerRuntime) {
+	r.ctl = ctl
 	loopCtx, cancel := context.WithCancel(ctx)
 	r.cancel = cancel
 	r.done = make(chan struct{})
@@ -288,7 +333,7 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 	}()
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(max(o.Interval, time.Second))
+		t := time.NewTicker(max(r.opt.Interval, time.Second))
 		defer t.Stop()
 		for {
 			select {
@@ -300,7 +345,6 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 		}
 	}()
 	go func() { wg.Wait(); close(r.done) }()
-	return r, nil
 }
 
 // RestoreOption configures RestoreStateDir.
