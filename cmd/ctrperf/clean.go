@@ -2,20 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"slices"
-	"strings"
-	"time"
 
-	"github.com/moby/moby/client"
 	"github.com/spf13/cobra"
 
-	"ctrperf/internal/bench"
+	"ctrperf/internal/clean"
 	"ctrperf/internal/engine"
-	"ctrperf/internal/engine/daemon"
-	"ctrperf/internal/isolate"
 	"ctrperf/internal/lifecycle"
 	"ctrperf/internal/owner"
 )
@@ -78,14 +71,14 @@ func runClean(ctx context.Context, cmd *cobra.Command, f cleanFlags) error {
 	if f.force && !f.dryRun {
 		// Say what breaks before breaking it: the same sweep, dry, unforced.
 		look := engine.NewOwnership(owners, false).Refreshing(relist)
-		_, _ = sweep(ctx, io.Discard, f.runID, true, look)
-		if w := breaks(look.Found()); w != "" {
+		_, _ = clean.Sweep(ctx, clean.Options{RunID: f.runID, DryRun: true, Owners: look})
+		if w := clean.Breaks(look.Found()); w != "" {
 			fmt.Fprint(errOut, w)
 		}
 	}
 
 	own := engine.NewOwnership(owners, f.force).Refreshing(relist)
-	removed, err := sweep(ctx, errOut, f.runID, f.dryRun, own)
+	removed, err := clean.Sweep(ctx, clean.Options{RunID: f.runID, DryRun: f.dryRun, Owners: own, Warn: errOut})
 
 	found := own.Found()
 	if f.dryRun {
@@ -130,156 +123,4 @@ func runClean(ctx context.Context, cmd *cobra.Command, f cleanFlags) error {
 		fmt.Fprintln(out, "nothing to clean")
 	}
 	return nil
-}
-
-// sweep cleans (or, dry, lists) ctrperf's objects on every engine that
-// answers and on the host, then the private engines, deciding each object
-// by own. It returns what it removed or would remove.
-func sweep(ctx context.Context, errOut io.Writer, runID string, dry bool, own *engine.Ownership) ([]string, error) {
-	opts := []engine.CleanOption{engine.CleanOwners(own)}
-	if dry {
-		opts = append(opts, engine.CleanDryRun())
-	}
-	var removed []string
-	var errs []error
-
-	// Docker objects first, on every engine that still answers: the user's
-	// (never started here) and ctrperf's private ones, which a killed run
-	// may have left running.
-	clients := map[string]client.APIClient{}
-	var userEngine client.APIClient // nil when it does not answer
-	if d, err := daemon.Probe(ctx, 3*time.Second); err == nil {
-		defer d.Client().Close()
-		clients[d.Host()] = d.Client()
-		userEngine = d.Client()
-	} else {
-		fmt.Fprintf(errOut, "ctrperf clean: your Docker engine does not answer (%v); cleaning the rest\n", err)
-	}
-	engines, err := daemon.List()
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, e := range engines {
-		if !e.Alive || e.Socket == "" {
-			continue
-		}
-		host := "unix://" + e.Socket
-		if _, ok := clients[host]; ok {
-			continue
-		}
-		cli, err := client.New(client.WithHost(host))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("private engine %s: %w", e.Name, err))
-			continue
-		}
-		defer cli.Close()
-		// An engine that is still starting or already stopping (another
-		// run's) holds no containers of a dead run worth waiting for;
-		// CleanEngines below handles the engines of the run itself.
-		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		_, err = cli.Ping(pctx, client.PingOptions{})
-		cancel()
-		if err != nil {
-			fmt.Fprintf(errOut, "ctrperf clean: private engine %s does not answer, skipping its containers: %v\n", e.Name, err)
-			continue
-		}
-		clients[host] = cli
-	}
-	// A killed controller's isolate checkpoint (a bench run's, or an
-	// `isolate run`'s): what still holds its values is put back first.
-	if runID == "" {
-		r, err := bench.RestoreDeadIsolate(ctx, userEngine, isolate.DefaultStateDir, dry)
-		if r != "" {
-			removed = append(removed, r)
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	for _, cli := range clients {
-		r, err := engine.Clean(ctx, cli, runID, opts...)
-		for _, x := range r {
-			removed = appendOnce(removed, x)
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(clients) == 0 {
-		r, err := engine.Clean(ctx, nil, runID, opts...)
-		removed = append(removed, r...)
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-
-	// Private engines last: a live session's are kept, with what they hold.
-	// A real clean decides each under the engine's lock (CleanEngines),
-	// where a run starting or sharing it has become an owner.
-	whats := map[string]string{}
-	for _, e := range engines {
-		whats[e.Name] = fmt.Sprintf("private engine %s (socket %s, alive %v)", e.Name, e.Socket, e.Alive)
-	}
-	keep := func(st daemon.State) bool {
-		what, ok := whats[st.Name]
-		if !ok {
-			what = fmt.Sprintf("private engine %s (socket %s)", st.Name, st.Socket)
-		}
-		if st.RunID == "" {
-			return own.KeepShared(what)
-		}
-		return own.Keep(what, st.RunID)
-	}
-	if dry {
-		for _, e := range engines {
-			if (runID == "" || e.RunID == runID) && !keep(e.State) {
-				removed = append(removed, whats[e.Name])
-			}
-		}
-	} else {
-		r, err := daemon.CleanEngines(ctx, runID, keep)
-		removed = append(removed, r...)
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	r, err := cleanDataFS(ctx, runID, own, dry)
-	removed = append(removed, r...)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	return removed, errors.Join(errs...)
-}
-
-// breaks says which live runs a forced clean breaks, and with what.
-func breaks(found []engine.Object) string {
-	byOwner := map[string][]string{}
-	var order []string
-	for _, o := range found {
-		if !o.Live {
-			continue
-		}
-		if _, ok := byOwner[o.Owner]; !ok {
-			order = append(order, o.Owner)
-		}
-		byOwner[o.Owner] = append(byOwner[o.Owner], o.What)
-	}
-	if len(order) == 0 {
-		return ""
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "ctrperf clean --force: removing objects of %d live owner(s), which breaks their runs:\n", len(order))
-	for _, who := range order {
-		fmt.Fprintf(&b, "  %s: %d objects (%s)\n", who, len(byOwner[who]), strings.Join(byOwner[who], ", "))
-	}
-	return b.String()
-}
-
-// appendOnce appends s unless present: host-side objects (netns, bind
-// directories) are reported by the first engine's pass only.
-func appendOnce(list []string, s string) []string {
-	if slices.Contains(list, s) {
-		return list
-	}
-	return append(list, s)
 }
