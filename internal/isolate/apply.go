@@ -2,6 +2,7 @@ package isolate
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -74,18 +75,32 @@ func applyValue[V any](ctx context.Context, c *Controller, s setting[V], t track
 	return true, nil
 }
 
-// drifted handles a value the controller applied that the kernel no longer
-// holds: someone else wrote it (Docker on a restart or update, an
-// operator), so it is key's new original, checkpointed before anything is
-// applied again, and nothing of the controller's is left there.
-func drifted[V any](c *Controller, s setting[V], t tracked[V], key string, cur V, ev Event) (bool, error) {
-	applied, ok := t.applied[key]
-	if !ok || s.same(cur, applied) {
-		return false, nil
+// observe reads a container's value of a kind the controller tracks. A
+// value it applied that the kernel no longer holds was written by someone
+// else (Docker on a restart or update, an operator): it becomes the
+// container's new original, checkpointed before anything is applied again,
+// and nothing of the controller's is left there. ok is false when the value
+// cannot be read (err is nil when the container is gone) or the checkpoint
+// not saved.
+func observe[V any](ctx context.Context, c *Controller, s setting[V], t tracked[V], ev Event) (cur V, ok bool, err error) {
+	key := ev.Container
+	cur, err = s.read(ctx, key)
+	if err != nil {
+		if s.gone(err) {
+			return cur, false, nil
+		}
+		return cur, false, fmt.Errorf("read %s of %s: %w", s.what, ev.Name, err)
+	}
+	applied, known := t.applied[key]
+	if !known || s.same(cur, applied) {
+		return cur, true, nil
 	}
 	ev.Kind, ev.Old, ev.New = "drift", s.str(applied), s.str(cur)
 	ev.Reason = s.what + " changed by someone else (restart, docker update): taken as its original"
 	c.emit(ev)
 	t.rebase(key, cur)
-	return true, c.state.save()
+	if err := c.state.save(); err != nil {
+		return cur, false, err
+	}
+	return cur, true, nil
 }

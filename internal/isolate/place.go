@@ -3,7 +3,6 @@ package isolate
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -37,23 +36,16 @@ func (c *Controller) placeCPUSet(ctx context.Context, start time.Time, pl Placem
 	if pl.CPUs.IsEmpty() && !known {
 		return nil // its own cpuset, never touched
 	}
-	cur, err := s.read(ctx, id)
-	if err != nil {
-		if s.gone(err) {
-			return nil
-		}
-		return fmt.Errorf("read cpuset of %s: %w", pl.Name, err)
-	}
 	ev := Event{Kind: "cpuset", Container: id, Name: pl.Name, Reason: pl.Reason}
-	if d, err := drifted(c, s, t, id, cur, ev); err != nil {
+	cur, ok, err := observe(ctx, c, s, t, ev)
+	if !ok {
 		return err
-	} else if d {
-		known = false
 	}
+	_, known = t.applied[id]
 	ch := change[string]{key: id, cur: cur, want: pl.CPUs.String(), event: ev, start: start}
 	if pl.CPUs.IsEmpty() {
-		orig, ok := t.orig[id]
-		if !known || !ok {
+		orig, recorded := t.orig[id]
+		if !known || !recorded {
 			delete(t.applied, id) // what it has is its own
 			return nil
 		}
@@ -78,19 +70,12 @@ func (c *Controller) placeClass(ctx context.Context, start time.Time, pl Placeme
 	if s.read == nil || (!pl.Demote && !known) {
 		return nil
 	}
-	cur, err := s.read(ctx, id)
-	if err != nil {
-		if s.gone(err) {
-			return nil
-		}
-		return fmt.Errorf("read CPU class of %s: %w", pl.Name, err)
-	}
 	ev := Event{Kind: "demote", Container: id, Name: pl.Name, Reason: pl.Reason}
-	if d, err := drifted(c, s, t, id, cur, ev); err != nil {
+	cur, ok, err := observe(ctx, c, s, t, ev)
+	if !ok {
 		return err
-	} else if d {
-		known = false
 	}
+	_, known = t.applied[id]
 	orig, ours := t.orig[id]
 	ch := change[CPUClass]{key: id, cur: cur, event: ev, start: start}
 	switch {
