@@ -463,19 +463,3 @@ func writeJSONFile(path string, v any) {
 	}
 	_ = fsutil.ReplaceFile(path, b, 0o644) // a status snapshot: no fsync every second
 }
-
-// ReactionTime is how long the controller took to react to a hot phase:
-// from hotStart to the first change applied to one of the hot containers
-// at or after hotStart (a cpuset or demote event, not a dry run). ok is
-// false when there was none: a reaction that did not happen is no number.
-func ReactionTime(events []Event, hot map[string]bool, hotStart time.Time) (d time.Duration, ok bool) {
-	for _, e := range events {
-		if (e.Kind != "cpuset" && e.Kind != "demote") || e.DryRun || !hot[e.Container] || e.Time.Before(hotStart) {
-			continue
-		}
-		if !ok || e.Time.Sub(hotStart) < d {
-			d, ok = e.Time.Sub(hotStart), true
-		}
-	}
-	return d, ok
-}
