@@ -205,3 +205,30 @@ func TestBackToItsOwnWithoutOriginal(t *testing.T) {
 		})
 	}
 }
+
+// TestMovedFromItsPlacementIsRestored: a container whose cpuset already
+// was its placement (never written) and that is moved later (paper: hot,
+// released to every CPU) has its own cpuset put back by a stop. Its
+// original went unrecorded, and the stop left it on every CPU.
+func TestMovedFromItsPlacementIsRestored(t *testing.T) {
+	quiet := map[string]float64{"a": 0.2, "b": 0.2, "c": 0.2}
+	hot := map[string]float64{"a": 1, "b": 0.2, "c": 0.2}
+	for _, policy := range []Policy{PolicyPaper, PolicyStrict} {
+		t.Run(string(policy), func(t *testing.T) {
+			r := newRig(t, policy, false)
+			r.cpus.sets["a"] = "1" // its placement as a quiet container
+			for _, use := range append([]map[string]float64{quiet}, repeat(hot, 4)...) {
+				r.step(t, use)
+			}
+			if r.cpus.sets["a"] == "1" {
+				t.Fatalf("hot a was not moved: %v", r.cpus.sets)
+			}
+			if err := r.c.Restore(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if got := r.cpus.sets["a"]; got != "1" {
+				t.Errorf("a's cpuset %q after the stop, want its own \"1\"", got)
+			}
+		})
+	}
+}
