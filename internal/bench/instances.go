@@ -167,14 +167,11 @@ func mergeInstances(ms []*results.Measurement) (*results.Measurement, error) {
 			if out.Load == nil {
 				out.Load = &results.LoadStats{Mode: ld.Mode, CPUSet: ld.CPUSet, Protected: ld.Protected}
 			}
-			out.Load.TargetRate += ld.TargetRate
-			out.Load.AchievedRate += ld.AchievedRate
+			out.Load.AddRates(ld)
 			out.Load.Concurrency += ld.Concurrency
-			out.Load.Late += ld.Late
-			out.Load.CPUSeconds += ld.CPUSeconds
+			out.Load.CPUSeconds += ld.CPUSeconds // one generator each
 			out.Load.LatenessP50Ms = max(out.Load.LatenessP50Ms, ld.LatenessP50Ms)
-			out.Load.LatenessP99Ms = max(out.Load.LatenessP99Ms, ld.LatenessP99Ms)
-			out.Load.LatenessMaxMs = max(out.Load.LatenessMaxMs, ld.LatenessMaxMs)
+			out.Load.KeepWorstLateness(ld)
 		}
 		if len(m.Tools) > 0 && out.Tools == nil {
 			out.Tools = map[string]string{}

@@ -75,3 +75,19 @@ func (m *OperationMerger) Operations() (map[string]*Operation, error) {
 	}
 	return out, nil
 }
+
+// AddRates adds another generator's asked-for and achieved rates and its
+// late starts: generators driven side by side over one window.
+func (l *LoadStats) AddRates(o *LoadStats) {
+	l.TargetRate += o.TargetRate
+	l.AchievedRate += o.AchievedRate
+	l.Late += o.Late
+}
+
+// KeepWorstLateness keeps the worse of l's and o's generator lateness (p99
+// and max): a delay of the generator is the worst any run saw, not an
+// average.
+func (l *LoadStats) KeepWorstLateness(o *LoadStats) {
+	l.LatenessP99Ms = max(l.LatenessP99Ms, o.LatenessP99Ms)
+	l.LatenessMaxMs = max(l.LatenessMaxMs, o.LatenessMaxMs)
+}

@@ -105,3 +105,27 @@ func TestOperationMergerRefusesABrokenHistogram(t *testing.T) {
 		t.Errorf("error %q does not name the operation", err)
 	}
 }
+
+func TestLoadStatsMerge(t *testing.T) {
+	a := &LoadStats{TargetRate: 10, AchievedRate: 9, Late: 1, LatenessP99Ms: 2, LatenessMaxMs: 7, LatenessP50Ms: 1}
+	b := &LoadStats{TargetRate: 20, AchievedRate: 19, Late: 3, LatenessP99Ms: 5, LatenessMaxMs: 6, LatenessP50Ms: 4}
+	tests := []struct {
+		desc  string
+		merge func(l *LoadStats)
+		want  LoadStats
+	}{
+		{"rates and late starts add up", func(l *LoadStats) { l.AddRates(a); l.AddRates(b) },
+			LoadStats{TargetRate: 30, AchievedRate: 28, Late: 4}},
+		{"the worst p99 and max lateness, p50 left to the caller", func(l *LoadStats) { l.KeepWorstLateness(a); l.KeepWorstLateness(b) },
+			LoadStats{LatenessP99Ms: 5, LatenessMaxMs: 7}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			var l LoadStats
+			tc.merge(&l)
+			if l != tc.want {
+				t.Errorf("merged %+v, want %+v", l, tc.want)
+			}
+		})
+	}
+}

@@ -476,15 +476,12 @@ func mergeTenants(ms []*results.Measurement, window time.Duration) (*results.Mea
 		}
 		if ld := m.Load; ld != nil {
 			if ld.Mode == "open" && math.Abs(m.DurationS-window.Seconds()) < 1e-9 {
-				out.Load.TargetRate += ld.TargetRate
-				out.Load.AchievedRate += ld.AchievedRate
-				out.Load.Late += ld.Late
+				out.Load.AddRates(ld)
 			}
+			// One process drives every tenant: its CPU time is the
+			// longest run's, its lateness the worst any run saw.
 			out.Load.CPUSeconds = max(out.Load.CPUSeconds, ld.CPUSeconds)
-			// One process drives every tenant: a delay of the generator is
-			// the worst any of its runs saw, not an average.
-			out.Load.LatenessP99Ms = max(out.Load.LatenessP99Ms, ld.LatenessP99Ms)
-			out.Load.LatenessMaxMs = max(out.Load.LatenessMaxMs, ld.LatenessMaxMs)
+			out.Load.KeepWorstLateness(ld)
 		}
 	}
 	var err error
