@@ -147,6 +147,13 @@ func (e *Engines) answering(ctx context.Context, d engineDaemon) error {
 	}
 }
 
+// runtimeUnavailable is the error of a runtime ctrperf cannot run on this
+// machine at all (vm): its configurations are not_run with these words
+// alone, whatever the runtime.
+type runtimeUnavailable string
+
+func (e runtimeUnavailable) Error() string { return string(e) }
+
 func (e *Engines) open(ctx context.Context, rt engine.Runtime, spec engine.EngineSpec) (engine.Engine, engine.Info, engineDaemon, error) {
 	switch rt {
 	case engine.RuntimeHost:
@@ -161,7 +168,7 @@ func (e *Engines) open(ctx context.Context, rt engine.Runtime, spec engine.Engin
 		if e.VM != nil {
 			why = e.VM(ctx)
 		}
-		return nil, engine.Info{}, nil, fmt.Errorf("ctrperf has no VM runtime: %s", strings.TrimPrefix(why, "ctrperf has no VM runtime; "))
+		return nil, engine.Info{}, nil, runtimeUnavailable("ctrperf has no VM runtime: " + strings.TrimPrefix(why, "ctrperf has no VM runtime; "))
 	default:
 		return nil, engine.Info{}, nil, fmt.Errorf("unknown runtime %q", rt)
 	}

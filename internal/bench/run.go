@@ -127,7 +127,7 @@ func (rn *run) deploy() error {
 		if rn.interrupted() {
 			return err // cancelled, not broken: the configuration may run next time
 		}
-		if rn.cfg.Runtime == engine.RuntimeVM {
+		if u := runtimeUnavailable(""); errors.As(err, &u) {
 			return notRunnable(err.Error()) // "ctrperf has no VM runtime: <doctor's reason>"
 		}
 		return notRunnable(fmt.Sprintf("engine %s (%s) unavailable: %v", rn.cfg.Runtime, rn.cfg.Engine.Key(), err))

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -69,5 +70,47 @@ configurations:
 	_, _, err = (&Engines{}).Engine(context.Background(), engine.RuntimeVM, engine.EngineSpec{})
 	if err == nil || !strings.Contains(err.Error(), "ctrperf has no VM runtime: see `ctrperf doctor`") {
 		t.Errorf("Engines without VM: %v", err)
+	}
+}
+
+// TestUnavailableRuntimeNotRun: a runtime the provider says cannot run here
+// at all (runtimeUnavailable) is not_run with its words alone, whichever
+// runtime it is: the runner asks the error, not the runtime's name.
+func TestUnavailableRuntimeNotRun(t *testing.T) {
+	const src = `name: unit
+workload: benchfake
+repetitions: 1
+warmup: 0s
+duration: 1ms
+baseline: bare
+configurations:
+  - name: bare
+    runtime: host
+  - name: boxed
+    runtime: docker
+`
+	tests := []struct {
+		desc string
+		err  error
+		want string
+	}{
+		{"unavailable: its words alone", runtimeUnavailable("no such runtime on this machine: see doctor"), "no such runtime on this machine: see doctor"},
+		{"any other failure: the engine named", errors.New("socket refused"), "engine docker (default) unavailable: socket refused"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			p := parsePlan(t, src, plan.Options{})
+			out := filepath.Join(t.TempDir(), "out")
+			prov := &fakeProvider{err: map[string]error{engine.EngineSpec{}.Key(): tc.err}}
+			if _, err := Run(context.Background(), p, Options{Out: out, Engines: prov,
+				Workload: func(string) (workload.Workload, error) { return &fakeWorkload{}, nil }}); err != nil {
+				t.Fatal(err)
+			}
+			for _, rec := range readRecords(t, out) {
+				if rec.Config == "boxed" && (rec.Status != results.StatusNotRun || rec.Error != tc.want) {
+					t.Errorf("boxed: %s %q, want not_run %q", rec.Status, rec.Error, tc.want)
+				}
+			}
+		})
 	}
 }
