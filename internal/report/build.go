@@ -136,7 +136,7 @@ func build(recs []results.RunRecord, o Options, baselineExplicit bool) (*Report,
 		so.Level = stats.DefaultLevel
 	}
 	o.Stats = so
-	rep := &Report{Resamples: so.Resamples, Level: so.Level, Configs: []*Config{}, Warnings: []Warning{}}
+	rep := &Report{Resamples: so.Resamples, Level: so.Level, Configs: []*ConfigResult{}, Warnings: []Warning{}}
 
 	groups := map[string][]*results.RunRecord{}
 	var order []string
@@ -353,8 +353,8 @@ func percentileMetric(k string) string {
 	return ""
 }
 
-func buildConfig(name string, runs []*results.RunRecord, o Options) (*Config, []Warning) {
-	c := &Config{Name: name, Metrics: map[string]stats.Estimate{}, reps: map[string][]float64{},
+func buildConfig(name string, runs []*results.RunRecord, o Options) (*ConfigResult, []Warning) {
+	c := &ConfigResult{Name: name, Metrics: map[string]stats.Estimate{}, reps: map[string][]float64{},
 		opReps: map[string]map[string][]float64{}, opPooled: map[string]*stats.Pooled{}}
 	var warn []Warning
 	var ok []runData
@@ -519,7 +519,7 @@ func withError(r *results.RunRecord, msg string) *results.RunRecord {
 
 // setErrorRate pools errors and attempts over the runs: a rate per run would
 // let one bad run vanish in the median.
-func (c *Config) setErrorRate(est map[string]stats.Estimate, reps map[string][]float64, runs []runData,
+func (c *ConfigResult) setErrorRate(est map[string]stats.Estimate, reps map[string][]float64, runs []runData,
 	get func(runData) (errs, count int64), key string, so stats.Options) {
 	var errs, count int64
 	es := make([]int64, len(runs))
@@ -573,7 +573,7 @@ func representative(ok []runData, median float64) *results.RunRecord {
 }
 
 // compareConfigs is config/baseline for every metric both have.
-func compareConfigs(c, b *Config, level float64, sense func(string) stats.Sense) map[string]stats.Comparison {
+func compareConfigs(c, b *ConfigResult, level float64, sense func(string) stats.Sense) map[string]stats.Comparison {
 	out := map[string]stats.Comparison{}
 	if !c.OK() || !b.OK() {
 		return out
@@ -591,7 +591,7 @@ func compareConfigs(c, b *Config, level float64, sense func(string) stats.Sense)
 
 // compareOperations is config/baseline per operation both have, for the
 // latency and throughput figures.
-func compareOperations(c, b *Config, level float64) map[string]map[string]stats.Comparison {
+func compareOperations(c, b *ConfigResult, level float64) map[string]map[string]stats.Comparison {
 	if !c.OK() || !b.OK() {
 		return nil
 	}

@@ -34,7 +34,7 @@ func fmtXCI(r, lo, hi float64) string {
 // workload's primary latency (median, else mean, else its tail), the p99
 // tail, and the primary rate; a tool without those, its elapsed time, else
 // its first own figure.
-func headlineMetrics(b *Config) []string {
+func headlineMetrics(b *ConfigResult) []string {
 	var out []string
 	for _, m := range []string{results.MetricP50Ms, results.MetricMeanMs} {
 		if _, ok := b.Metrics[m]; ok {

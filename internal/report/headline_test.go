@@ -27,11 +27,11 @@ func handReport(runs int, vs map[string]map[string]stats.Comparison) *Report {
 		return map[string]stats.Estimate{results.MetricP50Ms: {Median: 2, N: n}, results.MetricP99Ms: {Median: 9, N: n},
 			results.MetricThroughput: {Median: 80, N: n}}
 	}
-	rep := &Report{Baseline: "bare", Configs: []*Config{{Name: "bare", Runs: 5, Metrics: est(5)}}}
+	rep := &Report{Baseline: "bare", Configs: []*ConfigResult{{Name: "bare", Runs: 5, Metrics: est(5)}}}
 	for _, name := range []string{"same", "slow", "tiny", "broken"} {
-		c := &Config{Name: name, Runs: runs, Metrics: est(runs), VsBaseline: vs[name]}
+		c := &ConfigResult{Name: name, Runs: runs, Metrics: est(runs), VsBaseline: vs[name]}
 		if name == "broken" {
-			c = &Config{Name: name, NotRun: 3, Errors: []string{"storage driver btrfs unavailable"}}
+			c = &ConfigResult{Name: name, NotRun: 3, Errors: []string{"storage driver btrfs unavailable"}}
 		}
 		if _, ok := vs[name]; !ok {
 			continue

@@ -225,7 +225,7 @@ func knobText(k map[string]any, omit ...string) string {
 
 // commonKnobs are the key=value pairs every one of two or more
 // configurations has, in order.
-func commonKnobs(cs []*Config) []string {
+func commonKnobs(cs []*ConfigResult) []string {
 	if len(cs) < 2 {
 		return nil
 	}
@@ -267,7 +267,7 @@ func knobPairs(k map[string]any) []string {
 	return parts
 }
 
-func dotFor(c *Config, m, col string, baseline bool) dotRow {
+func dotFor(c *ConfigResult, m, col string, baseline bool) dotRow {
 	r := dotRow{Label: c.Name, Colour: col, Baseline: baseline}
 	e, ok := c.Metrics[m]
 	switch {
@@ -321,7 +321,7 @@ type windowData struct {
 
 // windowFor takes the measured window of a configuration's representative
 // run (else its first run that has one), second by second.
-func windowFor(c *Config, col string) (windowData, bool) {
+func windowFor(c *ConfigResult, col string) (windowData, bool) {
 	r := c.representative
 	if r == nil || r.Result == nil || len(r.Result.PerSecond) == 0 {
 		for _, o := range c.okRuns {

@@ -41,7 +41,7 @@ func TestHTMLSelfContained(t *testing.T) {
 // Knobs every configuration shares are shown once under the table, each
 // configuration only with what sets it apart.
 func TestCommonKnobsShownOnce(t *testing.T) {
-	cs := []*Config{
+	cs := []*ConfigResult{
 		{Name: "a", Knobs: map[string]any{"runtime": "host", "app": map[string]any{"port": 8080, "build": "."}}},
 		{Name: "b", Knobs: map[string]any{"runtime": "docker", "app": map[string]any{"port": 8080, "build": "."}}},
 	}

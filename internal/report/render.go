@@ -160,7 +160,7 @@ func otherMetrics(rep *Report) []string {
 }
 
 // status is a configuration's runs in words.
-func (c *Config) status() string {
+func (c *ConfigResult) status() string {
 	switch {
 	case c.Runs == 0 && c.NotRun > 0 && c.Failed == 0:
 		return "NOT RUN: " + strings.Join(c.Errors, "; ")

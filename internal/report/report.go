@@ -28,9 +28,9 @@ type Report struct {
 	Headline []string `json:"headline"`
 	// Env is where the results were measured (OUT/env.json and the
 	// records' engines); nil when nothing is known.
-	Env      *Environment `json:"env,omitempty"`
-	Configs  []*Config    `json:"configs"`
-	Warnings []Warning    `json:"warnings"`
+	Env      *Environment    `json:"env,omitempty"`
+	Configs  []*ConfigResult `json:"configs"`
+	Warnings []Warning       `json:"warnings"`
 	// Thresholds are the plan's gates, checked (Load reads them from
 	// OUT/plan.yaml).
 	Thresholds []GateResult `json:"thresholds,omitempty"`
@@ -52,9 +52,10 @@ func (r *Report) sense(metric string) stats.Sense {
 // is, another error when a rule could not be checked at all.
 func (r *Report) Gate() error { return r.gateErr }
 
-// Config is one configuration: its runs, metrics, comparison with the
-// baseline and per-operation metrics.
-type Config struct {
+// ConfigResult is one configuration's results: its runs, metrics,
+// comparison with the baseline and per-operation metrics. (The
+// configuration itself, its knobs, is a plan.Configuration.)
+type ConfigResult struct {
 	Name string `json:"name"`
 	// Runs is the number of successful repetitions the statistics use;
 	// Failed and NotRun count the others.
@@ -94,10 +95,10 @@ type Config struct {
 }
 
 // OK reports whether the configuration has numbers at all.
-func (c *Config) OK() bool { return c.Runs > 0 }
+func (c *ConfigResult) OK() bool { return c.Runs > 0 }
 
 // OperationNames returns the operation names in a stable order.
-func (c *Config) OperationNames() []string { return sortedKeys(c.Operations) }
+func (c *ConfigResult) OperationNames() []string { return sortedKeys(c.Operations) }
 
 // Warning is something the reader must know before trusting a number, with
 // concrete advice. Config is empty for warnings about the whole report.
@@ -118,8 +119,8 @@ type SystemFigure struct {
 	Max     float64 `json:"max"`
 }
 
-// Config returns the configuration called name, or nil.
-func (r *Report) Config(name string) *Config {
+// Config returns the results of the configuration called name, or nil.
+func (r *Report) Config(name string) *ConfigResult {
 	for _, c := range r.Configs {
 		if c.Name == name {
 			return c

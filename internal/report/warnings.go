@@ -31,7 +31,7 @@ const wideLimit = 0.20
 // before the run counts as not keeping up.
 const rateShortfall = 0.95
 
-func configWarnings(c *Config, ok []runData) []Warning {
+func configWarnings(c *ConfigResult, ok []runData) []Warning {
 	var w []Warning
 	add := func(msg, advice string) { w = append(w, Warning{Config: c.Name, Message: msg, Advice: advice}) }
 
