@@ -2,7 +2,6 @@ package isolate
 
 import (
 	"fmt"
-	"math"
 	"sort"
 
 	"k8s.io/utils/cpuset"
@@ -29,102 +28,6 @@ const (
 // Policies are the policies in the order the help lists them.
 var Policies = []Policy{PolicyShield, PolicyPaper, PolicyStrict}
 
-// Params tune the policy. Zero values take the defaults of DefaultParams.
-type Params struct {
-	Policy           Policy
-	CPUsPerContainer int // dedicated CPUs per normal container (a container may ask for its own count)
-	MinShared        int // CPUs always kept in the shared pool (rounded up to whole cores); at least 1
-	// HotThreshold: a container is saturated when it uses >= this fraction
-	// of its entitlement (its CPU label, else online CPUs / managed
-	// containers, at most the CPUs it is pinned to).
-	HotThreshold  float64
-	CoolThreshold float64 // a hot container is calm when it uses < this fraction of its entitlement
-	HotAfter      int     // consecutive saturated samples before it turns hot
-	CoolAfter     int     // consecutive calm samples before it turns normal again
-	// Demote makes paper and strict demote hot containers too (shield
-	// always does).
-	Demote bool
-	// StallGate demotes a hot container only while another managed
-	// container stalls for CPU: its cgroup's cpu.pressure "some" grew by
-	// at least StallThreshold of the interval. Once demoted it stays so
-	// until CoolAfter samples pass without such a stall.
-	StallGate      bool
-	StallThreshold float64
-}
-
-// DefaultParams are the defaults: policy shield, one dedicated CPU per
-// normal container where there are enough, one shared CPU, hot after 2
-// samples at >= 90 % of the entitlement, normal again after 10 samples
-// under 50 %, a stall gate (when asked for) at 2 % of the interval.
-func DefaultParams() Params {
-	return Params{Policy: PolicyShield, CPUsPerContainer: 1, MinShared: 1, HotThreshold: 0.9, CoolThreshold: 0.5,
-		HotAfter: 2, CoolAfter: 10, StallThreshold: 0.02}
-}
-
-func (p Params) withDefaults() Params {
-	d := DefaultParams()
-	if p.Policy == "" {
-		p.Policy = d.Policy
-	}
-	if p.CPUsPerContainer <= 0 {
-		p.CPUsPerContainer = d.CPUsPerContainer
-	}
-	if p.MinShared <= 0 {
-		p.MinShared = d.MinShared
-	}
-	if p.HotThreshold <= 0 {
-		p.HotThreshold = d.HotThreshold
-	}
-	if p.CoolThreshold <= 0 {
-		p.CoolThreshold = d.CoolThreshold
-	}
-	if p.HotAfter <= 0 {
-		p.HotAfter = d.HotAfter
-	}
-	if p.CoolAfter <= 0 {
-		p.CoolAfter = d.CoolAfter
-	}
-	if p.StallThreshold <= 0 {
-		p.StallThreshold = d.StallThreshold
-	}
-	return p
-}
-
-// Demotes says whether hot containers are demoted under these parameters.
-func (p Params) Demotes() bool {
-	p = p.withDefaults()
-	return p.Policy == PolicyShield || p.Demote
-}
-
-// Validate reports parameters that cannot work.
-func (p Params) Validate() error {
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"hot threshold", p.HotThreshold}, {"cool threshold", p.CoolThreshold}, {"stall threshold", p.StallThreshold}} {
-		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
-			// NaN compares false with every bound below and would pass them all.
-			return fmt.Errorf("%s %v is not a number", f.name, f.v)
-		}
-	}
-	p = p.withDefaults()
-	switch p.Policy {
-	case PolicyShield, PolicyPaper, PolicyStrict:
-	default:
-		return fmt.Errorf("unknown policy %q: want %q, %q or %q", p.Policy, PolicyShield, PolicyPaper, PolicyStrict)
-	}
-	if p.HotThreshold > 1.5 {
-		return fmt.Errorf("hot threshold %.2f is above 1.5: a container can hardly use more than its entitlement", p.HotThreshold)
-	}
-	if p.CoolThreshold >= p.HotThreshold {
-		return fmt.Errorf("cool threshold %.2f must be below hot threshold %.2f, or containers would flap", p.CoolThreshold, p.HotThreshold)
-	}
-	if p.StallThreshold > 1 {
-		return fmt.Errorf("stall threshold %.2f is above 1: a stall is a fraction of the interval", p.StallThreshold)
-	}
-	return nil
-}
-
 // Container is a managed container as the policy sees it.
 type Container struct {
 	ID   string
@@ -142,6 +45,9 @@ type ContainerState struct {
 	// passed without another container stalling.
 	Demoted    bool `json:"demoted"`
 	StallQuiet int  `json:"stall_quiet"`
+	// StallStreak counts consecutive samples in which another container
+	// stalled, while not yet demoted (Params.StallAfter).
+	StallStreak int `json:"stall_streak,omitempty"`
 }
 
 // State is the policy's memory, keyed by container id.
@@ -346,16 +252,21 @@ func Decide(top Topology, params Params, prev State, containers []Container, usa
 		st := next[c.ID]
 		switch {
 		case !st.Hot || !demotes:
-			st.Demoted, st.StallQuiet = false, 0
+			st.Demoted, st.StallQuiet, st.StallStreak = false, 0, 0
 		case !p.StallGate:
 			st.Demoted = true
 		case anyStall(c.ID):
-			st.Demoted, st.StallQuiet = true, 0
+			st.StallStreak++
+			if st.Demoted || st.StallStreak >= p.StallAfter {
+				st.Demoted, st.StallQuiet, st.StallStreak = true, 0, 0
+			}
 		case st.Demoted:
 			st.StallQuiet++
 			if st.StallQuiet >= p.CoolAfter {
 				st.Demoted, st.StallQuiet = false, 0
 			}
+		default:
+			st.StallStreak = 0 // the stalls must be consecutive
 		}
 		next[c.ID] = st
 	}
