@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -35,29 +34,23 @@ import (
 
 const isolateStateDir = isolate.DefaultStateDir
 
-// isolateOptions are the flags (and the optional YAML config) of `isolate run`.
+// isolateOptions are the options of `isolate run`: the controller's
+// parameters (isolate.Params, where their defaults, ranges and help live)
+// and the command's own. Each is a flag (structFlags: its YAML key with
+// dashes, or its flag tag) and a key of the --config file.
 type isolateOptions struct {
-	Policy           string        `yaml:"policy"`
-	Interval         time.Duration `yaml:"interval"`
-	All              bool          `yaml:"all"`
-	Labels           []string      `yaml:"labels"`
-	CPUsPerContainer int           `yaml:"cpus_per_container"`
-	MinShared        int           `yaml:"min_shared"`
-	HotThreshold     float64       `yaml:"hot_threshold"`
-	CoolThreshold    float64       `yaml:"cool_threshold"`
-	HotAfter         int           `yaml:"hot_after"`
-	CoolAfter        int           `yaml:"cool_after"`
-	Demote           bool          `yaml:"demote"`
-	StallGate        bool          `yaml:"stall_gate"`
-	StallThreshold   float64       `yaml:"stall_threshold"`
-	IRQ              bool          `yaml:"irq"`
-	IRQPattern       string        `yaml:"irq_pattern"`
-	IRQRotate        time.Duration `yaml:"irq_rotate"`
-	RPS              bool          `yaml:"rps"`
-	DryRun           bool          `yaml:"dry_run"`
-	Metrics          string        `yaml:"metrics"`
-	Log              string        `yaml:"log"`
-	StateDir         string        `yaml:"state_dir"`
+	isolate.Params `yaml:",inline"`
+	All            bool     `yaml:"all" help:"manage every running container, not only those labelled ctrperf.isolate"`
+	Labels         []string `yaml:"labels" flag:"label" help:"only manage containers that also carry this label (key or key=value; repeatable)"`
+	DryRun         bool     `yaml:"dry_run" help:"decide and log, change nothing"`
+	Metrics        string   `yaml:"metrics" help:"serve Prometheus metrics on HOST:PORT; :PORT or PORT binds loopback, a host that is not loopback is served with a warning (empty: off)"`
+	Log            string   `yaml:"log" help:"decision log, JSON lines (default STATE_DIR/decisions.jsonl)"`
+	StateDir       string   `yaml:"state_dir" help:"where the lock, checkpoint and status live"`
+}
+
+// defaultIsolateOptions are the flags' defaults.
+func defaultIsolateOptions() isolateOptions {
+	return isolateOptions{Params: isolate.DefaultParams(), Metrics: "127.0.0.1:9477", StateDir: isolateStateDir}
 }
 
 func newIsolateCmd() *cobra.Command {
@@ -127,9 +120,9 @@ func startIsolate(ctx context.Context, cli client.APIClient, o isolate.Options) 
 }
 
 func newIsolateRunCmd(start isolateStarter) *cobra.Command {
-	o := isolateOptions{}
-	d := isolate.DefaultParams()
+	o := defaultIsolateOptions()
 	var configFile string
+	var fields map[string][]int // each flag's field of o
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the controller until SIGINT, SIGTERM or SIGHUP, then restore everything",
@@ -142,7 +135,7 @@ dropped and the controller goes on (the log file keeps every decision).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if configFile != "" {
-				if err := loadIsolateConfig(configFile, &o, cmd); err != nil {
+				if err := loadIsolateConfig(configFile, &o, cmd.Flags(), fields); err != nil {
 					return err
 				}
 			}
@@ -151,89 +144,22 @@ dropped and the controller goes on (the log file keeps every decision).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&configFile, "config", "", "YAML file with any of these options (flags given on the command line win)")
-	f.StringVar(&o.Policy, "policy", string(d.Policy), "what happens to a hot container: shield (demoted, keeps all CPUs), paper (normal ones pinned, hot released to all CPUs) or strict (hot confined to the shared pool)")
-	f.DurationVar(&o.Interval, "interval", 100*time.Millisecond, "sampling interval")
-	f.BoolVar(&o.All, "all", false, "manage every running container, not only those labelled ctrperf.isolate")
-	f.StringArrayVar(&o.Labels, "label", nil, "only manage containers that also carry this label (key or key=value; repeatable)")
-	f.IntVar(&o.CPUsPerContainer, "cpus-per-container", d.CPUsPerContainer, "dedicated CPUs per normal container (label ctrperf.isolate.cpus overrides)")
-	f.IntVar(&o.MinShared, "min-shared", d.MinShared, "CPUs always kept in the shared pool")
-	f.Float64Var(&o.HotThreshold, "hot-threshold", d.HotThreshold, "fraction of its entitlement a container must use to count as saturated")
-	f.Float64Var(&o.CoolThreshold, "cool-threshold", d.CoolThreshold, "fraction of its entitlement below which a hot container counts as calm")
-	f.IntVar(&o.HotAfter, "hot-after", d.HotAfter, "consecutive saturated samples before a container turns hot")
-	f.IntVar(&o.CoolAfter, "cool-after", d.CoolAfter, "consecutive calm samples before it turns normal again")
-	f.BoolVar(&o.Demote, "demote", false, "paper and strict also demote hot containers (shield always does)")
-	f.BoolVar(&o.StallGate, "stall-gate", false, "demote a hot container only while another managed container stalls for CPU (cgroup cpu.pressure)")
-	f.Float64Var(&o.StallThreshold, "stall-threshold", d.StallThreshold, "with --stall-gate: the fraction of an interval another container must stall")
-	f.BoolVar(&o.IRQ, "irq", true, "steer network IRQs onto the shared pool")
-	f.StringVar(&o.IRQPattern, "irq-pattern", "", "regexp on /proc/interrupts names selecting the IRQs to steer (default: the network devices' IRQs, by driver)")
-	f.DurationVar(&o.IRQRotate, "irq-rotate", 10*time.Second, "rotate the IRQs round-robin over the pool this often")
-	f.BoolVar(&o.RPS, "rps", true, "set the RPS mask of managed containers' host veths to the shared pool")
-	f.BoolVar(&o.DryRun, "dry-run", false, "decide and log, change nothing")
-	f.StringVar(&o.Metrics, "metrics", "127.0.0.1:9477", "serve Prometheus metrics on HOST:PORT; :PORT or PORT binds loopback, a host that is not loopback is served with a warning (empty: off)")
-	f.StringVar(&o.Log, "log", "", "decision log, JSON lines (default STATE_DIR/decisions.jsonl)")
-	f.StringVar(&o.StateDir, "state-dir", isolateStateDir, "where the lock, checkpoint and status live")
+	fields = structFlags(f, &o)
 	return cmd
 }
 
-func loadIsolateConfig(path string, o *isolateOptions, cmd *cobra.Command) error {
+func loadIsolateConfig(path string, o *isolateOptions, flags *pflag.FlagSet, fields map[string][]int) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("read config: %w", err)
 	}
 	// The file's keys replace the flag defaults; keys it leaves out keep
 	// them (irq and rps stay on unless the file turns them off).
-	fromFile, err := decodeIsolateConfigOnto(b, *o)
+	merged, err := decodeIsolateConfigOnto(b, *o)
 	if err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
-	// Flags given explicitly win over the file.
-	merged := fromFile
-	cmd.Flags().Visit(func(fl *pflag.Flag) {
-		switch fl.Name {
-		case "policy":
-			merged.Policy = o.Policy
-		case "interval":
-			merged.Interval = o.Interval
-		case "all":
-			merged.All = o.All
-		case "label":
-			merged.Labels = o.Labels
-		case "cpus-per-container":
-			merged.CPUsPerContainer = o.CPUsPerContainer
-		case "min-shared":
-			merged.MinShared = o.MinShared
-		case "hot-threshold":
-			merged.HotThreshold = o.HotThreshold
-		case "cool-threshold":
-			merged.CoolThreshold = o.CoolThreshold
-		case "hot-after":
-			merged.HotAfter = o.HotAfter
-		case "cool-after":
-			merged.CoolAfter = o.CoolAfter
-		case "demote":
-			merged.Demote = o.Demote
-		case "stall-gate":
-			merged.StallGate = o.StallGate
-		case "stall-threshold":
-			merged.StallThreshold = o.StallThreshold
-		case "irq":
-			merged.IRQ = o.IRQ
-		case "irq-pattern":
-			merged.IRQPattern = o.IRQPattern
-		case "irq-rotate":
-			merged.IRQRotate = o.IRQRotate
-		case "rps":
-			merged.RPS = o.RPS
-		case "dry-run":
-			merged.DryRun = o.DryRun
-		case "metrics":
-			merged.Metrics = o.Metrics
-		case "log":
-			merged.Log = o.Log
-		case "state-dir":
-			merged.StateDir = o.StateDir
-		}
-	})
+	overrideFlags(flags, fields, &merged, *o) // flags given explicitly win over the file
 	*o = merged
 	return nil
 }
@@ -259,10 +185,8 @@ func decodeIsolateConfigOnto(b []byte, base isolateOptions) (isolateOptions, err
 
 func runIsolate(cmd *cobra.Command, o isolateOptions, start isolateStarter) error {
 	out := cmd.OutOrStdout()
-	params := isolate.Params{Policy: isolate.Policy(o.Policy), CPUsPerContainer: o.CPUsPerContainer, MinShared: o.MinShared,
-		HotThreshold: o.HotThreshold, CoolThreshold: o.CoolThreshold, HotAfter: o.HotAfter, CoolAfter: o.CoolAfter,
-		Demote: o.Demote, StallGate: o.StallGate, StallThreshold: o.StallThreshold}
-	if err := params.Validate(); err != nil {
+	params := o.Params
+	if err := params.ValidateDecoded(); err != nil {
 		return err
 	}
 	metricsAddr, warning, err := metricsListenAddr(o.Metrics)
@@ -271,11 +195,6 @@ func runIsolate(cmd *cobra.Command, o isolateOptions, start isolateStarter) erro
 	}
 	if warning != "" {
 		fmt.Fprintln(cmd.ErrOrStderr(), "warning:", warning)
-	}
-	if o.IRQPattern != "" {
-		if _, err := regexp.Compile(o.IRQPattern); err != nil {
-			return fmt.Errorf("--irq-pattern %q: %w", o.IRQPattern, err)
-		}
 	}
 	cli, err := client.New(client.FromEnv)
 	if err != nil {
@@ -288,8 +207,7 @@ func runIsolate(cmd *cobra.Command, o isolateOptions, start isolateStarter) erro
 	defer stop()
 
 	reg := prometheus.NewRegistry()
-	run, err := start(ctx, cli, isolate.Options{Params: params, Interval: o.Interval, All: o.All, Labels: o.Labels,
-		IRQ: o.IRQ, IRQPattern: o.IRQPattern, IRQRotate: o.IRQRotate, RPS: o.RPS, DryRun: o.DryRun,
+	run, err := start(ctx, cli, isolate.Options{Params: params, All: o.All, Labels: o.Labels, DryRun: o.DryRun,
 		StateDir: o.StateDir, LogPath: o.Log, Log: out, Metrics: registerIsolateMetrics(reg),
 		Warn: func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning:", s) }})
 	if err != nil {

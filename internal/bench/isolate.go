@@ -71,12 +71,10 @@ func DockerIsolator(ctx context.Context, req IsolateRequest) (IsolateRun, error)
 	if !ok || dc.Client() == nil {
 		return nil, fmt.Errorf("engine %T has no Docker client: isolate needs runtime docker", req.Engine)
 	}
+	p := isolateParams(req.Spec)
 	return isolate.Start(ctx, dc.Client(), isolate.Options{
-		Params:   isolateParams(req.Spec),
-		Interval: req.Spec.Interval,
+		Params:   p,
 		Labels:   []string{engine.LabelRun + "=" + req.RunID},
-		IRQ:      req.Spec.IRQ,
-		RPS:      req.Spec.RPS,
 		StateDir: req.StateDir,
 		LogPath:  filepath.Join(req.LogDir, req.RunID+".decisions.jsonl"),
 		Events:   req.Events,
@@ -149,7 +147,7 @@ func (s *isolateSession) record(m *results.Measurement, t *engine.Target) {
 	if f.reacted {
 		m.Metrics[results.MetricReaction] = f.reaction.Seconds()
 	}
-	note := fmt.Sprintf("isolate %s: %d placement changes, %d hot/normal transitions", s.spec.Policy, f.decisions, f.transitions)
+	note := fmt.Sprintf("isolate %s: %d placement changes, %d hot/normal transitions", s.spec.Policy(), f.decisions, f.transitions)
 	switch {
 	case s.hotAt.IsZero():
 		note += "; the workload had no hot phase, so no reaction time"

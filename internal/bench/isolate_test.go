@@ -62,7 +62,7 @@ type fakeIsolator struct {
 func (f *fakeIsolator) start(_ context.Context, req IsolateRequest) (IsolateRun, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.log = append(f.log, "start "+req.RunID+" "+req.Spec.Policy+" "+filepath.Base(req.StateDir))
+	f.log = append(f.log, "start "+req.RunID+" "+req.Spec.Policy()+" "+filepath.Base(req.StateDir))
 	if f.err != nil {
 		return nil, f.err
 	}

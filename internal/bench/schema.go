@@ -1,13 +1,17 @@
 package bench
 
 import (
+	"errors"
+
+	"go.yaml.in/yaml/v3"
+
 	"ctrperf/internal/isolate"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/workload"
 )
 
 // Schema is the plan.Schema of a run: the registered workloads decode their
-// own knobs, and the isolate controller checks its parameters. Every plan
+// own knobs, and the isolate controller's parameters decode its knob. Every plan
 // that is run or validated is read with it.
 type Schema struct{}
 
@@ -26,14 +30,41 @@ func (Schema) DecodeKnobs(name string, c *plan.Configuration) (plan.WorkloadKnob
 	return plan.WorkloadKnobs{App: app, Load: ld, UsesDir: workload.UsesDir(app) || workload.UsesDir(ld)}, err
 }
 
-// CheckIsolate implements plan.Schema.
-func (Schema) CheckIsolate(s plan.IsolateSpec) error { return isolateParams(s).Validate() }
+// IsolateKeys implements plan.Schema: the keys of isolate.Params.
+func (Schema) IsolateKeys() (keys, policies []string) {
+	for _, p := range isolate.Policies {
+		policies = append(policies, string(p))
+	}
+	return isolate.ParamKeys(), policies
+}
 
-// isolateParams are the controller's policy parameters for a plan's spec.
+// DecodeIsolate implements plan.Schema: the knob decoded onto
+// isolate.DefaultParams, except that IRQs and RPS are steered only when
+// the plan asks (steering is machine-wide, beyond the run's containers),
+// each problem as a plan.KnobError at its key.
+func (Schema) DecodeIsolate(raw map[string]any) (any, *yaml.Node, error) {
+	base := isolate.DefaultParams()
+	base.IRQ, base.RPS = false, false
+	p, err := isolate.DecodeParams(raw, base)
+	if err != nil {
+		var errs []error
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() { // DecodeParams joins *ParamErrors
+			if pe := (*isolate.ParamError)(nil); errors.As(e, &pe) {
+				e = &plan.KnobError{Knob: "isolate." + pe.Key, Err: pe.Err}
+			}
+			errs = append(errs, e)
+		}
+		return nil, nil, errors.Join(errs...)
+	}
+	canon, err := p.Node(func(key string) bool { _, set := raw[key]; return set })
+	return p, canon, err
+}
+
+// isolateParams are the controller's parameters of a configuration whose
+// controller is on (decoded when the plan was read).
 func isolateParams(s plan.IsolateSpec) isolate.Params {
-	return isolate.Params{Policy: isolate.Policy(s.Policy), CPUsPerContainer: s.CPUsPerContainer, MinShared: s.MinShared,
-		HotThreshold: s.HotThreshold, CoolThreshold: s.CoolThreshold, HotAfter: s.HotAfter, CoolAfter: s.CoolAfter,
-		Demote: s.Demote, StallGate: s.StallGate, StallThreshold: s.StallThreshold}
+	p, _ := s.Params.(isolate.Params)
+	return p
 }
 
 // LoadPlan reads and validates a plan file with the run's Schema.

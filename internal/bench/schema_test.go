@@ -1,26 +1,52 @@
 package bench
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"ctrperf/internal/isolate"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/workload"
 )
 
-// The plan names the controller's policies without importing it; they must
-// stay the controller's.
-func TestPlanNamesTheControllersPolicies(t *testing.T) {
-	var want []string
-	for _, p := range isolate.Policies {
-		want = append(want, string(p))
+// A plan's isolate knob is decoded onto isolate.Params, whose ranges are
+// the only ones: each problem is reported at its key's line, all at once,
+// and an explicit zero is refused rather than taken for the default.
+func TestIsolateKnobErrorsAtTheirLines(t *testing.T) {
+	head := "name: iso\nworkload: noisy\nbaseline: a\nconfigurations:\n  - name: a\n    runtime: docker\n    network: container-ip\n"
+	tests := []struct {
+		desc string
+		body string
+		want []string
+	}{
+		{"policy typo", "    isolate:\n      policy: strikt\n",
+			[]string{`iso.yaml:9: configurations[0].isolate.policy: "strikt" is not valid; did you mean "strict"?`}},
+		{"unknown key", "    isolate:\n      policy: paper\n      hot_afer: 2\n",
+			[]string{`iso.yaml:10: configurations[0].isolate.hot_afer: unknown key; did you mean "hot_after"?`}},
+		{"interval too short", "    isolate: {policy: paper, interval: 1ms}\n",
+			[]string{`iso.yaml:8: configurations[0] (a).isolate.interval: 1ms: expected a sampling interval between 10ms and 1m`}},
+		{"cool above hot threshold", "    isolate:\n      policy: paper\n      hot_threshold: 0.5\n      cool_threshold: 0.7\n",
+			[]string{`iso.yaml:11: configurations[0] (a).isolate.cool_threshold: cool threshold 0.70 must be below hot threshold 0.50`}},
+		{"threshold out of range", "    isolate: {policy: paper, hot_threshold: 2}\n",
+			[]string{`iso.yaml:8: configurations[0] (a).isolate.hot_threshold: 2: expected a fraction`}},
+		{"zero hot_after", "    isolate: {policy: strict, hot_after: 0}\n",
+			[]string{`iso.yaml:8: configurations[0] (a).isolate.hot_after: 0: expected a number of saturated samples between 1 and 1000`}},
+		{"not a number", "    isolate:\n      policy: strict\n      cool_after: lots\n",
+			[]string{`iso.yaml:10: configurations[0] (a).isolate.cool_after: lots: expected an integer`}},
+		{"several at once, each at its line", "    isolate:\n      policy: strict\n      stall_threshold: 2\n      irq_pattern: \"(\"\n      stall_after: 0\n",
+			[]string{`iso.yaml:10: configurations[0] (a).isolate.stall_threshold: 2: expected a fraction of the interval`,
+				`iso.yaml:11: configurations[0] (a).isolate.irq_pattern: "(": error parsing regexp`,
+				`iso.yaml:12: configurations[0] (a).isolate.stall_after: 0: expected a number of stalled samples between 1 and 1000`}},
 	}
-	got := []string{plan.IsolateShield, plan.IsolatePaper, plan.IsolateStrict}
-	if !slices.Equal(got, want) {
-		t.Fatalf("plan knows policies %v, the controller %v", got, want)
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			_, err := ParsePlan("iso.yaml", []byte(head+tt.body), plan.Options{})
+			for _, want := range tt.want {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("error\n%v\ndoes not contain\n%s", err, want)
+				}
+			}
+		})
 	}
 }
 

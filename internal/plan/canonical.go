@@ -38,7 +38,7 @@ type canonConfig struct {
 	Filesystem *canonFilesystem `yaml:"filesystem,omitempty"`
 	Topology   string           `yaml:"topology,omitempty"`
 	Resources  *canonResources  `yaml:"resources,omitempty"`
-	Isolate    *canonIsolate    `yaml:"isolate,omitempty"`
+	Isolate    *yaml.Node       `yaml:"isolate,omitempty"`
 	// Privileged and Instances are left out at their defaults (false, 1),
 	// so plans that do not use them keep their canonical form and hash.
 	Privileged bool           `yaml:"privileged,omitempty"`

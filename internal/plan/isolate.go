@@ -2,195 +2,169 @@ package plan
 
 import (
 	"fmt"
-	"time"
+	"slices"
+	"sort"
 
 	"go.yaml.in/yaml/v3"
 )
 
 // IsolateSpec is a configuration's `isolate:` knob: whether the isolate
 // controller (`ctrperf isolate`) runs during each run of the configuration,
-// with which policy, and its optional tuning. Zero values take the
-// controller's defaults.
+// with which policy, and its optional tuning. The plan keeps the knob as
+// written; the Schema decodes it into the controller's parameters
+// (isolate.Params, where every key, default and range lives), as it does
+// the app: and load: knobs. Keys left out take the controller's defaults.
 //
 //	isolate: {policy: strict, interval: 500ms, hot_after: 2, hot_threshold: 0.6}
 type IsolateSpec struct {
-	Policy           string // "" or "off": no controller; "shield", "paper" or "strict"
-	Interval         time.Duration
-	HotAfter         int
-	CoolAfter        int
-	HotThreshold     float64
-	CoolThreshold    float64
-	CPUsPerContainer int
-	MinShared        int
-	Demote           bool    // paper and strict also demote hot containers
-	StallGate        bool    // demote only while another container stalls
-	StallThreshold   float64 // with StallGate: the stall that counts
-	IRQ              bool    // steer the network devices' IRQs onto the shared pool (the paper's §4.4)
-	RPS              bool    // steer the managed containers' veth RPS onto the shared pool
+	// Raw is the knob as written (a matrix's base and axes merged in).
+	Raw map[string]any
+	// Params are the controller's parameters (isolate.Params) decoded from
+	// Raw; nil when the controller is off or the plan was read without a
+	// Schema.
+	Params any
+	// canon is the knob as the canonical plan spells it (the Schema's);
+	// nil: Raw as written.
+	canon *yaml.Node
 }
 
-// Isolate policies a plan may name (the controller's, internal/isolate);
-// "off" runs no controller.
-const (
-	IsolateOff    = "off"
-	IsolateShield = "shield"
-	IsolatePaper  = "paper"
-	IsolateStrict = "strict"
-)
+// IsolateOff is the policy that runs no controller, the plan's own; the
+// other policies are the controller's (Schema.IsolateKeys).
+const IsolateOff = "off"
 
-var (
-	isolatePolicies = []string{IsolateOff, IsolateShield, IsolatePaper, IsolateStrict}
-	isolateKeys     = []string{"policy", "interval", "hot_after", "cool_after", "hot_threshold", "cool_threshold", "cpus_per_container", "min_shared",
-		"demote", "stall_gate", "stall_threshold", "irq", "rps"}
-)
+// Policy is the policy the knob names ("" when it names none).
+func (s IsolateSpec) Policy() string {
+	p, _ := s.Raw["policy"].(string)
+	return p
+}
 
 // On says whether the controller runs.
-func (s IsolateSpec) On() bool { return s.Policy != "" && s.Policy != IsolateOff }
+func (s IsolateSpec) On() bool { return s.Policy() != "" && s.Policy() != IsolateOff }
 
 // isZero says nothing was set.
-func (s IsolateSpec) isZero() bool { return s == IsolateSpec{} }
+func (s IsolateSpec) isZero() bool { return len(s.Raw) == 0 }
 
+// isolateKeys are the keys and policies the Schema knows (nil without a
+// Schema: any key, any policy).
+func (d *decoder) isolateKeys() (keys, policies []string) {
+	if d.schema == nil {
+		return nil, nil
+	}
+	keys, policies = d.schema.IsolateKeys()
+	return keys, append([]string{IsolateOff}, policies...)
+}
+
+// setIsolate keeps one key of the isolate knob as written; the Schema
+// decodes the whole knob once the configuration is complete
+// (checkIsolate). An unknown key or policy is reported here, at its line,
+// with a suggestion.
 func (d *decoder) setIsolate(k *Knobs, key string, n *yaml.Node, field string) {
-	k.nodes["isolate."+key] = n
-	s := &k.Isolate
-	count := func(dst *int, lo, hi int64, what string) {
-		if v, ok := d.integer(n, field); ok {
-			if v < lo || v > hi {
-				d.errorf(n, field, "%d: expected %s between %d and %d", v, what, lo, hi)
-				return
-			}
-			*dst = int(v)
-		}
+	keys, policies := d.isolateKeys()
+	if keys != nil && !slices.Contains(keys, key) {
+		d.unknownSub(n, field, key, keys)
+		return
 	}
-	flag := func(dst *bool) {
-		if v, ok := d.boolean(n, field); ok {
-			*dst = v
+	var v any
+	switch {
+	case key == "policy" && policies != nil:
+		s, ok := d.enum(n, field, policies)
+		if !ok {
+			return
 		}
-	}
-	fraction := func(dst *float64) {
-		if v, ok := d.float(n, field); ok {
-			if v <= 0 || v > 1.5 {
-				d.errorf(n, field, "%g: expected a fraction of a container's CPUs in (0, 1.5], like 0.9", v)
-				return
-			}
-			*dst = v
+		v = s
+	case key == "policy":
+		s, ok := d.str(n, field)
+		if !ok {
+			return
 		}
-	}
-	switch key {
-	case "policy":
-		if v, ok := d.enum(n, field, isolatePolicies); ok {
-			s.Policy = v
-		}
-	case "interval":
-		if v, ok := d.duration(n, field); ok {
-			if v < 10*time.Millisecond || v > time.Minute {
-				d.errorf(n, field, "%s: expected a sampling interval between 10ms and 1m, like 1s", v)
-				return
-			}
-			s.Interval = v
-		}
-	case "hot_after":
-		count(&s.HotAfter, 1, 1000, "a number of saturated samples")
-	case "cool_after":
-		count(&s.CoolAfter, 1, 1000, "a number of calm samples")
-	case "hot_threshold":
-		fraction(&s.HotThreshold)
-	case "cool_threshold":
-		fraction(&s.CoolThreshold)
-	case "cpus_per_container":
-		count(&s.CPUsPerContainer, 1, 4096, "a number of CPUs")
-	case "min_shared":
-		count(&s.MinShared, 1, 4096, "a number of CPUs")
-	case "demote":
-		flag(&s.Demote)
-	case "stall_gate":
-		flag(&s.StallGate)
-	case "stall_threshold":
-		if v, ok := d.float(n, field); ok {
-			if v <= 0 || v > 1 {
-				d.errorf(n, field, "%g: expected a fraction of the interval in (0, 1], like 0.02", v)
-				return
-			}
-			s.StallThreshold = v
-		}
-	case "irq":
-		flag(&s.IRQ)
-	case "rps":
-		flag(&s.RPS)
+		v = s
 	default:
-		d.unknownSub(n, field, key, isolateKeys)
+		if err := n.Decode(&v); err != nil {
+			d.errorf(n, field, "cannot decode: %v", err)
+			return
+		}
 	}
+	if k.Isolate.Raw == nil {
+		k.Isolate.Raw = map[string]any{}
+	}
+	k.Isolate.Raw[key] = v
+	k.nodes["isolate."+key] = n
 }
 
 // checkIsolate catches an isolate knob that cannot work: the controller
 // manages Docker containers (the host runtime has none), tuning without a
-// policy would silently do nothing, and parameters the policy refuses.
+// policy would silently do nothing; then the Schema decodes it, each
+// problem reported at the line of its key.
 func (d *decoder) checkIsolate(c *Configuration) {
 	s := c.Isolate
 	if s.isZero() {
 		return
 	}
 	field := func(k string) string { return join(c.Origin, k) }
-	where := func(k string) *yaml.Node {
-		if n, ok := c.nodes[k]; ok {
-			return n
-		}
-		return c.node("isolate")
-	}
 	if !s.On() {
-		for _, k := range isolateKeys[1:] {
-			if n, ok := c.nodes["isolate."+k]; ok {
-				d.errorf(n, field("isolate."+k), "has no effect without a controller; set isolate.policy to shield, paper or strict, or remove it")
+		var tuning []string
+		for k := range s.Raw {
+			if k != "policy" {
+				tuning = append(tuning, k)
 			}
+		}
+		sort.Strings(tuning)
+		for _, k := range tuning {
+			d.errorf(c.node("isolate."+k), field("isolate."+k), "has no effect without a controller; set isolate.policy to shield, paper or strict, or remove it")
 		}
 		return
 	}
 	if c.Runtime.Known() && !c.Runtime.Traits().Isolate {
-		d.errorf(where("isolate.policy"), field("isolate.policy"), "%q needs runtime docker: the isolate controller manages containers, and runtime %s has none (use isolate.policy off, or remove it)", s.Policy, c.Runtime)
+		d.errorf(c.isolateNode("policy"), field("isolate.policy"), "%q needs runtime docker: the isolate controller manages containers, and runtime %s has none (use isolate.policy off, or remove it)", s.Policy(), c.Runtime)
 		return
 	}
 	if d.schema == nil {
 		return
 	}
-	if err := d.schema.CheckIsolate(s); err != nil {
-		d.errorf(where("isolate.cool_threshold"), field("isolate"), "%v", err)
+	params, canon, err := d.schema.DecodeIsolate(s.Raw)
+	c.Isolate.Params, c.Isolate.canon = params, canon
+	for _, e := range leafErrors(err) {
+		n, ok := knobNode(e, c, nil)
+		if !ok {
+			n = c.isolateNode("policy")
+		}
+		knob := "isolate"
+		if ke, isKnob := e.(*KnobError); isKnob {
+			knob = ke.Knob
+		}
+		d.errorf(n, field(knob), "%v", e)
 	}
 }
 
-// canonIsolate is the isolate knob in the canonical plan.
-type canonIsolate struct {
-	Policy           string  `yaml:"policy,omitempty"`
-	Interval         string  `yaml:"interval,omitempty"`
-	HotAfter         int     `yaml:"hot_after,omitempty"`
-	CoolAfter        int     `yaml:"cool_after,omitempty"`
-	HotThreshold     float64 `yaml:"hot_threshold,omitempty"`
-	CoolThreshold    float64 `yaml:"cool_threshold,omitempty"`
-	CPUsPerContainer int     `yaml:"cpus_per_container,omitempty"`
-	MinShared        int     `yaml:"min_shared,omitempty"`
-	Demote           bool    `yaml:"demote,omitempty"`
-	StallGate        bool    `yaml:"stall_gate,omitempty"`
-	StallThreshold   float64 `yaml:"stall_threshold,omitempty"`
-	IRQ              bool    `yaml:"irq,omitempty"`
-	RPS              bool    `yaml:"rps,omitempty"`
+// isolateNode is where isolate.key was set, else the isolate knob itself.
+func (c *Configuration) isolateNode(key string) *yaml.Node {
+	if n, ok := c.nodes["isolate."+key]; ok {
+		return n
+	}
+	return c.node("isolate")
 }
 
-func canonicalIsolate(s IsolateSpec) *canonIsolate {
+// canonicalIsolate is the isolate knob in the canonical plan: the
+// Schema's rendering (keys in the parameters' order, values normalised,
+// as the plan always spelled them), else the keys as written.
+func canonicalIsolate(s IsolateSpec) *yaml.Node {
 	if s.isZero() {
 		return nil
 	}
-	c := &canonIsolate{Policy: s.Policy, HotAfter: s.HotAfter, CoolAfter: s.CoolAfter, HotThreshold: s.HotThreshold,
-		CoolThreshold: s.CoolThreshold, CPUsPerContainer: s.CPUsPerContainer, MinShared: s.MinShared,
-		Demote: s.Demote, StallGate: s.StallGate, StallThreshold: s.StallThreshold, IRQ: s.IRQ, RPS: s.RPS}
-	if s.Interval != 0 {
-		c.Interval = s.Interval.String()
+	if s.canon != nil {
+		return s.canon
 	}
-	return c
+	var n yaml.Node
+	if err := n.Encode(s.Raw); err != nil {
+		return nil // values decoded from YAML always encode
+	}
+	return &n
 }
 
 // describe is the spec for listings: "isolate=strict" or "isolate=off".
 func (s IsolateSpec) describe() string {
-	if s.Policy == "" {
+	if s.Policy() == "" {
 		return ""
 	}
-	return fmt.Sprintf("isolate=%s", s.Policy)
+	return fmt.Sprintf("isolate=%s", s.Policy())
 }

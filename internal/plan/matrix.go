@@ -280,6 +280,7 @@ func cloneKnobs(k Knobs) Knobs {
 	c := k
 	c.App = maps.Clone(k.App)
 	c.Load = maps.Clone(k.Load)
+	c.Isolate.Raw = maps.Clone(k.Isolate.Raw)
 	c.nodes = maps.Clone(k.nodes)
 	if c.nodes == nil {
 		c.nodes = map[string]*yaml.Node{}

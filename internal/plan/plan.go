@@ -544,7 +544,8 @@ func (d *decoder) setKnob(k *Knobs, path string, n *yaml.Node, field string) {
 			}
 		}
 	case "isolate":
-		if pairs, ok := d.mapping(n, field, isolateKeys); ok {
+		keys, _ := d.isolateKeys()
+		if pairs, ok := d.mapping(n, field, keys); ok {
 			for _, pr := range pairs {
 				d.setIsolate(k, pr.key, pr.value, join(field, pr.key))
 			}

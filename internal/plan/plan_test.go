@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // testSchema knows one workload, testweb, with one rule of its own (a
@@ -26,11 +28,18 @@ func (testSchema) DecodeKnobs(_ string, c *Configuration) (WorkloadKnobs, error)
 	}
 	return WorkloadKnobs{App: c.App, Load: c.Load}, nil
 }
-func (testSchema) CheckIsolate(s IsolateSpec) error {
-	if s.CoolThreshold != 0 && s.HotThreshold != 0 && s.CoolThreshold >= s.HotThreshold {
-		return fmt.Errorf("cool threshold %.2f must be below hot threshold %.2f", s.CoolThreshold, s.HotThreshold)
+func (testSchema) IsolateKeys() (keys, policies []string) {
+	return []string{"policy", "interval", "hot_after", "hot_threshold", "cool_threshold", "demote", "irq"}, []string{"shield", "paper", "strict"}
+}
+func (testSchema) DecodeIsolate(raw map[string]any) (any, *yaml.Node, error) {
+	hot, _ := raw["hot_threshold"].(float64)
+	cool, _ := raw["cool_threshold"].(float64)
+	if cool != 0 && hot != 0 && cool >= hot {
+		return nil, nil, &KnobError{Knob: "isolate.cool_threshold", Err: fmt.Errorf("cool threshold %.2f must be below hot threshold %.2f", cool, hot)}
 	}
-	return nil
+	var n yaml.Node
+	err := n.Encode(raw)
+	return raw, &n, err
 }
 
 func load(t *testing.T, name string, opt Options) *Plan {

@@ -9,8 +9,8 @@ import (
 )
 
 // Schema is what the plan's own schema leaves to the packages that run it:
-// which workloads exist and what their app and load knobs mean, and which
-// isolate parameters the controller accepts. The plan stays a leaf (it
+// which workloads exist and what their app and load knobs mean, and what
+// the isolate controller's parameters are. The plan stays a leaf (it
 // imports no workload, engine or controller); the runner injects a Schema
 // (bench.Schema) so that a plan is decoded once, into typed values, when it
 // is read.
@@ -28,8 +28,16 @@ type Schema interface {
 	// lists every problem; a *KnobError among them names its knob so that
 	// the plan can point at the line that set it.
 	DecodeKnobs(workload string, c *Configuration) (WorkloadKnobs, error)
-	// CheckIsolate checks the parameters of an isolate spec that is on.
-	CheckIsolate(IsolateSpec) error
+	// IsolateKeys lists the keys of an isolate: knob and the policies its
+	// policy key names (besides the plan's own "off").
+	IsolateKeys() (keys, policies []string)
+	// DecodeIsolate decodes the isolate: knob of a configuration whose
+	// controller is on (keys as written, values as YAML decoded them) into
+	// the controller's parameters, and renders it as the canonical plan
+	// spells it (a mapping). The error lists every problem; a *KnobError
+	// among them names its knob ("isolate.hot_after") so that the plan can
+	// point at the line that set it.
+	DecodeIsolate(raw map[string]any) (params any, canonical *yaml.Node, err error)
 }
 
 // WorkloadKnobs are a configuration's app and load knobs as its workload's

@@ -34,7 +34,7 @@ func (d *decoder) checkKnobs(c *Configuration) {
 	d.checkFilesystem(c)
 	field := func(k string) string { return join(c.Origin, k) }
 	if c.Instances > 1 && c.Isolate.On() {
-		d.errorf(c.node("instances"), field("instances"), "%d instances with isolate.policy %q: the isolate controller watches one deployment per run; use instances: 1 or isolate.policy off", c.Instances, c.Isolate.Policy)
+		d.errorf(c.node("instances"), field("instances"), "%d instances with isolate.policy %q: the isolate controller watches one deployment per run; use instances: 1 or isolate.policy off", c.Instances, c.Isolate.Policy())
 	}
 	switch c.Runtime {
 	case "":
