@@ -13,6 +13,22 @@ import (
 	"ctrperf/internal/workload"
 )
 
+// hostAndGuest is a plan of two repetitions of a configuration "bare" on
+// the host and one "guest" on runtime rt.
+func hostAndGuest(rt string) string {
+	return `name: unit
+workload: benchfake
+repetitions: 2
+warmup: 0s
+duration: 1ms
+baseline: bare
+configurations:
+  - name: bare
+    runtime: host
+  - name: guest
+    runtime: ` + rt + "\n"
+}
+
 // vmProvider is Engines for runtime vm and the fake for the rest.
 type vmProvider struct {
 	*fakeProvider
@@ -30,19 +46,7 @@ func (p vmProvider) Engine(ctx context.Context, rt engine.Runtime, spec engine.E
 // configuration is not_run with doctor's reason for the machine, asked
 // once, never a number; the other configurations run.
 func TestRuntimeVMNotRun(t *testing.T) {
-	const src = `name: unit
-workload: benchfake
-repetitions: 2
-warmup: 0s
-duration: 1ms
-baseline: bare
-configurations:
-  - name: bare
-    runtime: host
-  - name: guest
-    runtime: vm
-`
-	p := parsePlan(t, src, plan.Options{})
+	p := parsePlan(t, hostAndGuest("vm"), plan.Options{})
 	out := filepath.Join(t.TempDir(), "out")
 	asked := 0
 	const why = "KVM here is PVM (module kvm_pvm, /dev/kvm API 12: ...), which runs only guest kernels built for PVM"
@@ -77,18 +81,6 @@ configurations:
 // at all (runtimeUnavailable) is not_run with its words alone, whichever
 // runtime it is: the runner asks the error, not the runtime's name.
 func TestUnavailableRuntimeNotRun(t *testing.T) {
-	const src = `name: unit
-workload: benchfake
-repetitions: 1
-warmup: 0s
-duration: 1ms
-baseline: bare
-configurations:
-  - name: bare
-    runtime: host
-  - name: boxed
-    runtime: docker
-`
 	tests := []struct {
 		desc string
 		err  error
@@ -99,7 +91,7 @@ configurations:
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			p := parsePlan(t, src, plan.Options{})
+			p := parsePlan(t, hostAndGuest("docker"), plan.Options{})
 			out := filepath.Join(t.TempDir(), "out")
 			prov := &fakeProvider{err: map[string]error{engine.EngineSpec{}.Key(): tc.err}}
 			if _, err := Run(context.Background(), p, Options{Out: out, Engines: prov,
@@ -107,8 +99,8 @@ configurations:
 				t.Fatal(err)
 			}
 			for _, rec := range readRecords(t, out) {
-				if rec.Config == "boxed" && (rec.Status != results.StatusNotRun || rec.Error != tc.want) {
-					t.Errorf("boxed: %s %q, want not_run %q", rec.Status, rec.Error, tc.want)
+				if rec.Config == "guest" && (rec.Status != results.StatusNotRun || rec.Error != tc.want) {
+					t.Errorf("guest: %s %q, want not_run %q", rec.Status, rec.Error, tc.want)
 				}
 			}
 		})
