@@ -79,27 +79,18 @@ type Event struct {
 // Config tunes the controller.
 type Config struct {
 	Params         Params
-	Interval       time.Duration // sampling interval, default 100 ms
-	IRQRotate      time.Duration // default 10 s, the paper's period
-	IRQRetry       time.Duration // skipped IRQs are tried again after this, default 6 × IRQRotate
-	RPS            bool          // steer container veths' RPS to the shared pool
+	IRQRetry       time.Duration // skipped IRQs are tried again after this, default 6 × Params.IRQRotate
 	DryRun         bool          // decide and log, write nothing
 	CheckpointPath string        // where originals are kept
 	NCPU           int           // CPUs on the machine, for mask widths
 }
 
-// withDefaults fills in what cfg leaves zero: the one place the
-// controller's defaults are set (the policy's are Params').
+// withDefaults fills in what cfg leaves zero; the parameters' defaults
+// (the interval, the IRQ rotation) are Params'.
 func (cfg Config) withDefaults(top Topology) Config {
 	cfg.Params = cfg.Params.withDefaults()
-	if cfg.Interval <= 0 {
-		cfg.Interval = 100 * time.Millisecond
-	}
-	if cfg.IRQRotate <= 0 {
-		cfg.IRQRotate = 10 * time.Second
-	}
 	if cfg.IRQRetry <= 0 {
-		cfg.IRQRetry = 6 * cfg.IRQRotate
+		cfg.IRQRetry = 6 * cfg.Params.IRQRotate
 	}
 	if cfg.NCPU <= 0 {
 		cfg.NCPU = len(top.CPUs)
@@ -175,7 +166,7 @@ func New(cfg Config, top Topology, rt Runtime, usage UsageReader, cpus CPUSetter
 	}
 	cfg = cfg.withDefaults(top)
 	c := &Controller{cfg: cfg, top: top, rt: rt, sampler: newSampler(usage), act: Actuators{CPUs: cpus}, clock: time.Now,
-		irqs:       irqRotation{rotate: cfg.IRQRotate, retry: cfg.IRQRetry, skipped: map[int]string{}},
+		irqs:       irqRotation{rotate: cfg.Params.IRQRotate, retry: cfg.IRQRetry, skipped: map[int]string{}},
 		rps:        rpsSteering{vethOf: map[string]string{}, masked: map[string]string{}},
 		saturation: saturation{}}
 	for _, o := range opts {
@@ -312,7 +303,7 @@ func (c *Controller) Run(ctx context.Context, trigger <-chan struct{}) error {
 	// from the thread's rusage.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	t := time.NewTicker(c.cfg.Interval)
+	t := time.NewTicker(c.cfg.Params.Interval)
 	defer t.Stop()
 	for {
 		if err := c.Step(ctx); err != nil && ctx.Err() == nil {

@@ -152,7 +152,7 @@ func realController(t *testing.T, cli *client.Client, runID, stateDir string, po
 	// its fair share: count 50 % as saturated.
 	rt := &DockerRuntime{Client: cli, Labels: []string{"ctrperf.run=" + runID}, Layout: kernel.DetectCgroups(kernel.CgroupMount)}
 	fs := CgroupFS{Layout: rt.Layout, Dirs: rt}
-	ctl, err := New(Config{Params: Params{Policy: policy, Demote: true, HotThreshold: 0.5, CoolThreshold: 0.2}, Interval: 200 * time.Millisecond, IRQRotate: time.Second,
+	ctl, err := New(Config{Params: Params{Policy: policy, Demote: true, HotThreshold: 0.5, CoolThreshold: 0.2, Interval: 200 * time.Millisecond, IRQRotate: time.Second},
 		CheckpointPath: filepath.Join(stateDir, "checkpoint.json"), NCPU: len(top.CPUs)},
 		top, rt, fs, fs, WithDemoter(fs), WithStall(fs),
 		WithIRQ(ProcIRQ{Root: "/proc"}, func() ([]IRQ, error) { return NetworkIRQs("/sys", "/proc") }),

@@ -49,22 +49,15 @@ func LockSteering(dir, procRoot string) (*owner.Owner, error) {
 // defaults of `ctrperf isolate run`, except the booleans (IRQ and RPS
 // steering are off unless asked for).
 type Options struct {
-	Params   Params
-	Interval time.Duration // sampling interval, default 100 ms
+	// Params are the controller's parameters, with the sampling interval
+	// and the IRQ and RPS steering: IRQ steering is turned off, with a
+	// warning, while irqbalance runs.
+	Params Params
 	// All manages every running container, not only those labelled
 	// ctrperf.isolate; Labels narrows the selection further ("key" or
 	// "key=value").
 	All    bool
 	Labels []string
-	// IRQ steers the interrupts of the machine's network devices (chosen
-	// by driver; IRQPattern, a regexp on /proc/interrupts names, overrides
-	// the choice) onto the shared pool, rotated every IRQRotate (default
-	// 10 s). It is turned off, with a warning, while irqbalance runs.
-	IRQ        bool
-	IRQPattern string
-	IRQRotate  time.Duration
-	// RPS sets the RPS mask of managed containers' host veths to the pool.
-	RPS    bool
 	DryRun bool
 	// StateDir holds the lock, the checkpoint, status.json and, unless
 	// LogPath says otherwise, decisions.jsonl. Required. Keep the default
@@ -190,8 +183,7 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 		return nil, err
 	}
 	opts := append(r.controllerOptions(rt, fs, act, listIRQ), WithDecisionLog(log))
-	ctl, err := New(Config{Params: o.Params, Interval: o.Interval, IRQRotate: o.IRQRotate, DryRun: o.DryRun,
-		CheckpointPath: r.ckptPath, NCPU: len(top.CPUs)}, top, rt, fs, fs, opts...)
+	ctl, err := New(Config{Params: o.Params, DryRun: o.DryRun, CheckpointPath: r.ckptPath, NCPU: len(top.CPUs)}, top, rt, fs, fs, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -202,12 +194,12 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 // irqLister lists the IRQs to steer: those IRQPattern names, else the
 // network devices' (by driver).
 func irqLister(o Options) (func() ([]IRQ, error), error) {
-	if o.IRQPattern == "" {
+	if o.Params.IRQPattern == "" {
 		return func() ([]IRQ, error) { return NetworkIRQs(o.Roots.Sys, o.Roots.Proc) }, nil
 	}
-	re, err := regexp.Compile(o.IRQPattern)
+	re, err := regexp.Compile(o.Params.IRQPattern)
 	if err != nil {
-		return nil, fmt.Errorf("IRQ pattern %q: %w", o.IRQPattern, err)
+		return nil, fmt.Errorf("IRQ pattern %q: %w", o.Params.IRQPattern, err)
 	}
 	return func() ([]IRQ, error) { return ListIRQs(o.Roots.Proc, re) }, nil
 }
@@ -221,7 +213,7 @@ func (r *Running) lock() (steering bool, err error) {
 		return false, err
 	}
 	r.closers = append(r.closers, f)
-	if o.DryRun || (!o.IRQ && !o.RPS) {
+	if o.DryRun || (!o.Params.IRQ && !o.Params.RPS) {
 		return false, nil
 	}
 	s, err := LockSteering(o.SteeringDir, o.Roots.Proc)
@@ -306,14 +298,14 @@ func (r *Running) controllerOptions(rt *DockerRuntime, fs CgroupFS, act Actuator
 	if o.Events != nil {
 		opts = append(opts, WithEvents(o.Events))
 	}
-	if o.IRQ {
+	if o.Params.IRQ {
 		if pid := IrqbalancePID(o.Roots.Proc); pid != 0 {
 			o.Warn(IrqbalanceAdvice(pid) + "; IRQ steering is off while irqbalance runs")
 		} else {
 			opts = append(opts, WithIRQ(act.IRQ, listIRQ))
 		}
 	}
-	if o.RPS {
+	if o.Params.RPS {
 		opts = append(opts, WithRPS(act.RPS, func(pid int) (string, error) { return HostVeth(o.Roots.Proc, o.Roots.Sys, pid) }))
 	}
 	return opts
@@ -333,7 +325,7 @@ func (r *Running) run(ctx context.Context, ctl *Controller, rt *DockerRuntime) {
 	}()
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(max(r.opt.Interval, time.Second))
+		t := time.NewTicker(max(r.opt.Params.withDefaults().Interval, time.Second))
 		defer t.Stop()
 		for {
 			select {
