@@ -64,7 +64,7 @@ func TestShippedIsolateConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defaults := isolateOptionsFor(t)
-	if !defaults.IRQ || !defaults.RPS {
+	if !defaults.Params.IRQ || !defaults.Params.RPS {
 		t.Fatalf("defaults %+v: irq and rps should be on", defaults)
 	}
 	for _, f := range []string{asShipped, uncommented} {
@@ -83,9 +83,9 @@ func TestIsolateConfigMerge(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := isolateOptionsFor(t, "--config", f, "--hot-after", "3")
-	if got.Params.Policy != isolate.PolicyStrict || got.Params.HotAfter != 3 || !got.IRQ || got.RPS {
+	if got.Params.Policy != isolate.PolicyStrict || got.Params.HotAfter != 3 || !got.Params.IRQ || got.Params.RPS {
 		t.Errorf("got policy %s, hot_after %d, irq %v, rps %v; want strict, 3 (the flag), irq on (left out), rps off (the file)",
-			got.Params.Policy, got.Params.HotAfter, got.IRQ, got.RPS)
+			got.Params.Policy, got.Params.HotAfter, got.Params.IRQ, got.Params.RPS)
 	}
 	if err := os.WriteFile(f, []byte("polcy: strict\n"), 0o644); err != nil {
 		t.Fatal(err)
