@@ -32,9 +32,14 @@ func ParseMemory(s string) (int64, error) {
 	default:
 		return 0, fmt.Errorf("invalid size %q: unknown unit %q", s, unit)
 	}
-	if v >= math.MaxInt64 {
+	switch {
+	case v > math.MaxInt64:
 		// int64(v) of a larger float is undefined (negative on amd64).
 		return 0, fmt.Errorf("invalid size %q: larger than %s", s, FormatMemory(math.MaxInt64))
+	case v == math.MaxInt64:
+		// float64(MaxInt64) is 2^63 ("8EiB", what FormatMemory writes
+		// for the largest sizes): the largest int64 stands for it.
+		return math.MaxInt64, nil
 	}
 	return int64(v), nil
 }

@@ -6,7 +6,7 @@ import "testing"
 // Docker API can take (not negative, no float-to-int overflow), and its
 // rendering parses again to within the rounding of FormatMemory.
 func FuzzParseMemory(f *testing.F) {
-	for _, s := range []string{"512m", "1.5g", "64MiB", "1048576", "0", "1e30p", "9223372036854775807", "8e18", "nan", "inf", "-1", "1kb", ".5", "1..2g"} {
+	for _, s := range []string{"512m", "1.5g", "64MiB", "1048576", "0", "1e30p", "9223372036854775807", "8e18", "9223000000000000000", "8EiB", "8.1EiB", "nan", "inf", "-1", "1kb", ".5", "1..2g"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
