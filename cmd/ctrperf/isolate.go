@@ -359,7 +359,7 @@ also refuses while another controller steers them.`,
 			defer cli.Close()
 			n := 0
 			out := cmd.OutOrStdout()
-			restored, err := isolate.RestoreStateDir(cmd.Context(), cli, stateDir, kernel.Roots{}, func(e isolate.Event) {
+			restored, err := isolate.RestoreStateDir(cmd.Context(), cli, stateDir, kernel.DefaultFS(), func(e isolate.Event) {
 				switch e.Kind {
 				case "restore":
 					n++

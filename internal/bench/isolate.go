@@ -40,6 +40,9 @@ type IsolateRequest struct {
 	LogDir string
 	Events func(isolate.Event)
 	Warn   func(string)
+	// Kernel is the machine's kernel the controller reads and writes
+	// (Options.Kernel).
+	Kernel kernel.FS
 }
 
 // IsolateRun is a running controller; Stop restores what it changed and is
@@ -79,6 +82,7 @@ func DockerIsolator(ctx context.Context, req IsolateRequest) (IsolateRun, error)
 		LogPath:  filepath.Join(req.LogDir, req.RunID+".decisions.jsonl"),
 		Events:   req.Events,
 		Warn:     req.Warn,
+		Kernel:   req.Kernel,
 	})
 }
 
@@ -211,9 +215,10 @@ func summarizeIsolate(events []isolate.Event, hot map[string]bool, hotAt time.Ti
 // isolate.RestoreCheckpoint); the rest are left alone. A live controller's
 // checkpoint is kept. cli is the engine whose containers the controller
 // managed (nil: none answers; the checkpoint is then kept when it holds
-// containers' values). dry only says what would be restored. It returns
-// what it restored, "" when there was nothing.
-func RestoreDeadIsolate(ctx context.Context, cli client.APIClient, stateDir string, dry bool) (string, error) {
+// containers' values); kfs is the kernel whose IRQs and RPS masks it
+// restores. dry only says what would be restored. It returns what it
+// restored, "" when there was nothing.
+func RestoreDeadIsolate(ctx context.Context, cli client.APIClient, stateDir string, kfs kernel.FS, dry bool) (string, error) {
 	path := filepath.Join(stateDir, "checkpoint.json")
 	cp, err := isolate.LoadCheckpoint(path)
 	if err != nil {
@@ -232,7 +237,7 @@ func RestoreDeadIsolate(ctx context.Context, cli client.APIClient, stateDir stri
 		return what, nil
 	}
 	var restored, left int
-	ok, err := isolate.RestoreStateDir(ctx, cli, stateDir, kernel.Roots{}, func(e isolate.Event) {
+	ok, err := isolate.RestoreStateDir(ctx, cli, stateDir, kfs, func(e isolate.Event) {
 		switch e.Kind {
 		case "restore":
 			restored++

@@ -55,7 +55,7 @@ configurations:
 		t.Fatal(err)
 	}
 
-	cpus := isolate.DockerCgroups(cli, kernel.Roots{})
+	cpus := isolate.DockerCgroups(cli, kernel.DefaultFS())
 	snapshot := func(runID string) map[string]string {
 		t.Helper()
 		list, err := cli.ContainerList(ctx, client.ContainerListOptions{Filters: client.Filters{}.Add("label", engine.LabelRun+"="+runID)})

@@ -224,7 +224,8 @@ func (rn *run) startIsolate() error {
 	rn.watch.setPhase("isolate controller")
 	s := &isolateSession{spec: rn.cfg.Isolate}
 	ctl, err := rn.r.opt.Isolate(rn.rctx, IsolateRequest{Engine: rn.eng, RunID: rn.id, Spec: rn.cfg.Isolate,
-		StateDir: rn.r.opt.IsolateStateDir, LogDir: filepath.Join(rn.r.opt.Out, "isolate"), Events: s.event, Warn: pr.Warn})
+		StateDir: rn.r.opt.IsolateStateDir, LogDir: filepath.Join(rn.r.opt.Out, "isolate"), Events: s.event, Warn: pr.Warn,
+		Kernel: rn.r.opt.Kernel})
 	if err != nil {
 		return rn.explain("isolate controller", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"ctrperf/internal/engine"
 	"ctrperf/internal/engine/daemon"
 	"ctrperf/internal/isolate"
+	"ctrperf/internal/kernel"
 )
 
 // Options of a Sweep.
@@ -33,6 +34,9 @@ type Options struct {
 	// Warn receives what the sweep passes over (an engine that does not
 	// answer); nil discards it.
 	Warn io.Writer
+	// Kernel is where a dead controller's IRQ affinities and RPS masks
+	// are restored (the zero FS: the real /proc and /sys).
+	Kernel kernel.FS
 }
 
 // Sweep cleans (or, dry, lists) ctrperf's objects on every engine that
@@ -97,7 +101,7 @@ func Sweep(ctx context.Context, o Options) ([]string, error) {
 	// A killed controller's isolate checkpoint (a bench run's, or an
 	// `isolate run`'s): what still holds its values is put back first.
 	if runID == "" {
-		r, err := bench.RestoreDeadIsolate(ctx, userEngine, isolate.DefaultStateDir, dry)
+		r, err := bench.RestoreDeadIsolate(ctx, userEngine, isolate.DefaultStateDir, o.Kernel, dry)
 		if r != "" {
 			removed = append(removed, r)
 		}

@@ -31,12 +31,12 @@ type IRQ struct {
 	Name string // the last column: device / queue name
 }
 
-// ListIRQs returns the numbered IRQs under procRoot whose name matches re
+// ListIRQs returns the numbered IRQs of <proc>/interrupts whose name matches re
 // (all of them when re is nil). It is the explicit override (a user's
 // `--irq-pattern`); the default selection of network IRQs is NetworkIRQs,
 // which goes by the devices' drivers rather than by names.
-func ListIRQs(procRoot string, re *regexp.Regexp) ([]IRQ, error) {
-	all, err := readInterruptNames(procRoot)
+func ListIRQs(kfs kernel.FS, re *regexp.Regexp) ([]IRQ, error) {
+	all, err := readInterruptNames(kfs)
 	if err != nil {
 		return nil, err
 	}
@@ -49,9 +49,9 @@ func ListIRQs(procRoot string, re *regexp.Regexp) ([]IRQ, error) {
 	return out, nil
 }
 
-// readInterruptNames returns the numbered IRQs of procRoot/interrupts.
-func readInterruptNames(procRoot string) ([]IRQ, error) {
-	all, err := kernel.Interrupts(procRoot)
+// readInterruptNames returns the numbered IRQs of <proc>/interrupts.
+func readInterruptNames(kfs kernel.FS) ([]IRQ, error) {
+	all, err := kernel.Interrupts(kfs.Proc())
 	if err != nil {
 		return nil, fmt.Errorf("list IRQs: %w", err)
 	}
@@ -74,12 +74,15 @@ func interruptNames(all []kernel.Interrupt) []IRQ {
 // write (the kernel or the interrupt controller keeps it elsewhere).
 var ErrIRQNotMoved = errors.New("kernel did not move the IRQ")
 
-// ProcIRQ reads and writes /proc/irq/N/smp_affinity_list under a proc root.
-type ProcIRQ struct{ Root string }
+// ProcIRQ reads and writes <proc>/irq/N/smp_affinity_list of Kernel.
+type ProcIRQ struct{ Kernel kernel.FS }
+
+// dir is the directory of an IRQ (<proc>/irq/N).
+func (p ProcIRQ) dir(irq int) string { return p.Kernel.Proc("irq", strconv.Itoa(irq)) }
 
 // Affinity returns the configured affinity of an IRQ.
 func (p ProcIRQ) Affinity(irq int) (cpuset.CPUSet, error) {
-	return readCPUList(filepath.Join(p.Root, "irq", strconv.Itoa(irq), "smp_affinity_list"))
+	return readCPUList(filepath.Join(p.dir(irq), "smp_affinity_list"))
 }
 
 // SetAffinity writes the affinity and verifies it through
@@ -89,10 +92,10 @@ func (p ProcIRQ) SetAffinity(irq int, cpus cpuset.CPUSet) (cpuset.CPUSet, error)
 	if cpus.IsEmpty() {
 		return cpuset.New(), fmt.Errorf("IRQ %d: refusing an empty affinity", irq)
 	}
-	if err := kernel.WriteFile(filepath.Join(p.Root, "irq", strconv.Itoa(irq)), "smp_affinity_list", cpus.String()); err != nil {
+	if err := kernel.WriteFile(p.dir(irq), "smp_affinity_list", cpus.String()); err != nil {
 		return cpuset.New(), err
 	}
-	eff, err := readCPUList(filepath.Join(p.Root, "irq", strconv.Itoa(irq), "effective_affinity_list"))
+	eff, err := readCPUList(filepath.Join(p.dir(irq), "effective_affinity_list"))
 	if err != nil {
 		// Older kernels have no effective_affinity: trust the write.
 		if errors.Is(err, os.ErrNotExist) {
@@ -119,15 +122,20 @@ func readCPUList(path string) (cpuset.CPUSet, error) {
 }
 
 // SysRPS reads and writes the receive packet steering masks of a network
-// device's queues (/sys/class/net/DEV/queues/rx-N/rps_cpus) under a sys root.
+// device's queues (<sys>/class/net/DEV/queues/rx-N/rps_cpus) of Kernel.
 type SysRPS struct {
-	Root string
-	NCPU int // CPUs on the machine, for the mask width
+	Kernel kernel.FS
+	NCPU   int // CPUs on the machine, for the mask width
+}
+
+// queues is the directory of dev's queues.
+func (s SysRPS) queues(dev string) string {
+	return filepath.Join(kernel.ClassNetDir(s.Kernel.Sys()), dev, "queues")
 }
 
 // Masks returns the rps_cpus of every rx queue of dev, by queue name.
 func (s SysRPS) Masks(dev string) (map[string]string, error) {
-	qdir := filepath.Join(kernel.ClassNetDir(s.Root), dev, "queues")
+	qdir := s.queues(dev)
 	ents, err := os.ReadDir(qdir)
 	if err != nil {
 		return nil, fmt.Errorf("list queues of %s: %w", dev, err)
@@ -152,7 +160,7 @@ func (s SysRPS) Masks(dev string) (map[string]string, error) {
 
 // SetMask writes one hex mask to an rx queue of dev.
 func (s SysRPS) SetMask(dev, queue, mask string) error {
-	return kernel.WriteFile(filepath.Join(kernel.ClassNetDir(s.Root), dev, "queues", queue), "rps_cpus", mask)
+	return kernel.WriteFile(filepath.Join(s.queues(dev), queue), "rps_cpus", mask)
 }
 
 // Set points every rx queue of dev at cpus.
@@ -179,15 +187,15 @@ func (s SysRPS) Set(dev string, cpus cpuset.CPUSet) error {
 // /sys/class/net/eth0/iflink (read through /proc/PID/root, where Docker
 // mounts a sysfs of the container's network namespace) is the ifindex of
 // the peer on the host.
-func HostVeth(procRoot, sysRoot string, pid int) (string, error) {
+func HostVeth(kfs kernel.FS, pid int) (string, error) {
 	// The container's sysfs, seen through its root.
-	p := filepath.Join(kernel.ClassNetDir(filepath.Join(procRoot, strconv.Itoa(pid), "root", "sys")), "eth0", "iflink")
+	p := filepath.Join(kernel.ClassNetDir(kfs.Proc(strconv.Itoa(pid), "root", "sys")), "eth0", "iflink")
 	b, err := os.ReadFile(p)
 	if err != nil {
 		return "", fmt.Errorf("container pid %d has no eth0 (host or none network?): %w", pid, err)
 	}
 	want := strings.TrimSpace(string(b))
-	netDir := kernel.ClassNetDir(sysRoot)
+	netDir := kernel.ClassNetDir(kfs.Sys())
 	ents, err := os.ReadDir(netDir)
 	if err != nil {
 		return "", fmt.Errorf("list %s: %w", netDir, err)

@@ -456,7 +456,8 @@ func TestProcIRQAndSysRPSOnFixtureRoot(t *testing.T) {
 	}
 	w(filepath.Join(root, "irq/38/smp_affinity_list"), "0-1\n")
 	w(filepath.Join(root, "irq/38/effective_affinity_list"), "0\n")
-	p := ProcIRQ{Root: root}
+	kfs := kernel.NewFS(kernel.Roots{Proc: root, Sys: root})
+	p := ProcIRQ{Kernel: kfs}
 	if got, err := p.Affinity(38); err != nil || got.String() != "0-1" {
 		t.Fatalf("affinity %s %v", got, err)
 	}
@@ -469,7 +470,7 @@ func TestProcIRQAndSysRPSOnFixtureRoot(t *testing.T) {
 	}
 	w(filepath.Join(root, "class/net/veth1/queues/rx-0/rps_cpus"), "0\n")
 	w(filepath.Join(root, "class/net/veth1/queues/tx-0/xps_cpus"), "0\n")
-	s := SysRPS{Root: root, NCPU: 2}
+	s := SysRPS{Kernel: kfs, NCPU: 2}
 	if err := s.Set("veth1", cpuset.New(0)); err != nil {
 		t.Fatal(err)
 	}
@@ -480,10 +481,10 @@ func TestProcIRQAndSysRPSOnFixtureRoot(t *testing.T) {
 	w(filepath.Join(root, "proc/55/root/sys/class/net/eth0/iflink"), "7\n")
 	w(filepath.Join(root, "class/net/veth1/ifindex"), "7\n")
 	w(filepath.Join(root, "class/net/eth0/ifindex"), "2\n")
-	if dev, err := HostVeth(filepath.Join(root, "proc"), root, 55); err != nil || dev != "veth1" {
+	if dev, err := HostVeth(kernel.NewFS(kernel.Roots{Proc: filepath.Join(root, "proc"), Sys: root}), 55); err != nil || dev != "veth1" {
 		t.Errorf("host veth %q %v", dev, err)
 	}
-	if _, err := HostVeth(filepath.Join(root, "proc"), root, 56); err == nil {
+	if _, err := HostVeth(kernel.NewFS(kernel.Roots{Proc: filepath.Join(root, "proc"), Sys: root}), 56); err == nil {
 		t.Errorf("missing container accepted")
 	}
 }

@@ -40,8 +40,10 @@ type DockerRuntime struct {
 	All    bool // manage every running container, not only those with the label
 	// Labels narrows the selection further ("key" or "key=value" filters).
 	Labels []string
-	Roots  kernel.Roots
-	Layout kernel.Layout
+	// Kernel is where the containers' /proc/PID/cgroup and the cgroup
+	// layout are read (the zero FS: the real mounts, the layout detected
+	// at every call; kernel.NewFS detects it once).
+	Kernel kernel.FS
 	Relist time.Duration // default DefaultRelist
 
 	mu       sync.Mutex
@@ -167,7 +169,7 @@ func (d *DockerRuntime) inspect(ctx context.Context, id string) (map[string]stri
 		return nil, 0, fmt.Errorf("%s is not running: %w", id, ErrContainerGone)
 	}
 	pid := insp.State.Pid
-	paths, err := kernel.ProcCgroups(d.roots().Proc, pid)
+	paths, err := kernel.ProcCgroups(d.Kernel.Proc(), pid)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", err.Error(), ErrContainerGone)
 	}
@@ -178,8 +180,6 @@ func (d *DockerRuntime) inspect(ctx context.Context, id string) (map[string]stri
 	}
 	return nil, 0, fmt.Errorf("pid %d of %s is in no cgroup of the container's (%v): %w", pid, short(id), paths, ErrContainerGone)
 }
-
-func (d *DockerRuntime) roots() kernel.Roots { return d.Roots.WithDefaults() }
 
 // Dir implements DirResolver from the cached membership; a container not
 // in it (restoring a crashed controller's checkpoint) is inspected.
@@ -208,12 +208,7 @@ func (d *DockerRuntime) Dir(ctx context.Context, id, ctl string) (string, error)
 	return dir, nil
 }
 
-func (d *DockerRuntime) layout() kernel.Layout {
-	if d.Layout.Root == "" {
-		d.Layout = kernel.DetectCgroups(d.roots().Cgroup)
-	}
-	return d.Layout
-}
+func (d *DockerRuntime) layout() kernel.Layout { return d.Kernel.Cgroups() }
 
 func short(id string) string {
 	if len(id) > 12 {

@@ -97,11 +97,11 @@ func takeSnapshot(t *testing.T, cli *client.Client, ids []string) snapshot {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dev, err := HostVeth("/proc", "/sys", insp.Container.State.Pid)
+		dev, err := HostVeth(kernel.DefaultFS(), insp.Container.State.Pid)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := SysRPS{Root: "/sys", NCPU: 2}.Masks(dev)
+		m, err := SysRPS{Kernel: kernel.DefaultFS(), NCPU: 2}.Masks(dev)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,12 +109,12 @@ func takeSnapshot(t *testing.T, cli *client.Client, ids []string) snapshot {
 			s["rps "+dev+"/"+q] = v
 		}
 	}
-	irqs, err := NetworkIRQs("/sys", "/proc")
+	irqs, err := NetworkIRQs(kernel.DefaultFS())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, irq := range irqs {
-		v, err := ProcIRQ{Root: "/proc"}.Affinity(irq.Num)
+		v, err := ProcIRQ{Kernel: kernel.DefaultFS()}.Affinity(irq.Num)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,24 +139,24 @@ func diff(a, b snapshot) string {
 }
 
 // realFS reads and writes the real cgroups of containers of cli's engine.
-func realFS(cli *client.Client) CgroupFS { return DockerCgroups(cli, kernel.Roots{}) }
+func realFS(cli *client.Client) CgroupFS { return DockerCgroups(cli, kernel.DefaultFS()) }
 
 func realController(t *testing.T, cli *client.Client, runID, stateDir string, policy Policy, log *bytes.Buffer) *Controller {
 	t.Helper()
-	top, err := DiscoverTopology("/sys")
+	top, err := DiscoverTopology(kernel.DefaultFS())
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A 2-CPU machine shares its CPUs with host processes (and here with
 	// parallel builds), so a spinning tenant may reach well under 90 % of
 	// its fair share: count 50 % as saturated.
-	rt := &DockerRuntime{Client: cli, Labels: []string{"ctrperf.run=" + runID}, Layout: kernel.DetectCgroups(kernel.CgroupMount)}
-	fs := CgroupFS{Layout: rt.Layout, Dirs: rt}
+	rt := &DockerRuntime{Client: cli, Labels: []string{"ctrperf.run=" + runID}, Kernel: kernel.DefaultFS()}
+	fs := CgroupFS{Layout: rt.layout(), Dirs: rt}
 	ctl, err := New(Config{Params: Params{Policy: policy, Demote: true, HotThreshold: 0.5, CoolThreshold: 0.2, Interval: 200 * time.Millisecond, IRQRotate: time.Second},
 		CheckpointPath: filepath.Join(stateDir, "checkpoint.json"), NCPU: len(top.CPUs)},
 		top, rt, fs, fs, WithDemoter(fs), WithStall(fs),
-		WithIRQ(ProcIRQ{Root: "/proc"}, func() ([]IRQ, error) { return NetworkIRQs("/sys", "/proc") }),
-		WithRPS(SysRPS{Root: "/sys", NCPU: len(top.CPUs)}, func(pid int) (string, error) { return HostVeth("/proc", "/sys", pid) }),
+		WithIRQ(ProcIRQ{Kernel: kernel.DefaultFS()}, func() ([]IRQ, error) { return NetworkIRQs(kernel.DefaultFS()) }),
+		WithRPS(SysRPS{Kernel: kernel.DefaultFS(), NCPU: len(top.CPUs)}, func(pid int) (string, error) { return HostVeth(kernel.DefaultFS(), pid) }),
 		WithDecisionLog(log))
 	if err != nil {
 		t.Fatal(err)
@@ -352,7 +352,7 @@ func TestChurnDocker(t *testing.T) {
 // value), the restart's fresh cgroup is noticed, and the log has no error.
 func TestLifecycleDocker(t *testing.T) {
 	cli := dockerOrSkip(t)
-	top, err := DiscoverTopology("/sys")
+	top, err := DiscoverTopology(kernel.DefaultFS())
 	if err != nil {
 		t.Fatal(err)
 	}

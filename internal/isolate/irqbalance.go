@@ -1,25 +1,20 @@
 package isolate
 
 import (
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
+
+	"ctrperf/internal/kernel"
 )
 
-// IrqbalancePID returns the PID of a running irqbalance under procRoot, or 0.
-func IrqbalancePID(procRoot string) int {
-	ents, err := os.ReadDir(procRoot)
+// IrqbalancePID returns the PID of a running irqbalance among kfs's
+// processes, or 0.
+func IrqbalancePID(kfs kernel.FS) int {
+	pids, err := kfs.PIDs()
 	if err != nil {
 		return 0
 	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(procRoot, e.Name(), "comm"))
-		if err == nil && strings.TrimSpace(string(b)) == "irqbalance" {
+	for _, pid := range pids {
+		if comm, err := kfs.Comm(pid); err == nil && comm == "irqbalance" {
 			return pid
 		}
 	}

@@ -16,17 +16,17 @@ import (
 
 // NetworkIRQs returns the interrupts of the machine's network devices, the
 // default set the controller steers. It asks sysfs rather than guessing from
-// names: every interface under sysRoot/class/net that has a device behind it
+// names: every interface under <sys>/class/net that has a device behind it
 // (virtual ones — lo, veth, bridges, docker0, ifb — have none) contributes
 // the interrupts that device allocated: its MSI/MSI-X vectors (msi_irqs/),
 // or without any its legacy line (irq). A virtio device has no interrupts of
 // its own; they belong to its transport, the PCI function above it.
 //
-// Only IRQs listed in procRoot/interrupts are returned, since only those can
+// Only IRQs listed in <proc>/interrupts are returned, since only those can
 // be steered; they come sorted by number, each once, named as listed there,
 // or "<iface> (<driver>)" when the listing has no name for it.
-func NetworkIRQs(sysRoot, procRoot string) ([]IRQ, error) {
-	listed, err := readInterruptNames(procRoot)
+func NetworkIRQs(kfs kernel.FS) ([]IRQ, error) {
+	listed, err := readInterruptNames(kfs)
 	if err != nil {
 		return nil, err
 	}
@@ -34,7 +34,7 @@ func NetworkIRQs(sysRoot, procRoot string) ([]IRQ, error) {
 	for _, irq := range listed {
 		names[irq.Num] = irq.Name
 	}
-	netDir := kernel.ClassNetDir(sysRoot)
+	netDir := kernel.ClassNetDir(kfs.Sys())
 	ents, err := os.ReadDir(netDir)
 	if err != nil {
 		return nil, fmt.Errorf("list network interfaces: %w", err)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"ctrperf/internal/kernel"
 )
 
 func TestNetworkIRQs(t *testing.T) {
@@ -134,7 +136,7 @@ func TestNetworkIRQs(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			irqs, err := NetworkIRQs(sysRoot, procRoot)
+			irqs, err := NetworkIRQs(kernel.NewFS(kernel.Roots{Sys: sysRoot, Proc: procRoot}))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)

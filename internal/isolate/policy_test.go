@@ -3,8 +3,6 @@ package isolate
 import (
 	"fmt"
 	"math/rand"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"k8s.io/utils/cpuset"
@@ -378,37 +376,5 @@ func TestHexMask(t *testing.T) {
 	}
 	if _, err := ParseHexMask("zz"); err == nil {
 		t.Errorf("bad mask accepted")
-	}
-}
-
-func TestDiscoverTopology(t *testing.T) {
-	root := t.TempDir()
-	cpuDir := filepath.Join(root, "devices", "system", "cpu")
-	write := func(p, s string) {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(filepath.Join(cpuDir, "online"), "0-3\n")
-	for i, core := range []int{0, 1, 0, 1} { // 2 cores × 2 threads
-		write(filepath.Join(cpuDir, fmt.Sprintf("cpu%d/topology/core_id", i)), fmt.Sprintf("%d\n", core))
-		write(filepath.Join(cpuDir, fmt.Sprintf("cpu%d/topology/physical_package_id", i)), "0\n")
-	}
-	top, err := DiscoverTopology(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if top.ThreadsPerCore() != 2 || len(top.Cores()) != 2 || top.Cores()[0].String() != "0,2" {
-		t.Errorf("cores %v", top.Cores())
-	}
-	if _, err := DiscoverTopology(t.TempDir()); err == nil {
-		t.Errorf("missing sysfs accepted")
-	}
-	// This machine's real /sys parses too.
-	if _, err := DiscoverTopology("/sys"); err != nil {
-		t.Logf("real /sys: %v", err)
 	}
 }

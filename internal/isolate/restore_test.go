@@ -223,7 +223,7 @@ func TestIRQNotMovedKeepsItsCheckpoint(t *testing.T) {
 			desc: "write landed, effective affinity still on CPU 1",
 			irq: func(t *testing.T, proc string) IRQSetter {
 				writeFile(t, filepath.Join(proc, "irq/38/effective_affinity_list"), "1\n")
-				return ProcIRQ{Root: proc}
+				return ProcIRQ{Kernel: kernel.NewFS(kernel.Roots{Proc: proc})}
 			},
 			wantKept: true,
 		},
@@ -287,7 +287,7 @@ func writeFile(t *testing.T, path, s string) {
 // a live one, cannot both write them.
 func TestSteeringLockOneWriter(t *testing.T) {
 	steering := t.TempDir()
-	first, err := LockSteering(steering, "")
+	first, err := LockSteering(steering, kernel.FS{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestSteeringLockOneWriter(t *testing.T) {
 		try  func() error
 	}{
 		{"a second controller's steering lock", func() error {
-			o, err := LockSteering(steering, "")
+			o, err := LockSteering(steering, kernel.FS{})
 			if err == nil {
 				o.Close()
 			}
@@ -310,7 +310,7 @@ func TestSteeringLockOneWriter(t *testing.T) {
 			if err := cp.Save(filepath.Join(state, "checkpoint.json")); err != nil {
 				t.Fatal(err)
 			}
-			_, err := RestoreStateDir(context.Background(), nil, state, kernel.Roots{Sys: t.TempDir(), Proc: "/proc"}, func(Event) {}, WithSteeringDir(steering))
+			_, err := RestoreStateDir(context.Background(), nil, state, kernel.NewFS(kernel.Roots{Sys: t.TempDir()}), func(Event) {}, WithSteeringDir(steering))
 			if _, statErr := os.Stat(filepath.Join(state, "checkpoint.json")); statErr != nil {
 				t.Errorf("checkpoint not kept after a refused restore: %v", statErr)
 			}
@@ -328,7 +328,7 @@ func TestSteeringLockOneWriter(t *testing.T) {
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}
-	again, err := LockSteering(steering, "")
+	again, err := LockSteering(steering, kernel.FS{})
 	if err != nil {
 		t.Fatalf("lock after the holder released it: %v", err)
 	}

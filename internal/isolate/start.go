@@ -34,10 +34,10 @@ var ErrSteeringHeld = errors.New("another ctrperf isolate steers IRQs and RPS ma
 
 // LockSteering makes this process the one writer of IRQ affinities and RPS
 // masks on the machine, by an owner record (internal/owner) in dir whose
-// flock is held until it is closed. procRoot is where the owner's start
-// time is read (default /proc).
-func LockSteering(dir, procRoot string) (*owner.Owner, error) {
-	o, err := (owner.Dir{Path: dir, ProcRoot: procRoot}).Acquire(owner.Record{Kind: owner.KindIsolate, Session: "steering"})
+// flock is held until it is closed. The owner's start time is read from
+// kfs's proc root.
+func LockSteering(dir string, kfs kernel.FS) (*owner.Owner, error) {
+	o, err := (owner.Dir{Path: dir, Kernel: kfs}).Acquire(owner.Record{Kind: owner.KindIsolate, Session: "steering"})
 	var held *owner.HeldError
 	if errors.As(err, &held) {
 		return nil, fmt.Errorf("%w (%s, lock in %s): IRQ affinity is the machine's, one writer at a time", ErrSteeringHeld, held.Holder.Record, dir)
@@ -77,9 +77,9 @@ type Options struct {
 	// Warn receives what the operator should know (a checkpoint restored
 	// at start, irqbalance running); nil discards it.
 	Warn func(string)
-	// Roots of the kernel's file systems (default /proc, /sys,
-	// /sys/fs/cgroup).
-	Roots kernel.Roots
+	// Kernel is the kernel read and written: /proc, /sys and the cgroup
+	// mount (the zero FS: the real ones).
+	Kernel kernel.FS
 }
 
 // defaults fills in Start's own options; the controller's are New's.
@@ -93,7 +93,16 @@ func (o *Options) defaults() {
 	if o.Warn == nil {
 		o.Warn = func(string) {}
 	}
-	o.Roots = o.Roots.WithDefaults()
+	o.Kernel = realIfZero(o.Kernel)
+}
+
+// realIfZero is kfs, or for the zero FS the real kernel with its cgroup
+// layout detected once (the zero FS detects it at every call).
+func realIfZero(kfs kernel.FS) kernel.FS {
+	if kfs == (kernel.FS{}) {
+		return kernel.DefaultFS()
+	}
+	return kfs
 }
 
 // Running is a controller started by Start: its loop runs in the
@@ -113,22 +122,15 @@ type Running struct {
 // DockerCgroups reads and writes the cgroups of the containers of cli's
 // engine (every call resolves the container afresh: for tools and tests;
 // the controller resolves from its cached membership).
-func DockerCgroups(cli client.APIClient, roots kernel.Roots) CgroupFS {
-	rt := newDockerRuntime(cli, roots)
-	return CgroupFS{Layout: rt.Layout, Dirs: rt}
-}
-
-// newDockerRuntime is the runtime over cli's engine with the cgroup layout
-// under roots detected once.
-func newDockerRuntime(cli client.APIClient, roots kernel.Roots) *DockerRuntime {
-	roots = roots.WithDefaults()
-	return &DockerRuntime{Client: cli, Roots: roots, Layout: kernel.DetectCgroups(roots.Cgroup)}
+func DockerCgroups(cli client.APIClient, kfs kernel.FS) CgroupFS {
+	rt := &DockerRuntime{Client: cli, Kernel: realIfZero(kfs)}
+	return CgroupFS{Layout: rt.layout(), Dirs: rt}
 }
 
 // actuators are the kernel writers of a controller over a Docker engine.
-func actuators(rt *DockerRuntime, roots kernel.Roots, ncpu int) (CgroupFS, Actuators) {
+func actuators(rt *DockerRuntime, ncpu int) (CgroupFS, Actuators) {
 	fs := CgroupFS{Layout: rt.layout(), Dirs: rt}
-	return fs, Actuators{CPUs: fs, Class: fs, IRQ: ProcIRQ{Root: roots.Proc}, RPS: SysRPS{Root: roots.Sys, NCPU: ncpu}}
+	return fs, Actuators{CPUs: fs, Class: fs, IRQ: ProcIRQ{Kernel: rt.Kernel}, RPS: SysRPS{Kernel: rt.Kernel, NCPU: ncpu}}
 }
 
 // Start builds the controller over a Docker engine exactly as `ctrperf
@@ -149,7 +151,7 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 	if err != nil {
 		return nil, err
 	}
-	top, err := DiscoverTopology(o.Roots.Sys)
+	top, err := DiscoverTopology(o.Kernel)
 	if err != nil {
 		return nil, err
 	}
@@ -166,11 +168,10 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 	if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
 		return nil, fmt.Errorf("no Docker engine answers (%v): isolate manages containers of a running engine; start one or set DOCKER_HOST", err)
 	}
-	rt := newDockerRuntime(cli, o.Roots)
-	rt.All, rt.Labels = o.All, o.Labels
-	fs, act := actuators(rt, o.Roots, len(top.CPUs))
+	rt := &DockerRuntime{Client: cli, Kernel: o.Kernel, All: o.All, Labels: o.Labels}
+	fs, act := actuators(rt, len(top.CPUs))
 	if o.Params.Demotes() {
-		if _, err := os.Stat(filepath.Join(o.Roots.Cgroup, "cpu", "cpu.idle")); err != nil && rt.Layout.Mode != kernel.V2 {
+		if _, err := os.Stat(o.Kernel.Cgroup("cpu", "cpu.idle")); err != nil && rt.layout().Mode != kernel.V2 {
 			o.Warn("this kernel has no cpu.idle (before 5.15): hot containers are demoted to the lowest cpu.shares instead, which protects less under EEVDF")
 		}
 	}
@@ -195,13 +196,13 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 // network devices' (by driver).
 func irqLister(o Options) (func() ([]IRQ, error), error) {
 	if o.Params.IRQPattern == "" {
-		return func() ([]IRQ, error) { return NetworkIRQs(o.Roots.Sys, o.Roots.Proc) }, nil
+		return func() ([]IRQ, error) { return NetworkIRQs(o.Kernel) }, nil
 	}
 	re, err := regexp.Compile(o.Params.IRQPattern)
 	if err != nil {
 		return nil, fmt.Errorf("IRQ pattern %q: %w", o.Params.IRQPattern, err)
 	}
-	return func() ([]IRQ, error) { return ListIRQs(o.Roots.Proc, re) }, nil
+	return func() ([]IRQ, error) { return ListIRQs(o.Kernel, re) }, nil
 }
 
 // lock takes the state directory and, when the controller is to steer
@@ -216,7 +217,7 @@ func (r *Running) lock() (steering bool, err error) {
 	if o.DryRun || (!o.Params.IRQ && !o.Params.RPS) {
 		return false, nil
 	}
-	s, err := LockSteering(o.SteeringDir, o.Roots.Proc)
+	s, err := LockSteering(o.SteeringDir, o.Kernel)
 	if err != nil {
 		return false, fmt.Errorf("%w; run without IRQ and RPS steering, or stop it", err)
 	}
@@ -240,7 +241,7 @@ func (r *Running) reconcile(ctx context.Context, act Actuators, steering bool) (
 		return nil, nil
 	}
 	if (len(old.IRQs) > 0 || len(old.RPS) > 0) && !steering {
-		s, err := LockSteering(o.SteeringDir, o.Roots.Proc)
+		s, err := LockSteering(o.SteeringDir, o.Kernel)
 		if err != nil {
 			return nil, fmt.Errorf("reconcile from %s: its IRQ affinities and RPS masks: %w", r.ckptPath, err)
 		}
@@ -289,7 +290,7 @@ func (r *Running) openLog(reconciled []Event) (io.Writer, error) {
 func (r *Running) controllerOptions(rt *DockerRuntime, fs CgroupFS, act Actuators, listIRQ func() ([]IRQ, error)) []Option {
 	o := r.opt
 	opts := []Option{WithDemoter(fs)}
-	if rt.Layout.Unified != "" {
+	if rt.layout().Unified != "" {
 		opts = append(opts, WithStall(fs))
 	}
 	if o.Metrics != nil {
@@ -299,14 +300,14 @@ func (r *Running) controllerOptions(rt *DockerRuntime, fs CgroupFS, act Actuator
 		opts = append(opts, WithEvents(o.Events))
 	}
 	if o.Params.IRQ {
-		if pid := IrqbalancePID(o.Roots.Proc); pid != 0 {
+		if pid := IrqbalancePID(o.Kernel); pid != 0 {
 			o.Warn(IrqbalanceAdvice(pid) + "; IRQ steering is off while irqbalance runs")
 		} else {
 			opts = append(opts, WithIRQ(act.IRQ, listIRQ))
 		}
 	}
 	if o.Params.RPS {
-		opts = append(opts, WithRPS(act.RPS, func(pid int) (string, error) { return HostVeth(o.Roots.Proc, o.Roots.Sys, pid) }))
+		opts = append(opts, WithRPS(act.RPS, func(pid int) (string, error) { return HostVeth(o.Kernel, pid) }))
 	}
 	return opts
 }
@@ -357,12 +358,12 @@ func WithSteeringDir(dir string) RestoreOption {
 // controller would be undone at its next step and leave its checkpoint
 // wrong. cli may be nil when no engine answers: then a checkpoint that
 // holds containers' values is kept, with an error.
-func RestoreStateDir(ctx context.Context, cli client.APIClient, stateDir string, roots kernel.Roots, emit func(Event), opts ...RestoreOption) (restored bool, err error) {
+func RestoreStateDir(ctx context.Context, cli client.APIClient, stateDir string, kfs kernel.FS, emit func(Event), opts ...RestoreOption) (restored bool, err error) {
 	cfg := restoreConfig{steeringDir: DefaultSteeringDir}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	roots = roots.WithDefaults()
+	kfs = realIfZero(kfs)
 	lock, err := Lock(stateDir)
 	if err != nil {
 		return false, fmt.Errorf("%w; stop it (it restores on exit) instead of restoring under it", err)
@@ -377,19 +378,19 @@ func RestoreStateDir(ctx context.Context, cli client.APIClient, stateDir string,
 		return false, err
 	}
 	if len(cp.IRQs) > 0 || len(cp.RPS) > 0 {
-		s, err := LockSteering(cfg.steeringDir, roots.Proc)
+		s, err := LockSteering(cfg.steeringDir, kfs)
 		if err != nil {
 			return false, fmt.Errorf("restore from %s: %w (the checkpoint is kept)", path, err)
 		}
 		defer s.Close()
 	}
-	top, err := DiscoverTopology(roots.Sys)
+	top, err := DiscoverTopology(kfs)
 	if err != nil {
 		return false, err
 	}
-	act := Actuators{IRQ: ProcIRQ{Root: roots.Proc}, RPS: SysRPS{Root: roots.Sys, NCPU: len(top.CPUs)}}
+	act := Actuators{IRQ: ProcIRQ{Kernel: kfs}, RPS: SysRPS{Kernel: kfs, NCPU: len(top.CPUs)}}
 	if cli != nil {
-		_, act = actuators(newDockerRuntime(cli, roots), roots, len(top.CPUs))
+		_, act = actuators(&DockerRuntime{Client: cli, Kernel: kfs}, len(top.CPUs))
 	}
 	if err := RestoreCheckpoint(ctx, cp, act, emit); err != nil {
 		return false, fmt.Errorf("restore from %s: %w (the checkpoint is kept)", path, err)

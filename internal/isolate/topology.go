@@ -22,6 +22,8 @@ import (
 	"strings"
 
 	"k8s.io/utils/cpuset"
+
+	"ctrperf/internal/kernel"
 )
 
 // CPU is one logical CPU and where it sits.
@@ -72,10 +74,10 @@ func (t Topology) ThreadsPerCore() int {
 	return cores[0].Size()
 }
 
-// DiscoverTopology reads the online CPUs and their core and socket ids under
-// sysRoot (normally /sys).
-func DiscoverTopology(sysRoot string) (Topology, error) {
-	cpuDir := filepath.Join(sysRoot, "devices", "system", "cpu")
+// DiscoverTopology reads the online CPUs and their core and socket ids
+// under kfs's sys root (<sys>/devices/system/cpu).
+func DiscoverTopology(kfs kernel.FS) (Topology, error) {
+	cpuDir := kfs.Sys("devices", "system", "cpu")
 	online, err := os.ReadFile(filepath.Join(cpuDir, "online"))
 	if err != nil {
 		return Topology{}, fmt.Errorf("read online CPUs: %w", err)

@@ -93,16 +93,13 @@ func (r Record) base() string { return r.Kind + "-" + r.Session }
 
 // Dir is an owners directory.
 type Dir struct {
-	Path     string // DefaultDir when empty
-	ProcRoot string // kernel.ProcMount when empty
+	Path   string    // DefaultDir when empty
+	Kernel kernel.FS // where owners' start times are read (the zero FS: /proc)
 }
 
 func (d Dir) withDefaults() Dir {
 	if d.Path == "" {
 		d.Path = DefaultDir
-	}
-	if d.ProcRoot == "" {
-		d.ProcRoot = kernel.ProcMount
 	}
 	return d
 }
@@ -139,7 +136,7 @@ func (d Dir) Acquire(rec Record) (*Owner, error) {
 		rec.PID = os.Getpid()
 	}
 	if rec.StartTime == 0 {
-		st, err := kernel.ProcStartTime(d.ProcRoot, rec.PID)
+		st, err := kernel.ProcStartTime(d.Kernel.Proc(), rec.PID)
 		if err != nil {
 			return nil, fmt.Errorf("owner record: %w", err)
 		}
@@ -326,10 +323,10 @@ func (d Dir) alive(rec Record, lockPath string) (bool, string) {
 		}
 		// A lock we cannot test: decide by the process.
 	}
-	if !kernel.ProcAlive(d.ProcRoot, rec.PID) {
+	if !kernel.ProcAlive(d.Kernel.Proc(), rec.PID) {
 		return false, fmt.Sprintf("pid %d is gone", rec.PID)
 	}
-	st, err := kernel.ProcStartTime(d.ProcRoot, rec.PID)
+	st, err := kernel.ProcStartTime(d.Kernel.Proc(), rec.PID)
 	if err != nil {
 		return false, fmt.Sprintf("pid %d: %v", rec.PID, err)
 	}
