@@ -110,199 +110,257 @@ func Entitlement(c Container, online, managed, pinned int) float64 {
 // topology, the previous state, the CPU each container used during the last
 // interval (in CPUs: 1.0 = one CPU fully busy) and the fraction of the
 // interval its tasks stalled waiting for a CPU (cgroup cpu.pressure "some";
-// may be nil). It is a pure function.
+// may be nil). It is a pure function, in four steps: hysteresis (who is
+// hot), dedication (whose CPUs), demotion (whose class) and placement.
 func Decide(top Topology, params Params, prev State, containers []Container, usage, stall map[string]float64) Decision {
-	p := params.withDefaults()
-	all := top.All()
-	want := func(c Container) int {
-		if c.CPUs > 0 {
-			return c.CPUs
-		}
-		return p.CPUsPerContainer
+	d := newDecider(top, params, containers)
+	next, transitions := d.hysteresis(prev, usage)
+	dedicated, pin := d.dedicate(next)
+	for id, cpus := range dedicated {
+		st := next[id]
+		st.Dedicated = cpus
+		next[id] = st
 	}
-
-	sorted := append([]Container(nil), containers...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].ID < sorted[j].ID })
-	ent := map[string]float64{}
-	// The pinning policies measure a normal container against the CPUs it
-	// is (or is about to be) pinned to, as the paper did.
-	capOf := func(c Container, dedicated int) int {
-		if p.Policy != PolicyShield {
-			return want(c)
-		}
-		return dedicated
-	}
-	for _, c := range sorted {
-		ent[c.ID] = Entitlement(c, all.Size(), len(sorted), capOf(c, prev[c.ID].Dedicated.Size()))
-	}
-
-	next := State{}
-	var transitions []Transition
-	// 1. Hysteresis: hot after HotAfter saturated samples, normal after CoolAfter calm ones.
-	for _, c := range sorted {
-		st := prev[c.ID]
-		u, seen := usage[c.ID]
-		e := ent[c.ID]
-		if seen {
-			if !st.Hot {
-				if u >= p.HotThreshold*e {
-					st.HotStreak++
-				} else {
-					st.HotStreak = 0
-				}
-				if st.HotStreak >= p.HotAfter {
-					st.Hot, st.CalmStreak = true, 0
-					transitions = append(transitions, Transition{c.ID, c.Name, true,
-						fmt.Sprintf("used %.2f of its %.2f CPUs (>= %.0f%%) for %d samples", u, e, p.HotThreshold*100, st.HotStreak)})
-				}
-			} else {
-				if u < p.CoolThreshold*e {
-					st.CalmStreak++
-				} else {
-					st.CalmStreak = 0
-				}
-				if st.CalmStreak >= p.CoolAfter {
-					st.Hot, st.HotStreak = false, 0
-					transitions = append(transitions, Transition{c.ID, c.Name, false,
-						fmt.Sprintf("used %.2f CPUs (< %.0f%% of its %.2f) for %d samples", u, p.CoolThreshold*100, e, st.CalmStreak)})
-				}
-			}
-		}
-		next[c.ID] = st
-	}
-
-	// 2. Dedicated sets for normal containers, outside the reserved shared
-	// CPUs, only if every normal container gets its own: never more normal
-	// containers on a CPU than cpus_per_container allows (kubelet's static
-	// policy refuses rather than oversubscribe).
-	reserved := reserveShared(top, p.MinShared)
-	avail := all.Difference(reserved)
-	var normals []Container
-	need := 0
-	for _, c := range sorted {
-		st := next[c.ID]
-		if st.Hot {
-			st.Dedicated = cpuset.New()
-			next[c.ID] = st
-			continue
-		}
-		normals = append(normals, c)
-		need += want(c)
-	}
-	refused := ""
-	if len(normals) > 0 && need > avail.Size() {
-		refused = fmt.Sprintf("%d normal container(s) need %d dedicated CPU(s), only %d outside the shared pool %s: not pinning rather than putting two on one CPU",
-			len(normals), need, avail.Size(), reserved)
-		for _, c := range normals {
-			st := next[c.ID]
-			st.Dedicated = cpuset.New()
-			next[c.ID] = st
-		}
-	} else {
-		owners := map[int]int{}
-		placed := map[string]bool{}
-		// Keep a still-valid previous set so that containers do not move.
-		for _, c := range normals {
-			d := next[c.ID].Dedicated
-			if d.Size() == want(c) && d.IsSubsetOf(avail) && free(d, owners) {
-				for _, cpu := range d.List() {
-					owners[cpu]++
-				}
-				placed[c.ID] = true
-			}
-		}
-		for _, c := range normals {
-			if placed[c.ID] {
-				continue
-			}
-			st := next[c.ID]
-			d, _ := takeFree(top, avail, owners, want(c)) // enough by the count above
-			for _, cpu := range d.List() {
-				owners[cpu]++
-			}
-			st.Dedicated = d
-			next[c.ID] = st
-		}
-	}
-
-	owned := cpuset.New()
-	for _, c := range normals {
-		owned = owned.Union(next[c.ID].Dedicated)
-	}
-	pool := all.Difference(owned)
-	if pool.IsEmpty() { // cannot happen with reserved CPUs, but never hand out an empty set
-		pool = all
-	}
-	confine := pool
-	if owned.IsEmpty() {
-		confine = reserved // nobody pinned: strict still keeps the hot ones off the rest
-	}
-
-	// 3. Demotion, optionally only while another container stalls.
-	anyStall := func(except string) bool {
-		for _, c := range sorted {
-			if c.ID != except && !next[c.ID].Hot && stall[c.ID] >= p.StallThreshold {
-				return true
-			}
-		}
-		return false
-	}
-	demotes := p.Demotes()
-	for _, c := range sorted {
-		st := next[c.ID]
-		switch {
-		case !st.Hot || !demotes:
-			st.Demoted, st.StallQuiet, st.StallStreak = false, 0, 0
-		case !p.StallGate:
-			st.Demoted = true
-		case anyStall(c.ID):
-			st.StallStreak++
-			if st.Demoted || st.StallStreak >= p.StallAfter {
-				st.Demoted, st.StallQuiet, st.StallStreak = true, 0, 0
-			}
-		case st.Demoted:
-			st.StallQuiet++
-			if st.StallQuiet >= p.CoolAfter {
-				st.Demoted, st.StallQuiet = false, 0
-			}
-		default:
-			st.StallStreak = 0 // the stalls must be consecutive
-		}
-		next[c.ID] = st
-	}
-
+	next = d.demote(next, stall)
 	placements := map[string]Placement{}
-	for _, c := range sorted {
-		st := next[c.ID]
-		pl := Placement{ContainerID: c.ID, Name: c.Name, Hot: st.Hot, Demote: st.Demoted,
-			Entitlement: Entitlement(c, all.Size(), len(sorted), capOf(c, st.Dedicated.Size()))}
-		switch {
-		case st.Hot && p.Policy == PolicyStrict:
-			pl.CPUs, pl.Reason = confine, "hot: confined to the shared pool"
-		case st.Hot && p.Policy == PolicyPaper:
-			pl.CPUs, pl.Reason = all, "hot: released to all CPUs"
-		case st.Hot:
-			pl.Reason = "hot: keeps its CPUs"
-		case !st.Dedicated.IsEmpty():
-			pl.CPUs, pl.Pinned, pl.Reason = st.Dedicated, true, "dedicated"
-		case refused != "" && p.Policy != PolicyShield:
-			pl.Reason = "not pinned: " + refused
-		case refused != "":
-			pl.Reason = "normal: too few CPUs to dedicate, keeps its own"
-		default:
-			pl.Reason = "normal"
-		}
-		if pl.Demote {
-			pl.Reason += "; demoted (idle class)"
-		} else if st.Hot && demotes && p.StallGate {
-			pl.Reason += "; not demoted: no other container stalls"
-		}
-		placements[c.ID] = pl
+	for _, c := range d.sorted {
+		placements[c.ID] = d.place(c, next[c.ID], pin)
 	}
-	if p.Policy == PolicyShield {
+	refused := pin.refused
+	if d.p.Policy == PolicyShield {
 		refused = "" // shield pins only where it can; not pinning is no refusal
 	}
-	return Decision{State: next, Placements: placements, SharedPool: pool, PinRefused: refused, Transitions: transitions}
+	return Decision{State: next, Placements: placements, SharedPool: pin.pool, PinRefused: refused, Transitions: transitions}
+}
+
+// decider is what every step of one Decide reads: the parameters with
+// their defaults, the online CPUs and the containers in id order.
+type decider struct {
+	p      Params
+	top    Topology
+	all    cpuset.CPUSet
+	sorted []Container
+}
+
+func newDecider(top Topology, params Params, containers []Container) decider {
+	sorted := append([]Container(nil), containers...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].ID < sorted[j].ID })
+	return decider{p: params.withDefaults(), top: top, all: top.All(), sorted: sorted}
+}
+
+// want is how many dedicated CPUs a normal container gets.
+func (d decider) want(c Container) int {
+	if c.CPUs > 0 {
+		return c.CPUs
+	}
+	return d.p.CPUsPerContainer
+}
+
+// entitlement is c's Entitlement with dedicated CPUs of its own. The
+// pinning policies measure a normal container against the CPUs it is (or
+// is about to be) pinned to, as the paper did.
+func (d decider) entitlement(c Container, dedicated int) float64 {
+	pinned := dedicated
+	if d.p.Policy != PolicyShield {
+		pinned = d.want(c)
+	}
+	return Entitlement(c, d.all.Size(), len(d.sorted), pinned)
+}
+
+// hysteresis is step 1: hot after HotAfter saturated samples, normal after
+// CoolAfter calm ones; a container without a usage sample keeps its state.
+func (d decider) hysteresis(prev State, usage map[string]float64) (State, []Transition) {
+	next := State{}
+	var transitions []Transition
+	for _, c := range d.sorted {
+		st := prev[c.ID]
+		if u, seen := usage[c.ID]; seen {
+			var t *Transition
+			st, t = d.heat(c, st, u, d.entitlement(c, st.Dedicated.Size()))
+			if t != nil {
+				transitions = append(transitions, *t)
+			}
+		}
+		next[c.ID] = st
+	}
+	return next, transitions
+}
+
+// heat counts one sample of usage u against entitlement e into c's
+// streaks, and says when c turns hot or normal.
+func (d decider) heat(c Container, st ContainerState, u, e float64) (ContainerState, *Transition) {
+	p := d.p
+	if !st.Hot {
+		if st.HotStreak = streak(st.HotStreak, u >= p.HotThreshold*e); st.HotStreak < p.HotAfter {
+			return st, nil
+		}
+		st.Hot, st.CalmStreak = true, 0
+		return st, &Transition{c.ID, c.Name, true,
+			fmt.Sprintf("used %.2f of its %.2f CPUs (>= %.0f%%) for %d samples", u, e, p.HotThreshold*100, st.HotStreak)}
+	}
+	if st.CalmStreak = streak(st.CalmStreak, u < p.CoolThreshold*e); st.CalmStreak < p.CoolAfter {
+		return st, nil
+	}
+	st.Hot, st.HotStreak = false, 0
+	return st, &Transition{c.ID, c.Name, false,
+		fmt.Sprintf("used %.2f CPUs (< %.0f%% of its %.2f) for %d samples", u, p.CoolThreshold*100, e, st.CalmStreak)}
+}
+
+// streak is a run of samples n after one more: longer when the sample
+// counts, else broken.
+func streak(n int, counts bool) int {
+	if counts {
+		return n + 1
+	}
+	return 0
+}
+
+// pinning is where step 2 left the CPUs.
+type pinning struct {
+	reserved cpuset.CPUSet // the CPUs that always stay shared
+	pool     cpuset.CPUSet // the CPUs no normal container owns (SharedPool)
+	confine  cpuset.CPUSet // where strict confines a hot container
+	refused  string        // why normal containers are not pinned, "" when they are
+}
+
+// dedicate is step 2: dedicated sets for normal containers, outside the
+// reserved shared CPUs, only if every normal container gets its own: never
+// more normal containers on a CPU than cpus_per_container allows (kubelet's
+// static policy refuses rather than oversubscribe). It returns every
+// container's dedicated set (empty for a hot one) and the shared pool.
+func (d decider) dedicate(next State) (map[string]cpuset.CPUSet, pinning) {
+	pin := pinning{reserved: reserveShared(d.top, d.p.MinShared)}
+	avail := d.all.Difference(pin.reserved)
+	dedicated := map[string]cpuset.CPUSet{}
+	var normals []Container
+	need := 0
+	for _, c := range d.sorted {
+		dedicated[c.ID] = cpuset.New()
+		if !next[c.ID].Hot {
+			normals = append(normals, c)
+			need += d.want(c)
+		}
+	}
+	if len(normals) > 0 && need > avail.Size() {
+		pin.refused = fmt.Sprintf("%d normal container(s) need %d dedicated CPU(s), only %d outside the shared pool %s: not pinning rather than putting two on one CPU",
+			len(normals), need, avail.Size(), pin.reserved)
+	} else {
+		d.assign(dedicated, next, normals, avail)
+	}
+	owned := cpuset.New()
+	for _, c := range normals {
+		owned = owned.Union(dedicated[c.ID])
+	}
+	pin.pool = d.all.Difference(owned)
+	if pin.pool.IsEmpty() { // cannot happen with reserved CPUs, but never hand out an empty set
+		pin.pool = d.all
+	}
+	pin.confine = pin.pool
+	if owned.IsEmpty() {
+		pin.confine = pin.reserved // nobody pinned: strict still keeps the hot ones off the rest
+	}
+	return dedicated, pin
+}
+
+// assign gives every normal container its CPUs in avail, which has enough
+// for all: a still-valid previous set first, so that containers do not
+// move, then free CPUs.
+func (d decider) assign(dedicated map[string]cpuset.CPUSet, next State, normals []Container, avail cpuset.CPUSet) {
+	owners := map[int]int{}
+	placed := map[string]bool{}
+	for _, c := range normals {
+		prev := next[c.ID].Dedicated
+		if prev.Size() == d.want(c) && prev.IsSubsetOf(avail) && free(prev, owners) {
+			for _, cpu := range prev.List() {
+				owners[cpu]++
+			}
+			dedicated[c.ID], placed[c.ID] = prev, true
+		}
+	}
+	for _, c := range normals {
+		if placed[c.ID] {
+			continue
+		}
+		cpus, _ := takeFree(d.top, avail, owners, d.want(c)) // enough by the caller's count
+		for _, cpu := range cpus.List() {
+			owners[cpu]++
+		}
+		dedicated[c.ID] = cpus
+	}
+}
+
+// demote is step 3: a hot container is demoted, with the stall gate only
+// after StallAfter consecutive samples in which another (normal) container
+// stalled, and undemoted after CoolAfter samples without.
+func (d decider) demote(next State, stall map[string]float64) State {
+	out := State{}
+	for _, c := range d.sorted {
+		out[c.ID] = d.demotion(next[c.ID], d.othersStall(next, stall, c.ID))
+	}
+	return out
+}
+
+// othersStall says whether a normal container other than except stalled.
+func (d decider) othersStall(next State, stall map[string]float64, except string) bool {
+	for _, c := range d.sorted {
+		if c.ID != except && !next[c.ID].Hot && stall[c.ID] >= d.p.StallThreshold {
+			return true
+		}
+	}
+	return false
+}
+
+// demotion is one sample of the stall gate for one container.
+func (d decider) demotion(st ContainerState, othersStall bool) ContainerState {
+	p := d.p
+	switch {
+	case !st.Hot || !p.Demotes():
+		st.Demoted, st.StallQuiet, st.StallStreak = false, 0, 0
+	case !p.StallGate:
+		st.Demoted = true
+	case othersStall:
+		st.StallStreak++
+		if st.Demoted || st.StallStreak >= p.StallAfter {
+			st.Demoted, st.StallQuiet, st.StallStreak = true, 0, 0
+		}
+	case st.Demoted:
+		st.StallQuiet++
+		if st.StallQuiet >= p.CoolAfter {
+			st.Demoted, st.StallQuiet = false, 0
+		}
+	default:
+		st.StallStreak = 0 // the stalls must be consecutive
+	}
+	return st
+}
+
+// place is step 4: what container c in state st should have now.
+func (d decider) place(c Container, st ContainerState, pin pinning) Placement {
+	p := d.p
+	pl := Placement{ContainerID: c.ID, Name: c.Name, Hot: st.Hot, Demote: st.Demoted,
+		Entitlement: d.entitlement(c, st.Dedicated.Size())}
+	switch {
+	case st.Hot && p.Policy == PolicyStrict:
+		pl.CPUs, pl.Reason = pin.confine, "hot: confined to the shared pool"
+	case st.Hot && p.Policy == PolicyPaper:
+		pl.CPUs, pl.Reason = d.all, "hot: released to all CPUs"
+	case st.Hot:
+		pl.Reason = "hot: keeps its CPUs"
+	case !st.Dedicated.IsEmpty():
+		pl.CPUs, pl.Pinned, pl.Reason = st.Dedicated, true, "dedicated"
+	case pin.refused != "" && p.Policy != PolicyShield:
+		pl.Reason = "not pinned: " + pin.refused
+	case pin.refused != "":
+		pl.Reason = "normal: too few CPUs to dedicate, keeps its own"
+	default:
+		pl.Reason = "normal"
+	}
+	if pl.Demote {
+		pl.Reason += "; demoted (idle class)"
+	} else if st.Hot && p.Demotes() && p.StallGate {
+		pl.Reason += "; not demoted: no other container stalls"
+	}
+	return pl
 }
 
 // reserveShared picks the CPUs that always stay in the shared pool: whole
