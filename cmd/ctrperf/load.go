@@ -26,6 +26,7 @@ type loadOptions struct {
 	concurrency int
 	duration    time.Duration
 	warmup      time.Duration
+	ramp        time.Duration
 	poisson     bool
 	seed        uint64
 	scenario    string
@@ -59,7 +60,8 @@ On a terminal, stderr shows live progress (elapsed of total, requests/s,
 errors) unless the output is JSON.
 
 Open loop (--rate R): R sessions per second start on schedule (fixed gaps, or
-a Poisson process with --poisson), whatever the server does. Latency counts
+a Poisson process with --poisson), whatever the server does; --ramp D makes
+the rate rise linearly from 0 over the first D of --warmup. Latency counts
 from each session's intended start, so a stalled server shows up in every
 request that should have been sent during the stall (no coordinated
 omission). Closed loop (--concurrency N): N workers back to back, like wrk or
@@ -115,6 +117,7 @@ that could not start the sessions asked for (achieved rate below 95% of
 	f.IntVar(&o.concurrency, "concurrency", 0, "closed loop: workers back to back")
 	f.DurationVar(&o.duration, "duration", 60*time.Second, "measured window")
 	f.DurationVar(&o.warmup, "warmup", 0, "driven but not recorded, before the measured window")
+	f.DurationVar(&o.ramp, "ramp", 0, "open loop: rise linearly from 0 to --rate over this first part of --warmup")
 	f.BoolVar(&o.poisson, "poisson", false, "open loop: Poisson arrivals instead of fixed gaps")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of Poisson arrivals and random choices")
 	f.StringVar(&o.scenario, "scenario", "", "YAML scenario of labelled steps (HTTP)")
@@ -133,7 +136,7 @@ that could not start the sessions asked for (achieved rate below 95% of
 func runLoad(ctx context.Context, stdout, stderr io.Writer, target string, o loadOptions, durationSet bool) error {
 	p := load.Profile{
 		Rate: o.rate, Poisson: o.poisson, Seed: o.seed, Concurrency: o.concurrency,
-		Warmup: o.warmup, Duration: o.duration, Ops: o.ops, Timeout: o.timeout,
+		Warmup: o.warmup, Ramp: o.ramp, Duration: o.duration, Ops: o.ops, Timeout: o.timeout,
 		MaxInFlight: o.maxInFlight, CPUSet: o.cpuset,
 	}
 	if o.ops > 0 && !durationSet {

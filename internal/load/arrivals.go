@@ -15,6 +15,9 @@ type arrivals struct {
 	rng     *rand.Rand // nil for a fixed rate
 	n       int64
 	elapsed float64 // seconds, Poisson only
+	// ramp is how many seconds the rate takes to rise linearly from 0 to
+	// rate at the start of the schedule (Profile.Ramp); 0: none.
+	ramp float64
 }
 
 func newArrivals(rate float64, poisson bool, seed uint64) *arrivals {
@@ -41,10 +44,26 @@ func (a *arrivals) next() time.Duration {
 		}
 		s = a.elapsed
 	}
+	s = ramped(s, a.ramp)
 	a.n++
 	ns := s * float64(time.Second)
 	if !(ns < float64(never)) { // NaN included
 		return never
 	}
 	return time.Duration(ns)
+}
+
+// ramped moves an offset s of the schedule at a constant rate to the
+// schedule whose rate rises linearly from 0 over the first ramp seconds:
+// the same arrivals in the same order, the expected count by t being
+// rate·t²/(2·ramp) during the ramp and half a ramp's worth fewer after it,
+// so every arrival after the ramp keeps the constant rate, ramp/2 later.
+func ramped(s, ramp float64) float64 {
+	switch {
+	case ramp <= 0:
+		return s
+	case s <= ramp/2:
+		return math.Sqrt(2 * ramp * s)
+	}
+	return s + ramp/2
 }

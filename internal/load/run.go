@@ -56,7 +56,12 @@ type Profile struct {
 	// Concurrency > 0 (with Rate 0) selects closed loop: that many VUs back to back.
 	Concurrency int
 	Warmup      time.Duration // driven, not recorded
-	Duration    time.Duration // the measured window
+	// Ramp, open loop only, is how long the rate takes to rise linearly
+	// from 0 to Rate at the start of the warm-up, so that a cold server is
+	// not met by the full rate at once; at most Warmup, so the measured
+	// window always runs at Rate.
+	Ramp     time.Duration
+	Duration time.Duration // the measured window
 	// Ops, closed loop only: stop after this many measured sessions
 	// (memslap --execute-number) instead of after Duration.
 	Ops int64
@@ -146,6 +151,12 @@ func (p Profile) Validate() error {
 		return fmt.Errorf("duration %v must be positive (or give an operation count in closed loop)", p.Duration)
 	case p.Warmup < 0:
 		return fmt.Errorf("warm-up %v is negative", p.Warmup)
+	case p.Ramp < 0:
+		return fmt.Errorf("ramp %v is negative", p.Ramp)
+	case p.Ramp > 0 && p.Rate == 0:
+		return errors.New("a ramp raises an open loop's rate; a closed loop has none (give a rate, or no ramp)")
+	case p.Ramp > p.Warmup:
+		return fmt.Errorf("ramp %v is longer than the warm-up %v: the measured window would start below the rate", p.Ramp, p.Warmup)
 	case p.Timeout < 0:
 		return fmt.Errorf("timeout %v is negative", p.Timeout)
 	case p.MaxInFlight < 0:
@@ -310,6 +321,7 @@ func (r *runner) open(ctx context.Context) error {
 	}
 
 	sched := newArrivals(p.Rate, p.Poisson, p.Seed)
+	sched.ramp = p.Ramp.Seconds()
 	var wg sync.WaitGroup
 	var runErr error
 	timer := time.NewTimer(time.Hour)

@@ -374,6 +374,7 @@ func ParseAppLoad(m map[string]any, dir string) (AppLoad, error) {
 		l.mix = mix
 		l.Poisson = l.Rate > 0
 	}
+	errs = append(errs, l.checkLoop())
 	return l, errors.Join(errs...)
 }
 

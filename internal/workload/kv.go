@@ -125,7 +125,7 @@ func ParseKVLoad(m map[string]any) (KVLoad, error) {
 	case l.Mode == "closed" && l.Rate > 0:
 		return l, knobError("load.rate", "load.rate %v is for mode open; closed loop runs load.concurrency connections back to back", l.Rate)
 	}
-	return l, nil
+	return l, l.checkLoop()
 }
 
 // Decode implements Workload.
@@ -284,6 +284,9 @@ func kvClientArgv(bin string, l KVLoad, p load.Profile, addr string) []string {
 		argv = append(argv, "--rate", strconv.FormatFloat(p.Rate, 'f', -1, 64), "--max-in-flight", strconv.Itoa(p.MaxInFlight))
 		if p.Poisson {
 			argv = append(argv, "--poisson")
+		}
+		if p.Ramp > 0 {
+			argv = append(argv, "--ramp", p.Ramp.String())
 		}
 	} else {
 		argv = append(argv, "--concurrency", strconv.Itoa(p.Concurrency))

@@ -1,13 +1,20 @@
 package workload
 
 import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"ctrperf/internal/engine"
+	"ctrperf/internal/image"
 	"ctrperf/internal/load"
 	"ctrperf/internal/plan"
 )
@@ -145,6 +152,12 @@ func TestOpenLoopOneParser(t *testing.T) {
 		{"a timeout beyond an hour", map[string]any{"rate": 10, "timeout": "2h"}, nil, "load.timeout = 2h: out of range"},
 		{"no session in flight", map[string]any{"rate": 10, "max_inflight": 0}, nil, "load.max_inflight = 0: out of range [1, 1000000]"},
 		{"poisson not a boolean", map[string]any{"rate": 10, "poisson": "often"}, nil, "load.poisson = often"},
+		{"a ramp over half the warm-up", map[string]any{"rate": 10, "ramp": 0.5},
+			func(o OpenLoop) bool { return o.Ramp == 0.5 }, ""},
+		{"a ramp beyond the warm-up", map[string]any{"rate": 10, "ramp": 1.5}, nil, "load.ramp = 1.5: out of range [0, 1]"},
+		{"a ramp that is no share", map[string]any{"rate": 10, "ramp": "10s"}, nil, "load.ramp = 10s: want a number"},
+		{"a ramp before each step of a search", map[string]any{"ramp": 1, "timeout": "4s", "search": search},
+			func(o OpenLoop) bool { return o.Ramp == 1 && o.Search != nil }, ""},
 		{"a search's step budget is the timeout and a second", map[string]any{"timeout": "4s", "search": search},
 			func(o OpenLoop) bool {
 				s, ok := o.CapacitySearch()
@@ -184,6 +197,45 @@ func TestOpenLoopOneParser(t *testing.T) {
 	}
 }
 
+// TestOpenLoopRampNeedsOpenLoop: a ramp in a closed loop is refused at
+// its knob, in every workload, rather than silently doing nothing.
+func TestOpenLoopRampNeedsOpenLoop(t *testing.T) {
+	tests := []struct {
+		desc     string
+		workload string
+		app      map[string]any
+		load     map[string]any
+		wantErr  string // "" for accepted
+	}{
+		{"web closed loop", "web", nil, map[string]any{"concurrency": 4, "ramp": 0.5}, "load.ramp = 0.5 raises an open loop's rate"},
+		{"web open loop", "web", nil, map[string]any{"rate": 20, "ramp": 0.5}, ""},
+		{"app closed loop (its default)", "app", map[string]any{"image": "app:1", "port": 80}, map[string]any{"ramp": 0.5}, "load.ramp = 0.5 raises an open loop's rate"},
+		{"app memcached open loop", "app", map[string]any{"image": "app:1", "port": 80}, map[string]any{"protocol": "memcached", "rate": 100, "ramp": 0.5}, ""},
+		{"kv closed loop (its default)", "kv", nil, map[string]any{"ramp": 0.5}, "load.ramp = 0.5 raises an open loop's rate"},
+		{"kv open loop", "kv", nil, map[string]any{"mode": "open", "rate": 100, "ramp": 0.5}, ""},
+		{"no ramp in a closed loop", "kv", nil, map[string]any{"ramp": 0}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			w, err := Get(tc.workload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = w.Decode(Knobs{Runtime: "docker", Network: "host", Data: "layer", Load: tc.load, App: tc.app})
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			var ke *plan.KnobError
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.As(err, &ke) || ke.Knob != "load.ramp" {
+				t.Errorf("err = %v, want a load.ramp error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
 // TestOpenLoopProfile: what each workload hands the generator for one
 // window carries the open-loop knobs and the window, from one place
 // (OpenLoop.profile); a closed loop has no rate and no arrivals.
@@ -199,6 +251,11 @@ func TestOpenLoopProfile(t *testing.T) {
 			return kvProfile(l, env), err
 		}, load.Profile{Rate: 500, Poisson: true, Seed: 7, Timeout: 3 * time.Second, MaxInFlight: 8,
 			Warmup: 3 * time.Second, Duration: 7 * time.Second, CPUSet: "1"}},
+		{"kv open with a ramp over half the warm-up", func() (load.Profile, error) {
+			l, err := ParseKVLoad(map[string]any{"mode": "open", "rate": 500, "ramp": 0.5})
+			return kvProfile(l, env), err
+		}, load.Profile{Rate: 500, Poisson: true, Seed: 1, Timeout: 10 * time.Second, MaxInFlight: load.DefaultMaxInFlight,
+			Ramp: 1500 * time.Millisecond, Warmup: 3 * time.Second, Duration: 7 * time.Second, CPUSet: "1"}},
 		{"kv closed", func() (load.Profile, error) {
 			l, err := ParseKVLoad(map[string]any{"concurrency": 2, "ops": 1000})
 			return kvProfile(l, env), err
@@ -214,6 +271,16 @@ func TestOpenLoopProfile(t *testing.T) {
 			return l.profile(env, nil), err
 		}, load.Profile{Rate: 20, Seed: 1, Timeout: 5 * time.Second, MaxInFlight: load.DefaultMaxInFlight,
 			Warmup: 3 * time.Second, Duration: 7 * time.Second, CPUSet: "1"}},
+		{"web open with a ramp over the whole warm-up", func() (load.Profile, error) {
+			l, err := ParseWebLoad(map[string]any{"rate": 20, "ramp": 1})
+			return l.profile(env, nil), err
+		}, load.Profile{Rate: 20, Seed: 1, Timeout: load.DefaultTimeout, MaxInFlight: load.DefaultMaxInFlight,
+			Ramp: 3 * time.Second, Warmup: 3 * time.Second, Duration: 7 * time.Second, CPUSet: "1"}},
+		{"app memcached with a ramp", func() (load.Profile, error) {
+			l, err := ParseAppLoad(map[string]any{"protocol": "memcached", "rate": 50, "ramp": 0.25}, t.TempDir())
+			return l.profile(env), err
+		}, load.Profile{Rate: 50, Poisson: true, Seed: 1, Timeout: 10 * time.Second, MaxInFlight: load.DefaultMaxInFlight,
+			Ramp: 750 * time.Millisecond, Warmup: 3 * time.Second, Duration: 7 * time.Second, CPUSet: "1"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -243,7 +310,9 @@ func TestKVClientArgv(t *testing.T) {
 			[]string{"--rate 250", "--max-in-flight 8", "--poisson", "--timeout 3s", "--seed 9", "--warmup 1s", "--duration 2s"},
 			[]string{"--concurrency", "--ops"}},
 		{"open loop with fixed gaps", map[string]any{"mode": "open", "rate": 250, "poisson": false},
-			[]string{"--rate 250", "--max-in-flight 4096"}, []string{"--poisson"}},
+			[]string{"--rate 250", "--max-in-flight 4096"}, []string{"--poisson", "--ramp"}},
+		{"open loop with a ramp over half the warm-up", map[string]any{"mode": "open", "rate": 250, "ramp": 0.5},
+			[]string{"--rate 250", "--ramp 500ms", "--warmup 1s"}, nil},
 		{"closed loop", map[string]any{"concurrency": 2, "ops": 500},
 			[]string{"--concurrency 2", "--ops 500"}, []string{"--rate", "--max-in-flight", "--poisson"}},
 	}
@@ -266,4 +335,81 @@ func TestKVClientArgv(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestKVOpenLoopClientContainerDocker: kv's open loop from its client
+// container honours the open-loop knobs end to end: `ctrperf load` in the
+// container takes --ramp and --max-in-flight, ramps within the warm-up
+// (memcached counts every set, warm-up included) and offers the measured
+// window the full rate (fixed gaps: 300/s for 3 s after 1 s of warm-up).
+func TestKVOpenLoopClientContainerDocker(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	eng := dockerEngine(t, ctx, image.DebianBase.Name, WebImageTicketd)
+	// wantSets is what memcached served, warm-up included: 300/s for 4 s,
+	// less the 75 arrivals a ramp over half the warm-up leaves out
+	// (300/s × 0.5 s / 2).
+	for i, tc := range []struct {
+		desc, runID string
+		ramp        float64
+		wantSets    int64
+	}{
+		{"no ramp", "kvopenloop-flat", 0, 1200},
+		{"a ramp over half the warm-up", "kvopenloop-ramp", 0.5, 1125},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			c := Config{Runtime: engine.RuntimeDocker, Network: engine.NetworkContainerIP, Data: engine.DataLayer,
+				Load: map[string]any{"mode": "open", "rate": 300, "poisson": false, "ramp": tc.ramp, "max_inflight": 16, "client": "container"}}
+			target := deployWith(ctx, t, eng, KV{}, c, fmt.Sprintf("%s-%d", tc.runID, i))
+			m := driveWith(ctx, t, eng, KV{}, target, c)
+			if m.Load == nil || m.Load.Mode != "open" || m.Load.TargetRate != 300 || m.Load.Concurrency != 16 {
+				t.Fatalf("load %+v, want open loop at 300/s with at most 16 in flight", m.Load)
+			}
+			if !strings.Contains(m.Tools["memcached-driver"], "in a container") {
+				t.Errorf("driver %q, want the client container", m.Tools["memcached-driver"])
+			}
+			// The window's 900 arrivals; a ramp that reached it would offer fewer.
+			if n := m.Operations["set"].Count; n < 880 || n > 900 {
+				t.Errorf("%d sets measured, want the window's 900", n)
+			}
+			if sets := memcachedSets(ctx, t, target); sets < tc.wantSets-15 || sets > tc.wantSets+15 {
+				t.Errorf("memcached served %d sets, want about %d", sets, tc.wantSets)
+			}
+		})
+	}
+}
+
+// memcachedSets is memcached's own count of sets (stats cmd_set) on the
+// kv service of target.
+func memcachedSets(ctx context.Context, t *testing.T, target *engine.Target) int64 {
+	t.Helper()
+	ep, err := target.Endpoint("kv", 11211)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := target.Dialer()(ctx, "tcp", ep.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write([]byte("stats\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(conn)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "END" {
+			break
+		}
+		if v, ok := strings.CutPrefix(line, "STAT cmd_set "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				t.Fatalf("stats: %q", line)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no cmd_set in memcached's stats (%v)", sc.Err())
+	return 0
 }

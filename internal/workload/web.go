@@ -193,7 +193,7 @@ func ParseWebLoad(m map[string]any) (WebLoad, error) {
 	if l.Rate == 0 && l.Concurrency == 0 {
 		return l, errors.New("load: rate 0 and no concurrency: nothing would be sent")
 	}
-	return l, nil
+	return l, l.checkLoop()
 }
 
 // Decode checks topology, app and load knobs.
