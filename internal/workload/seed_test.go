@@ -150,8 +150,9 @@ func TestSeedToolsDocker(t *testing.T) {
 		// A tiny run (64 MiB, 1024 files under a 32 MiB memory limit): the
 		// fast phases may finish in under 500 ms (+++++, no figure), so
 		// the primary is the per-char write, which one-byte writes keep
-		// slow enough to be timed.
-		m := deployAndDrive(ctx, t, eng, Bonnie{}, c(map[string]any{"size": "64M", "char_size": "1M", "files": 1, "dirs": 4, "primary": "putc"},
+		// slow enough to be timed: 4 MiB of it, since 1 MiB took under
+		// 500 ms here (putc at 2.5 MB/s, 2026-11-25).
+		m := deployAndDrive(ctx, t, eng, Bonnie{}, c(map[string]any{"size": "64M", "char_size": "4M", "files": 1, "dirs": 4, "primary": "putc"},
 			engine.Resources{MemoryBytes: 32 << 20}), fmt.Sprintf("bonnietest-%d", os.Getpid()))
 		if m.Metrics["throughput_per_s"] <= 0 || m.Metrics["bonnie_seq_out_char_kib_per_s"] != m.Metrics["throughput_per_s"] {
 			t.Errorf("metrics %v, notes %v", m.Metrics, m.Notes)
