@@ -40,7 +40,7 @@ DEB_VERSION ?= $(shell v=$$(git describe --tags --match 'v[0-9]*' 2>/dev/null); 
 DEB_STAGE   := out/deb/root
 DEB         := out/deb/ctrperf_$(DEB_VERSION)_$(DEB_ARCH).deb
 
-.PHONY: all build example bootstrap engine images demo test vet staticcheck unit fuzz integration reliability bench clean help install uninstall deb deb-check
+.PHONY: all build example bootstrap engine images demo test vet staticcheck unit fuzz integration slowest reliability bench clean help install uninstall deb deb-check
 
 all: build
 
@@ -140,6 +140,7 @@ demo: build engine
 	@echo "demo: open $(DEMO_OUT)/report.html in a browser; ctrperf report $(DEMO_OUT) --format md for markdown"
 
 test: engine vet staticcheck unit fuzz integration
+	@$(MAKE) --no-print-directory slowest
 
 vet:
 	$(GO) vet ./...
@@ -148,10 +149,19 @@ staticcheck: bootstrap
 	$(STATICCHECK) ./...
 
 # Unit tests: fixtures and fakes, no Docker, no root.
-unit:
-	$(GO) test -race -skip '$(INTEGRATION)' $(TEST_FLAGS) ./...
+# Every go test of `make test` writes its JSON events to $(TEST_OUT) and
+# prints through scripts/testsummary (results, failures in full, skips);
+# `make test` ends with the ten slowest tests of both phases.
+TEST_OUT    := out/test
+TESTSUMMARY := $(GO) run ./scripts/testsummary
 
-# Native fuzzing of the decoders that read user and kernel files: each target runs
+unit:
+	@mkdir -p $(TEST_OUT)
+	set -o pipefail; $(GO) test -json -race -skip '$(INTEGRATION)' $(TEST_FLAGS) ./... \
+		| tee $(TEST_OUT)/unit.json | $(TESTSUMMARY) -slowest 0
+
+# Native fuzzing of the decoders that read user and kernel files, two targets
+# at a time with one worker each (scripts/fuzz.sh): each target runs
 # from its seed corpus (testdata/fuzz/<Target>); a crasher is written there
 # and becomes a regression case of every later `go test`. Each target runs
 # a number of executions (a few seconds here on 2 cores), not a duration: with a
@@ -167,12 +177,7 @@ FUZZ_TARGETS := ./internal/plan:FuzzParse:30000x ./internal/bench:FuzzParsePlan:
 	./internal/isolate:FuzzParseHexMask:5000x ./internal/plan:FuzzParseMemory:20000x \
 	./internal/engine/daemon:FuzzParseIPTablesSave:10000x ./internal/kernel:FuzzProcParsers:20000x
 fuzz:
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; rest=$${t#*:}; fn=$${rest%%:*}; budget=$${rest#*:}; \
-		[ -n "$(FUZZTIME)" ] && budget="$(FUZZTIME)"; \
-		echo "fuzz $$fn ($$pkg, $$budget)"; \
-		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $$budget $$pkg; \
-	done
+	@GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh $(FUZZ_TARGETS)
 
 # Integration tests with the real engine; -count=1 because the engine's
 # state is not an input the test cache sees. With CTRPERF_REQUIRE_DOCKER=1
@@ -184,9 +189,23 @@ fuzz:
 # every time, so a red CI means a regression, not a new kill point);
 # `make reliability` explores new ones.
 TEST_KILL_SEED ?= 1795462702794119269
+# The packages of INTEGRATION_BESIDE start no engine, publish no port and
+# time nothing (a MariaDB of their own, a package install in a container):
+# they run beside the others instead of after them.
+INTEGRATION_BESIDE := ctrperf/workloads/ticketd/internal/store ctrperf/packaging
 integration: engine
-	CTRPERF_KILL_SEED=$${CTRPERF_KILL_SEED:-$(TEST_KILL_SEED)} \
-		$(GO) test -race -count=1 -p 1 -timeout 25m -run '$(INTEGRATION)' $(TEST_FLAGS) ./...
+	@mkdir -p $(TEST_OUT)
+	@set -o pipefail; export CTRPERF_KILL_SEED=$${CTRPERF_KILL_SEED:-$(TEST_KILL_SEED)}; \
+	beside="$(INTEGRATION_BESIDE)"; rest=$$($(GO) list ./... | grep -vxF "$${beside// /$$'\n'}"); \
+	$(GO) test -json -race -count=1 -p 1 -timeout 25m -run '$(INTEGRATION)' $(TEST_FLAGS) $$beside \
+		> $(TEST_OUT)/integration-beside.json 2>&1 & pid=$$!; \
+	$(GO) test -json -race -count=1 -p 1 -timeout 25m -run '$(INTEGRATION)' $(TEST_FLAGS) $$rest \
+		| tee $(TEST_OUT)/integration.json | $(TESTSUMMARY) -slowest 0; rc=$$?; \
+	wait $$pid; rc2=$$?; $(TESTSUMMARY) -slowest 0 < $(TEST_OUT)/integration-beside.json || rc2=1; \
+	[ $$rc = 0 ] && [ $$rc2 = 0 ]
+
+slowest:
+	@cat $(TEST_OUT)/*.json 2>/dev/null | $(TESTSUMMARY) -only-slowest -slowest 10
 
 # SIGKILL trials: `ctrperf bench run` of plans/smoke.yaml, network.yaml (a
 # private engine with userland_proxy: false, the client namespace) and
