@@ -268,6 +268,17 @@ func toolCases(rt engine.Runtime) []struct {
 func runToolCases(t *testing.T, eng engine.Engine, rt engine.Runtime, prefix string) {
 	for i, tc := range toolCases(rt) {
 		t.Run(tc.desc, func(t *testing.T) {
+			switch tc.w.(type) {
+			case KV, OLTP:
+				// Servers on the host's network: one at a time, or two
+				// memcacheds or MariaDBs would want the same port.
+			default:
+				// A fixed window each (warm-up + duration), no port, a data
+				// directory of its own: these run side by side, so the test
+				// takes about half as long on 2 cores. Their figures are not
+				// compared, only checked to be there.
+				t.Parallel()
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
 			m := deployAndDrive(ctx, t, eng, tc.w, tc.c, fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), i))
