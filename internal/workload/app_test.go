@@ -27,7 +27,7 @@ func (planSchema) DecodeKnobs(name string, c *plan.Configuration) (plan.Workload
 	app, ld, err := w.Decode(KnobsOf(c))
 	return plan.WorkloadKnobs{App: app, Load: ld, UsesDir: UsesDir(app) || UsesDir(ld)}, err
 }
-func (planSchema) IsolateKeys() (keys, policies []string) { return nil, nil }
+func (planSchema) IsolateKeys() (keys, policies []string)                { return nil, nil }
 func (planSchema) DecodeIsolate(map[string]any) (any, *yaml.Node, error) { return nil, nil, nil }
 
 // appDir is a plan directory with a Dockerfile context (ctx/) and a
