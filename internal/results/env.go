@@ -56,14 +56,19 @@ type Machine struct {
 	CPUModel  string    `json:"cpu_model,omitempty"`
 	// Cgroups is the cgroup layout: v1, v2 or hybrid.
 	Cgroups string `json:"cgroups,omitempty"`
+	// BootID is /proc/sys/kernel/random/boot_id, to tell whether a plan's
+	// hosts are this machine's kernel (see HostInfo).
+	BootID string `json:"boot_id,omitempty"`
 }
 
-// Env is OUT/env.json: the machine, every engine the runs used, and the
-// concurrency section.
+// Env is OUT/env.json: the machine ctrperf ran on, every engine the runs
+// used, the concurrency section, and the plan's hosts when it had some
+// (hosts:): each as its agent described it, with its clock offset.
 type Env struct {
 	Machine     *Machine     `json:"machine,omitempty"`
 	Engines     []EngineInfo `json:"engines,omitempty"`
 	Concurrency *Concurrency `json:"concurrency,omitempty"`
+	Hosts       []HostInfo   `json:"hosts,omitempty"`
 }
 
 // ReadEnv reads dir/env.json; nil when there is none.

@@ -173,8 +173,11 @@ type RunRecord struct {
 	Error      string         `json:"error,omitempty"`
 	Engine     *EngineInfo    `json:"engine,omitempty"`
 	DataFS     *DataFSInfo    `json:"data_fs,omitempty"` // the data filesystem, if the plan asked for one
-	Result     *Measurement   `json:"result,omitempty"`
-	System     *Series        `json:"system,omitempty"`
+	// Hosts names the host of the deployment and of the generator when the
+	// plan had hosts: (nil: both on this machine).
+	Hosts  *RunHosts    `json:"hosts,omitempty"`
+	Result *Measurement `json:"result,omitempty"`
+	System *Series      `json:"system,omitempty"`
 	// WindowOffsetS is where the measured window starts in System, in
 	// seconds from the start of the series (the samples before it are the
 	// deployment's warm-up): reports cut the series there.
