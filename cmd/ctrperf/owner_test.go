@@ -17,8 +17,29 @@ import (
 	"ctrperf/internal/testenv"
 )
 
-// TestCleanBesideALiveRunDocker is the two-terminal scenario: `bench run
-// plans/smoke.yaml --quick` in one, `ctrperf clean` in the other while the
+// besidePlan is plans/smoke.yaml cut to what the two-terminal scenario
+// needs (host processes, a published container, the user's engine) and
+// to 2 rounds of 1 s + 3 s: long enough for clean to run beside it, and
+// half the time of smoke --quick.
+const besidePlan = `name: beside
+workload: web
+load: {rate: 20, poisson: true}
+app: {db: sqlite}
+repetitions: 2
+warmup: 1s
+duration: 3s
+seed: 20150420
+baseline: bare-metal
+configurations:
+  - name: bare-metal
+    runtime: host
+  - name: docker-published
+    runtime: docker
+    network: published
+`
+
+// TestCleanBesideALiveRunDocker is the two-terminal scenario: `bench run`
+// of a short smoke plan in one, `ctrperf clean` in the other while the
 // first is deploying and measuring. clean must call the live run's
 // objects live and remove none of them; a second bench run must refuse,
 // naming the first; the live run must record no errors and no sampler
@@ -42,8 +63,12 @@ func TestCleanBesideALiveRunDocker(t *testing.T) {
 	}
 	before := ctrperfObjects(t, cli, bin)
 
+	planFile := filepath.Join(dir, "beside.yaml")
+	if err := os.WriteFile(planFile, []byte(besidePlan), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	outA := filepath.Join(dir, "A")
-	bench := exec.CommandContext(ctx, bin, "bench", "run", filepath.Join("..", "..", "plans", "smoke.yaml"), "--quick", "--out", outA)
+	bench := exec.CommandContext(ctx, bin, "bench", "run", planFile, "--out", outA)
 	stdout, err := bench.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +117,7 @@ func TestCleanBesideALiveRunDocker(t *testing.T) {
 	t.Logf("live session %s: %s", me.Session, me.Record)
 
 	// A second bench run refuses, naming the first.
-	second, err := run(ctx, "bench", "run", filepath.Join("..", "..", "plans", "smoke.yaml"), "--quick", "--out", filepath.Join(dir, "B"))
+	second, err := run(ctx, "bench", "run", planFile, "--out", filepath.Join(dir, "B"))
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(second, "another bench run is running") || !strings.Contains(second, outA) {
 		t.Errorf("second bench run: %v, output:\n%s\nwant exit 1 naming the live run and %s", err, second, outA)

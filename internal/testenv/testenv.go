@@ -106,25 +106,35 @@ func Ctrperf(t testing.TB) string {
 	return ctrperfBuild.path
 }
 
-// buildCtrperf builds ./cmd/ctrperf of the module the test runs in into a
-// directory that lives as long as the machine's temporary files (a test
-// process has no end hook; its size is one binary).
+// buildCtrperf builds ./cmd/ctrperf of the module the test runs in into
+// OUT/testbin of that module (out/ is the build's scratch, removed by
+// `make clean`): a test process has no end hook to remove a temporary
+// directory, and one under /tmp per test package and run piled up there.
+// The binary is written under a name of this process and renamed over
+// out/testbin/ctrperf, so packages tested side by side never see half a
+// binary, and a process still running the previous one keeps its inode.
 func buildCtrperf() (string, error) {
 	out, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
 	}
 	root := filepath.Dir(strings.TrimSpace(string(out)))
-	dir, err := os.MkdirTemp("", "ctrperf-testbin-")
-	if err != nil {
+	dir := filepath.Join(root, "out", "testbin")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
 	bin := filepath.Join(dir, "ctrperf")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/ctrperf")
+	tmp := fmt.Sprintf("%s.%d", bin, os.Getpid())
+	cmd := exec.Command("go", "build", "-trimpath", "-o", tmp, "./cmd/ctrperf")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
+		_ = os.Remove(tmp)
 		return "", fmt.Errorf("go build ./cmd/ctrperf in %s: %w\n%s", root, err, b)
+	}
+	if err := os.Rename(tmp, bin); err != nil {
+		_ = os.Remove(tmp)
+		return "", err
 	}
 	return bin, nil
 }
