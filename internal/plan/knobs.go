@@ -68,6 +68,10 @@ type EngineSpec struct {
 	// (Docker in Docker, seed 003): storage_driver is the inner engine's;
 	// its containers share the host's network (network: host only).
 	Nested bool `json:"nested,omitempty" yaml:"nested,omitempty"`
+	// Kube is the cluster of runtime kubernetes (from its kubernetes:
+	// block, not a knob of engine:), so that each cluster is an engine of
+	// its own.
+	Kube KubeCluster `json:"-" yaml:"-"`
 }
 
 // IsDefault reports whether the spec asks for nothing beyond the default engine.
@@ -78,6 +82,9 @@ func (s EngineSpec) IsDefault() bool {
 // Key is a stable short name for the spec, used to share one private engine
 // between runs that ask for the same knobs.
 func (s EngineSpec) Key() string {
+	if s.Kube != (KubeCluster{}) {
+		return s.Kube.Key()
+	}
 	if s.IsDefault() {
 		return "default"
 	}

@@ -32,6 +32,8 @@ var runtimeTable = []struct {
 }{
 	{RuntimeHost, RuntimeTraits{Processes: true, Network: NetworkHost, Data: DataBind}},
 	{RuntimeDocker, RuntimeTraits{Images: true, Isolate: true, Network: NetworkPublished, Data: DataLayer}},
+	// Pods of a cluster: from images, the pod's IP, its root filesystem.
+	{RuntimeKubernetes, RuntimeTraits{Images: true, Network: NetworkPodIP, Data: DataLayer}},
 	// ctrperf has no VM runtime: nothing runs, the defaults are a guest's.
 	{RuntimeVM, RuntimeTraits{Network: NetworkHost, Data: DataBind}},
 }

@@ -16,6 +16,8 @@ func TestRuntimeTraits(t *testing.T) {
 			RuntimeTraits{Processes: true, Network: NetworkHost, Data: DataBind}},
 		{"docker: images, the isolate controller, a published port on the writable layer", RuntimeDocker,
 			RuntimeTraits{Images: true, Isolate: true, Network: NetworkPublished, Data: DataLayer}},
+		{"kubernetes: images (pods), no isolate controller, the pod's IP, its root filesystem", RuntimeKubernetes,
+			RuntimeTraits{Images: true, Network: NetworkPodIP, Data: DataLayer}},
 		{"vm: nothing runs, a guest's defaults", RuntimeVM, RuntimeTraits{Network: NetworkHost, Data: DataBind}},
 		{"an unknown runtime has no traits", "kvm", RuntimeTraits{}},
 		{"no runtime has no traits", "", RuntimeTraits{}},

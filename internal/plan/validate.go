@@ -36,12 +36,13 @@ func (d *decoder) checkKnobs(c *Configuration) {
 	if c.Instances > 1 && c.Isolate.On() {
 		d.errorf(c.node("instances"), field("instances"), "%d instances with isolate.policy %q: the isolate controller watches one deployment per run; use instances: 1 or isolate.policy off", c.Instances, c.Isolate.Policy())
 	}
+	judged := d.checkKube(c) // kubernetes' vocabulary, and kubernetes' knobs elsewhere
 	switch c.Runtime {
 	case "":
 		d.errorf(c.node("name"), field("runtime"), "missing; expected %s", oneOf(runtimes))
 		return
 	case RuntimeHost:
-		if c.Network != NetworkHost {
+		if c.Network != NetworkHost && !judged {
 			d.errorf(c.node("network"), field("network"), "%q needs runtime docker; with runtime host the only network is \"host\"", c.Network)
 		}
 		if !c.Engine.IsDefault() {
@@ -54,7 +55,7 @@ func (d *decoder) checkKnobs(c *Configuration) {
 		if c.Privileged {
 			d.errorf(c.node("privileged"), field("privileged"), "needs runtime docker: --privileged is a container option, and a process of runtime host already runs with ctrperf's own privileges (remove it or use runtime docker)")
 		}
-		if c.Data != DataBind && c.Data != DataTmpfs {
+		if c.Data != DataBind && c.Data != DataTmpfs && !judged {
 			d.errorf(c.node("data"), field("data"), "%q needs runtime docker; the host runtime writes to a directory of the host (\"bind\", the default) or a tmpfs (\"tmpfs\")", c.Data)
 		}
 	case RuntimeDocker:
@@ -294,8 +295,14 @@ func (c *Configuration) describeKnobs() string {
 	if c.Privileged {
 		parts = append(parts, "privileged")
 	}
+	if s := c.Kube.describe(); s != "" {
+		parts = append(parts, s)
+	}
 	if c.Instances > 1 {
 		parts = append(parts, fmt.Sprintf("instances=%d", c.Instances))
+	}
+	if s := c.Hosts.describe(); s != "" {
+		parts = append(parts, s)
 	}
 	for _, kv := range []struct {
 		name string

@@ -1,0 +1,248 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Runtime kubernetes deploys the services as pods of a cluster the user
+// points ctrperf at (kubeconfig and context, as kubectl finds them), in a
+// namespace of the session's own. Its vocabulary: four network paths from
+// the client to the front service, five places for the data directory,
+// and a `kubernetes:` block for what only a cluster has (which one, the
+// QoS class, the node, the kube-proxy mode a plan requires).
+//
+//	runtime: kubernetes
+//	network: service            # pod-ip, service, nodeport, host-network
+//	data: emptydir              # layer, emptydir, emptydir-memory, hostpath, local-pv
+//	kubernetes: {context: lab, node: node-2, qos: guaranteed, proxy_mode: nftables}
+
+// RuntimeKubernetes runs the services as pods of a Kubernetes cluster.
+const RuntimeKubernetes Runtime = "kubernetes"
+
+// Network paths of runtime kubernetes.
+const (
+	// NetworkPodIP: the client dials the pod's IP (the CNI's path, no
+	// kube-proxy).
+	NetworkPodIP NetworkMode = "pod-ip"
+	// NetworkService: the client dials a ClusterIP Service, which
+	// kube-proxy translates to the pod (iptables, nftables or IPVS).
+	NetworkService NetworkMode = "service"
+	// NetworkNodePort: the client dials a node's address and the
+	// Service's NodePort, as a load machine outside the cluster does.
+	NetworkNodePort NetworkMode = "nodeport"
+	// NetworkHostNetwork: the pod shares its node's network namespace
+	// (hostNetwork: true); the client dials the node's address.
+	NetworkHostNetwork NetworkMode = "host-network"
+)
+
+// Data placements of runtime kubernetes (layer, the container's root
+// filesystem, is shared with docker).
+const (
+	DataEmptyDir       DataPlacement = "emptydir"        // emptyDir on the node's disk
+	DataEmptyDirMemory DataPlacement = "emptydir-memory" // emptyDir{medium: Memory}: a tmpfs
+	DataHostPath       DataPlacement = "hostpath"        // a directory of the node
+	DataLocalPV        DataPlacement = "local-pv"        // a static local PersistentVolume ctrperf creates and removes
+)
+
+var (
+	kubeNetworks   = []string{string(NetworkPodIP), string(NetworkService), string(NetworkNodePort), string(NetworkHostNetwork)}
+	kubePlacements = []string{string(DataLayer), string(DataEmptyDir), string(DataEmptyDirMemory), string(DataHostPath), string(DataLocalPV)}
+	kubeKeys       = []string{"kubeconfig", "context", "proxy_mode", "qos", "node", "client", "client_node"}
+	// KubeProxyModes are the kube-proxy modes a plan may require.
+	KubeProxyModes = []string{"iptables", "nftables", "ipvs"}
+	// KubeQoS are the QoS classes a plan may ask for.
+	KubeQoS = []string{"burstable", "guaranteed", "besteffort"}
+	// KubeClients are where the load generator runs.
+	KubeClients = []string{"host", "pod"}
+)
+
+// KubeSpec is a configuration's `kubernetes:` block. The zero value is the
+// current context of the kubeconfig kubectl would read, any node, the QoS
+// class the resources give, and the client on this machine.
+type KubeSpec struct {
+	// Kubeconfig and Context choose the cluster: empty Kubeconfig is
+	// --kubeconfig, $KUBECONFIG or ~/.kube/config; empty Context is the
+	// kubeconfig's current context.
+	Kubeconfig string `json:"kubeconfig,omitempty" yaml:"kubeconfig,omitempty"`
+	Context    string `json:"context,omitempty" yaml:"context,omitempty"`
+	// ProxyMode, when set, is the kube-proxy mode the runs require: on a
+	// cluster whose kube-proxy runs another they are not_run.
+	ProxyMode string `json:"proxy_mode,omitempty" yaml:"proxy_mode,omitempty"`
+	// QoS: guaranteed makes requests equal limits with whole CPUs (what
+	// the static CPU manager pins); besteffort sets neither; burstable
+	// (the default with resources) sets requests and limits from them.
+	QoS string `json:"qos,omitempty" yaml:"qos,omitempty"`
+	// Node places the pods under test (nodeName); empty: the scheduler's
+	// choice.
+	Node string `json:"node,omitempty" yaml:"node,omitempty"`
+	// Client is where the load generator runs: host (ctrperf on this
+	// machine, the default) or pod.
+	Client string `json:"client,omitempty" yaml:"client,omitempty"`
+	// ClientNode places client pods (client: pod).
+	ClientNode string `json:"client_node,omitempty" yaml:"client_node,omitempty"`
+}
+
+// IsZero says whether the block asks for nothing.
+func (k KubeSpec) IsZero() bool { return k == KubeSpec{} }
+
+// Cluster is the part of the block that chooses the cluster (the engine).
+func (k KubeSpec) Cluster() KubeCluster {
+	return KubeCluster{Kubeconfig: k.Kubeconfig, Context: k.Context}
+}
+
+// KubeCluster names a cluster as kubectl does: a kubeconfig file (empty:
+// the usual search) and a context in it (empty: its current context).
+type KubeCluster struct {
+	Kubeconfig string `json:"kubeconfig,omitempty" yaml:"kubeconfig,omitempty"`
+	Context    string `json:"context,omitempty" yaml:"context,omitempty"`
+}
+
+// Key is a short stable name of the cluster for engine caches.
+func (c KubeCluster) Key() string {
+	return "kube(" + c.Kubeconfig + "|" + c.Context + ")"
+}
+
+// KubeNetwork says whether m is a network path of runtime kubernetes only.
+func KubeNetwork(m NetworkMode) bool { return contains(kubeNetworks, string(m)) }
+
+// KubeData says whether p is a data placement of runtime kubernetes only.
+func KubeData(p DataPlacement) bool { return p != DataLayer && contains(kubePlacements, string(p)) }
+
+func (d *decoder) setKube(k *Knobs, key string, n *yaml.Node, field string) {
+	k.nodes["kubernetes."+key] = n
+	var allowed []string
+	var dst *string
+	switch key {
+	case "kubeconfig":
+		dst = &k.Kube.Kubeconfig
+	case "context":
+		dst = &k.Kube.Context
+	case "proxy_mode":
+		dst, allowed = &k.Kube.ProxyMode, KubeProxyModes
+	case "qos":
+		dst, allowed = &k.Kube.QoS, KubeQoS
+	case "node":
+		dst = &k.Kube.Node
+	case "client":
+		dst, allowed = &k.Kube.Client, KubeClients
+	case "client_node":
+		dst = &k.Kube.ClientNode
+	default:
+		d.unknownSub(n, field, key, kubeKeys)
+		return
+	}
+	var s string
+	var ok bool
+	if allowed != nil {
+		s, ok = d.enum(n, field, allowed)
+	} else {
+		s, ok = d.str(n, field)
+		if ok && s == "" {
+			d.errorf(n, field, "empty; leave the key out for the default")
+			ok = false
+		}
+	}
+	if ok {
+		*dst = s
+	}
+}
+
+// checkKube checks the kubernetes vocabulary: a configuration of runtime
+// kubernetes takes only its own networks and placements and none of
+// Docker's or the host's knobs; any other runtime takes none of
+// kubernetes'. It reports at the line of the knob and returns true when
+// it has judged the configuration's network and data (checkKnobs then
+// leaves them alone).
+func (d *decoder) checkKube(c *Configuration) bool {
+	field := func(k string) string { return join(c.Origin, k) }
+	if c.Runtime != RuntimeKubernetes {
+		judged := false
+		if KubeNetwork(c.Network) {
+			d.errorf(c.node("network"), field("network"), "%q needs runtime kubernetes (runtime %s has %s)", c.Network, c.Runtime, strings.Join(runtimeNetworks(c.Runtime), ", "))
+			judged = true
+		}
+		if KubeData(c.Data) {
+			d.errorf(c.node("data"), field("data"), "%q needs runtime kubernetes", c.Data)
+			judged = true
+		}
+		for _, k := range kubeKeys {
+			if n, ok := c.nodes["kubernetes."+k]; ok {
+				d.errorf(n, field("kubernetes."+k), "the kubernetes block needs runtime kubernetes (remove it or set runtime: kubernetes)")
+			}
+		}
+		return judged
+	}
+	if !contains(kubeNetworks, string(c.Network)) {
+		d.errorf(c.node("network"), field("network"), "%q is not a network of runtime kubernetes; expected %s", c.Network, oneOf(kubeNetworks))
+	}
+	if !contains(kubePlacements, string(c.Data)) {
+		d.errorf(c.node("data"), field("data"), "%q is not a data placement of runtime kubernetes; expected %s", c.Data, oneOf(kubePlacements))
+	}
+	refuse := func(k, why string) {
+		if n, ok := c.nodes[k]; ok {
+			d.errorf(n, field(k), "%s", why)
+		}
+	}
+	for _, k := range engineKeys {
+		refuse("engine."+k, "engine knobs select a Docker engine; runtime kubernetes deploys through the cluster's own runtime (remove it; kubernetes.context chooses the cluster)")
+	}
+	if c.Filesystem.On() {
+		n, ok := c.nodes["filesystem"]
+		if !ok {
+			n = c.node("filesystem.type")
+		}
+		d.errorf(n, field("filesystem"), "the data filesystem is a loop mount on this machine, which a node of the cluster does not see; use data: local-pv or hostpath")
+	}
+	refuse("resources.cpuset", "Kubernetes has no cpuset for a pod: set kubernetes.qos: guaranteed with whole resources.cpus on a node whose kubelet runs the static CPU manager, which pins them")
+	refuse("resources.cpu_shares", "Kubernetes sets a pod's CPU shares from its CPU request: use resources.cpus (requests and limits)")
+	if c.Kube.QoS == "guaranteed" {
+		r := c.Resources
+		switch {
+		case r.CPUs == 0 || r.MemoryBytes == 0:
+			d.errorf(c.node("kubernetes.qos"), field("kubernetes.qos"), "guaranteed needs resources.cpus and resources.memory: requests equal limits, for every container")
+		case r.CPUs != float64(int64(r.CPUs)):
+			d.errorf(c.node("resources.cpus"), field("resources.cpus"), "%g with kubernetes.qos guaranteed: the static CPU manager pins whole CPUs only; use a whole number", r.CPUs)
+		}
+	}
+	if c.Kube.QoS == "besteffort" && (c.Resources.CPUs != 0 || c.Resources.MemoryBytes != 0) {
+		d.errorf(c.node("kubernetes.qos"), field("kubernetes.qos"), "besteffort sets no requests or limits; remove resources.cpus and resources.memory or use burstable")
+	}
+	if c.Kube.Client == "pod" {
+		d.errorf(c.node("kubernetes.client"), field("kubernetes.client"), "pod: load generators in pods are not implemented yet; use host (ctrperf on this machine, the default)")
+	}
+	if c.Kube.ClientNode != "" {
+		d.errorf(c.node("kubernetes.client_node"), field("kubernetes.client_node"), "places client pods, which are not implemented yet (kubernetes.client: host)")
+	}
+	return true
+}
+
+// runtimeNetworks are the networks a runtime other than kubernetes takes.
+func runtimeNetworks(rt Runtime) []string {
+	if rt.Traits().Processes {
+		return []string{string(NetworkHost)}
+	}
+	var out []string
+	for _, n := range networks {
+		if !contains(kubeNetworks, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// describeKube is the block in a configuration's one-line summary.
+func (k KubeSpec) describe() string {
+	var parts []string
+	for _, kv := range [][2]string{{"context", k.Context}, {"node", k.Node}, {"qos", k.QoS}, {"proxy", k.ProxyMode}, {"client", k.Client}} {
+		if kv[1] != "" {
+			parts = append(parts, kv[0]+"="+kv[1])
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("kube{%s}", strings.Join(parts, ","))
+}
