@@ -25,6 +25,7 @@ type canonPlan struct {
 	Baseline       string         `yaml:"baseline"`
 	LoadCPUSet     string         `yaml:"load_cpuset,omitempty"`
 	BaseDir        string         `yaml:"base_dir,omitempty"`
+	SSHConfig      string         `yaml:"ssh_config,omitempty"`
 	Configurations []canonConfig  `yaml:"configurations"`
 	Thresholds     map[string]any `yaml:"thresholds,omitempty"`
 }
@@ -43,6 +44,7 @@ type canonConfig struct {
 	// so plans that do not use them keep their canonical form and hash.
 	Privileged bool           `yaml:"privileged,omitempty"`
 	Instances  int            `yaml:"instances,omitempty"`
+	Hosts      *canonHosts    `yaml:"hosts,omitempty"` // left out when everything runs here
 	Kubernetes *KubeSpec      `yaml:"kubernetes,omitempty"`
 	App        map[string]any `yaml:"app,omitempty"`
 	Load       map[string]any `yaml:"load,omitempty"`
@@ -60,7 +62,7 @@ func (p *Plan) Canonical() ([]byte, error) {
 	cp := canonPlan{
 		Name: p.Name, Description: p.Description, Workload: p.Workload,
 		Repetitions: p.Repetitions, Warmup: p.Warmup.String(), Duration: p.Duration.String(),
-		Seed: p.Seed, Baseline: p.Baseline, LoadCPUSet: p.LoadCPUSet,
+		Seed: p.Seed, Baseline: p.Baseline, LoadCPUSet: p.LoadCPUSet, SSHConfig: p.SSHConfig,
 	}
 	if p.UsesDir {
 		cp.BaseDir = p.Dir
@@ -103,6 +105,7 @@ func (c *Configuration) canonical() canonConfig {
 		cc.Instances = c.Instances
 	}
 	cc.Filesystem = canonicalFilesystem(c.Filesystem)
+	cc.Hosts = canonicalHosts(c.Hosts)
 	if !c.Kube.IsZero() {
 		k := c.Kube
 		cc.Kubernetes = &k

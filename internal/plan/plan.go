@@ -74,6 +74,11 @@ type Plan struct {
 	// as run (OUT/plan.yaml) reads the same files on --resume.
 	Dir     string
 	UsesDir bool
+	// Hosts are the plan-level hosts: (each configuration's Hosts has them
+	// merged in) and SSHConfig the ssh config file they are read with
+	// (ssh -F; empty: ssh's own). See hosts.go.
+	Hosts     Hosts
+	SSHConfig string
 }
 
 // Knobs are what distinguishes one configuration from another.
@@ -97,6 +102,9 @@ type Knobs struct {
 	// deploys and drives together (1, the default, is one); the record
 	// holds their aggregate and each instance's figures.
 	Instances int
+	// Hosts are where the system under test and the load generator run
+	// (plan-level and --hosts merged in; zero: this machine).
+	Hosts Hosts
 	// Kube is the kubernetes: block (runtime kubernetes only).
 	Kube KubeSpec
 	// App and Load are the workload's knobs as written (plan-level ones
@@ -142,6 +150,10 @@ type Options struct {
 	// Schema decodes the workload's knobs and checks isolate parameters;
 	// nil checks the plan's own schema only (see Schema).
 	Schema Schema
+	// Hosts and SSHConfig override the plan's (--hosts, --ssh-config):
+	// each role they set, in every configuration.
+	Hosts     Hosts
+	SSHConfig string
 }
 
 // Load reads and validates a plan file.
@@ -165,9 +177,9 @@ func Parse(file string, data []byte, opt Options) (*Plan, error) {
 }
 
 var topKeys = []string{"name", "description", "workload", "load", "app", "repetitions",
-	"warmup", "duration", "seed", "baseline", "load_cpuset", "configurations", "matrix", "quick", "thresholds", "base_dir"}
+	"warmup", "duration", "seed", "baseline", "load_cpuset", "configurations", "matrix", "quick", "thresholds", "base_dir", "hosts", "ssh_config"}
 
-var configKeys = []string{"name", "runtime", "engine", "network", "data", "filesystem", "topology", "resources", "isolate", "privileged", "instances", "kubernetes", "app", "load"}
+var configKeys = []string{"name", "runtime", "engine", "network", "data", "filesystem", "topology", "resources", "isolate", "privileged", "instances", "hosts", "kubernetes", "app", "load"}
 
 // Bounds on a plan's size, checked before the matrix is multiplied out and
 // before the run order is built: a few lines of YAML must not make
@@ -286,6 +298,7 @@ func (d *decoder) parse(data []byte, opt Options) *Plan {
 		}
 	}
 	p.Dir = d.baseDir(top)
+	d.planHosts(p, top, opt)
 	var planApp, planLoad map[string]any
 	planNodes := map[string]*yaml.Node{}
 	if pr, ok := top["app"]; ok {
@@ -376,6 +389,7 @@ func (d *decoder) parse(data []byte, opt Options) *Plan {
 			// including those that set their own.
 			c.Load = mergeMaps(c.Load, p.Quick.Load)
 		}
+		p.applyHosts(c, opt)
 		c.applyDefaults()
 		d.checkKnobs(c)
 		c.Dir = p.Dir
@@ -493,6 +507,9 @@ func (d *decoder) setKnob(k *Knobs, path string, n *yaml.Node, field string) {
 	case nested && head == "filesystem":
 		d.setFilesystem(k, rest, n, field)
 		return
+	case nested && head == "hosts":
+		d.setHost(k, rest, n, field)
+		return
 	case nested && head == "kubernetes":
 		d.setKube(k, rest, n, field)
 		return
@@ -561,6 +578,8 @@ func (d *decoder) setKnob(k *Knobs, path string, n *yaml.Node, field string) {
 				d.setIsolate(k, pr.key, pr.value, join(field, pr.key))
 			}
 		}
+	case "hosts":
+		d.setHosts(k, n, field)
 	case "app", "load":
 		if m, ok := d.anyMap(n, field, path, k.nodes); ok {
 			if path == "app" {

@@ -301,6 +301,9 @@ func (c *Configuration) describeKnobs() string {
 	if c.Instances > 1 {
 		parts = append(parts, fmt.Sprintf("instances=%d", c.Instances))
 	}
+	if s := c.Hosts.describe(); s != "" {
+		parts = append(parts, s)
+	}
 	for _, kv := range []struct {
 		name string
 		m    map[string]any
