@@ -156,6 +156,8 @@ type EngineInfo struct {
 	// Nested: a dockerd in a container of the default engine (Docker in
 	// Docker).
 	Nested bool `json:"nested,omitempty"`
+	// Kube is the cluster of runtime kubernetes (kube.go).
+	Kube *KubeInfo `json:"kubernetes,omitempty"`
 }
 
 // RunRecord is one line of results.jsonl.

@@ -1,0 +1,36 @@
+package results
+
+// KubeInfo is what a run on runtime kubernetes records of its cluster and
+// its pods (EngineInfo.Kube).
+type KubeInfo struct {
+	Context   string `json:"context"`
+	Server    string `json:"server,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	// ProxyMode is the kube-proxy mode in force ("" when nothing said),
+	// ProxyModeFrom where it was read (a node's /proxyMode, the
+	// kube-proxy ConfigMap) or why it is unknown.
+	ProxyMode     string     `json:"proxy_mode,omitempty"`
+	ProxyModeFrom string     `json:"proxy_mode_from,omitempty"`
+	Nodes         []KubeNode `json:"nodes,omitempty"`
+	// Pods are the run's pods (set per run): their QoS class and node.
+	Pods []KubePod `json:"pods,omitempty"`
+}
+
+// KubeNode is one node of the cluster when the engine was opened.
+type KubeNode struct {
+	Name    string `json:"name"`
+	Ready   bool   `json:"ready"`
+	Address string `json:"address,omitempty"`
+	Kubelet string `json:"kubelet,omitempty"`
+	Runtime string `json:"runtime,omitempty"` // the container runtime and its version
+	Kernel  string `json:"kernel,omitempty"`
+}
+
+// KubePod is one pod of a run.
+type KubePod struct {
+	Service string `json:"service"`
+	Name    string `json:"name"`
+	Node    string `json:"node,omitempty"`
+	IP      string `json:"ip,omitempty"`
+	QoS     string `json:"qos,omitempty"` // Guaranteed, Burstable, BestEffort, as the API server set it
+}
