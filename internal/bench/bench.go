@@ -121,6 +121,11 @@ type Options struct {
 	// DataFS mounts the data filesystem of configurations with
 	// `filesystem:`; nil means LoopDataFS with the default roots.
 	DataFS DataFSMounter
+	// AcceptNewHostKey lets the SSH connections to the plan's hosts
+	// (hosts:) record the key of a host not yet in known_hosts, like
+	// StrictHostKeyChecking=accept-new (--accept-new-host-key); a changed
+	// key is always refused.
+	AcceptNewHostKey bool
 }
 
 // Summary is what happened in one invocation.
