@@ -36,6 +36,7 @@ schema_version and ctrperf_version.
 		newDoctorCmd(),
 		newCleanCmd(),
 		newVersionCmd(),
+		newAgentCmd(),
 	)
 	addShipping(root)
 	// Last: the rules every command follows (flags, arguments, exit statuses).

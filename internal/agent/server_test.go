@@ -1,0 +1,563 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"ctrperf/internal/agent"
+	"ctrperf/internal/engine"
+	"ctrperf/internal/observe"
+	"ctrperf/internal/owner"
+	"ctrperf/internal/remote"
+	"ctrperf/internal/results"
+	"ctrperf/internal/workload"
+)
+
+// fakeEngine records what the agent asked of it.
+type fakeEngine struct {
+	mu        sync.Mutex
+	deployed  []engine.DeploySpec
+	torn      []string
+	deployErr error
+	endpoint  string
+}
+
+func (f *fakeEngine) Info(context.Context) (engine.Info, error) {
+	return engine.Info{Runtime: "docker", Name: "fake"}, nil
+}
+func (f *fakeEngine) Ping(context.Context) error { return nil }
+func (f *fakeEngine) Deploy(_ context.Context, s engine.DeploySpec) (*engine.Target, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deployed = append(f.deployed, s)
+	if f.deployErr != nil {
+		return nil, f.deployErr
+	}
+	t := &engine.Target{RunID: s.RunID, Runtime: "docker", Network: s.Network,
+		Containers: []engine.Container{{ID: "c1", Name: "ctrperf-" + s.RunID, Service: "app", CgroupPath: "/docker/c1"}}}
+	if f.endpoint != "" {
+		t.Endpoints = []engine.Endpoint{{Service: "app", Port: 8080, Addr: f.endpoint}}
+	}
+	return t, nil
+}
+func (f *fakeEngine) Exec(_ context.Context, t *engine.Target, svc string, argv []string) (engine.ExecResult, error) {
+	return engine.ExecResult{Stdout: []byte(t.RunID + " " + svc + " " + strings.Join(argv, " "))}, nil
+}
+func (f *fakeEngine) Teardown(_ context.Context, t *engine.Target) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.torn = append(f.torn, t.RunID)
+	return nil
+}
+func (f *fakeEngine) Close(context.Context) error { return nil }
+
+func (f *fakeEngine) tornDown() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.torn...)
+}
+
+type fakeEngines struct {
+	eng    *fakeEngine
+	closed int
+}
+
+func (f *fakeEngines) Engine(_ context.Context, rt engine.Runtime, _ engine.EngineSpec) (engine.Engine, engine.Info, error) {
+	return f.eng, engine.Info{Runtime: string(rt), Name: "fake"}, nil
+}
+func (f *fakeEngines) Close(context.Context) error { f.closed++; return nil }
+
+type fakeObserver struct {
+	onSample func(results.Sample)
+	stopped  bool
+}
+
+func (o *fakeObserver) Start(context.Context) error {
+	o.onSample(results.Sample{T: 1})
+	return nil
+}
+func (o *fakeObserver) Stop() *results.Series {
+	o.stopped = true
+	return &results.Series{IntervalS: 1, Samples: []results.Sample{{T: 1}, {T: 2}}}
+}
+
+// fakeWorkload measures one operation with a histogram and says when its
+// window starts.
+type fakeWorkload struct{}
+
+func (fakeWorkload) Name() string { return "fake" }
+func (fakeWorkload) Decode(k workload.Knobs) (any, any, error) {
+	if _, bad := k.Load["bogus"]; bad {
+		return nil, nil, errors.New("load.bogus: unknown knob")
+	}
+	return nil, k.Load["rate"], nil
+}
+func (fakeWorkload) Services(workload.Config) ([]engine.Service, error) { return nil, nil }
+func (fakeWorkload) Drive(_ context.Context, env workload.Env) (*results.Measurement, error) {
+	if _, err := env.Engine.Exec(context.Background(), env.Target, "app", []string{"true"}); err == nil {
+		return nil, errors.New("the load host's engine executed in a service it does not hold")
+	}
+	env.Started()
+	env.Progress("step 1")
+	h := results.NewHistogram()
+	for i := int64(1); i <= 100; i++ {
+		_ = h.RecordValue(i * 1000)
+	}
+	enc, err := results.EncodeHistogram(h)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := env.Target.Endpoint("app", 0)
+	if err != nil {
+		return nil, err
+	}
+	return &results.Measurement{Operations: map[string]*results.Operation{"get": {Count: 100, Histogram: enc}},
+		Metrics: map[string]float64{"rate": env.Config.Load.(float64)}, Notes: []string{"dialed " + ep.Addr}}, nil
+}
+
+type fakeImages struct {
+	mu   sync.Mutex
+	have map[string]bool
+	got  bytes.Buffer
+}
+
+func (f *fakeImages) Missing(_ context.Context, want []agent.Image) ([]agent.Image, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var m []agent.Image
+	for _, w := range want {
+		if !f.have[w.ID] {
+			m = append(m, w)
+		}
+	}
+	return m, nil
+}
+func (f *fakeImages) Load(_ context.Context, r io.Reader) error {
+	b, err := io.ReadAll(r)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.got.Write(b)
+	if strings.HasPrefix(string(b), "ID:") {
+		f.have[strings.TrimPrefix(string(b[:strings.IndexByte(string(b), '\n')]), "ID:")] = true
+	}
+	return err
+}
+
+type harness struct {
+	engines *fakeEngines
+	obs     *fakeObserver
+	images  *fakeImages
+	owners  owner.Dir
+	done    chan error
+	c       *remote.Client
+	toAgent io.WriteCloser
+	log     bytes.Buffer
+}
+
+// start runs an agent over in-memory pipes and says hello to it.
+func start(t *testing.T, docker error, heartbeat time.Duration, co remote.ClientOptions) *harness {
+	t.Helper()
+	h := &harness{engines: &fakeEngines{eng: &fakeEngine{}}, images: &fakeImages{have: map[string]bool{}},
+		owners: owner.Dir{Path: t.TempDir()}, done: make(chan error, 1)}
+	ar, cw := io.Pipe()
+	cr, aw := io.Pipe()
+	h.toAgent = cw
+	opt := agent.Options{
+		Facts: func(context.Context) results.Machine {
+			return results.Machine{Hostname: "far", Kernel: "6.1", Machine: "x86_64", CPUs: 4, BootID: "b00t"}
+		},
+		Docker: func(context.Context) (*results.EngineInfo, error) {
+			if docker != nil {
+				return nil, docker
+			}
+			return &results.EngineInfo{Runtime: "docker", Name: "default", Version: "28"}, nil
+		},
+		Engines: h.engines,
+		Observer: func(cs []observe.Container, _ time.Duration, on func(results.Sample)) agent.Observer {
+			h.obs = &fakeObserver{onSample: on}
+			return h.obs
+		},
+		Workload: func(name string) (workload.Workload, error) {
+			if name != "fake" {
+				return nil, fmt.Errorf("unknown workload %q", name)
+			}
+			return fakeWorkload{}, nil
+		},
+		Images: func(context.Context) (agent.Images, error) { return h.images, nil },
+		Self:   func() (string, error) { return "/far/cache/ctrperf", nil },
+		Owners: &h.owners,
+		Log:    &h.log,
+	}
+	go func() {
+		err := agent.Serve(context.Background(), ar, aw, opt)
+		aw.Close()
+		h.done <- err
+	}()
+	co.Name, co.Session, co.Closer = "far", "plan-abcd", cw
+	if co.Heartbeat == 0 {
+		co.Heartbeat = heartbeat
+	}
+	c, err := remote.NewClient(context.Background(), cr, cw, co)
+	if err != nil {
+		t.Fatalf("hello: %v", err)
+	}
+	h.c = c
+	return h
+}
+
+func (h *harness) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-h.done:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent did not end its session")
+		return nil
+	}
+}
+
+func TestHelloFactsAndClock(t *testing.T) {
+	h := start(t, nil, -1, remote.ClientOptions{})
+	if h.c.Hello.Version != agent.Version || h.c.Hello.Facts.Hostname != "far" || h.c.Hello.Facts.BootID != "b00t" {
+		t.Errorf("hello = %+v", h.c.Hello)
+	}
+	if h.c.Hello.Engine == nil || h.c.Hello.Engine.Version != "28" {
+		t.Errorf("engine = %+v", h.c.Hello.Engine)
+	}
+	// One process, one clock: the offset is within the round trip.
+	if off, rtt := h.c.Clock.OffsetMs, h.c.Clock.RTTMs; rtt <= 0 || off > rtt || off < -rtt || h.c.Clock.Samples != 8 {
+		t.Errorf("clock = %+v: want |offset| within the round trip", h.c.Clock)
+	}
+	// The owner record names the agent while the session lives.
+	live, err := h.owners.Live(agent.KindAgent)
+	if err != nil || len(live) != 1 || !strings.HasPrefix(live[0].Session, "plan-abcd-") {
+		t.Errorf("owner records = %+v, %v", live, err)
+	}
+	if err := h.c.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.wait(t); err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
+	if live, _ := h.owners.Live(agent.KindAgent); len(live) != 0 {
+		t.Errorf("owner record left after the session: %+v", live)
+	}
+}
+
+func TestHelloRefusesAnotherVersion(t *testing.T) {
+	ar, cw := io.Pipe()
+	cr, aw := io.Pipe()
+	go func() { _ = agent.Serve(context.Background(), ar, aw, agent.Options{Log: io.Discard}); aw.Close() }()
+	conn := agent.NewConn(cr, cw)
+	if err := conn.Send(&agent.Message{ID: 1, Method: agent.MethodHello, Params: agent.Encode(agent.HelloParams{Version: agent.Version + 1})}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := conn.Receive()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Error == nil || m.Error.Code != agent.CodeVersion || !strings.Contains(m.Error.Message, fmt.Sprint(agent.Version+1)) {
+		t.Errorf("answer = %+v: want a version error naming both versions", m.Error)
+	}
+	// Nothing else before a successful hello.
+	_ = conn.Send(&agent.Message{ID: 2, Method: agent.MethodClock})
+	if m, _ = conn.Receive(); m.Error == nil || m.Error.Code != agent.CodeVersion {
+		t.Errorf("clock before hello = %+v", m)
+	}
+	cw.Close()
+}
+
+func TestDeployExecTeardown(t *testing.T) {
+	h := start(t, nil, -1, remote.ClientOptions{})
+	defer h.c.Close(context.Background())
+	eng := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeHost}, "", nil)
+	spec := engine.DeploySpec{RunID: "plan-abcd-001", Network: engine.NetworkHost,
+		Services: []engine.Service{{Name: "app", HostCommand: []string{agent.SelfBinary, "__ticketd", "--listen", "x"}}}}
+	tg, err := eng.Deploy(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.engines.eng.deployed[0].Services[0].HostCommand[0]; got != "/far/cache/ctrperf" {
+		t.Errorf("host command runs %q: want the agent's own binary", got)
+	}
+	if len(tg.Containers) != 1 || tg.Containers[0].CgroupPath != "/docker/c1" {
+		t.Errorf("target = %+v", tg)
+	}
+	r, err := eng.Exec(context.Background(), tg, "app", []string{"echo", "hi"})
+	if err != nil || string(r.Stdout) != "plan-abcd-001 app echo hi" {
+		t.Errorf("exec = %q, %v", r.Stdout, err)
+	}
+	// The run is the agent's while it lives: its owner record says so.
+	live, _ := h.owners.Live(agent.KindAgent)
+	if len(live) != 1 || !live[0].Record.Owns("plan-abcd-001") {
+		t.Errorf("owner record does not hold the run: %+v", live)
+	}
+	if err := eng.Teardown(context.Background(), tg); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.engines.eng.tornDown(); len(got) != 1 || got[0] != "plan-abcd-001" {
+		t.Errorf("torn down %v", got)
+	}
+}
+
+func TestNoDockerOnTheHost(t *testing.T) {
+	h := start(t, errors.New("docker engine at unix:///var/run/docker.sock does not answer"), -1, remote.ClientOptions{})
+	defer h.c.Close(context.Background())
+	docker := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeDocker}, "", nil)
+	if _, err := docker.Info(context.Background()); err == nil || !strings.Contains(err.Error(), "no Docker engine on far") {
+		t.Errorf("docker info = %v", err)
+	}
+	_, err := docker.Deploy(context.Background(), engine.DeploySpec{RunID: "r1", Services: []engine.Service{{Name: "app"}}})
+	var ae *agent.Error
+	if !errors.As(err, &ae) || ae.Code != agent.CodeNoEngine || !strings.Contains(err.Error(), "does not answer") {
+		t.Errorf("docker deploy = %v: want no_engine with the reason", err)
+	}
+	// The host runtime runs all the same.
+	host := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeHost}, "", nil)
+	if _, err := host.Deploy(context.Background(), engine.DeploySpec{RunID: "r2", Services: []engine.Service{{Name: "app"}}}); err != nil {
+		t.Errorf("host deploy: %v", err)
+	}
+}
+
+func TestDiskFullHasItsCode(t *testing.T) {
+	h := start(t, nil, -1, remote.ClientOptions{})
+	defer h.c.Close(context.Background())
+	h.engines.eng.deployErr = fmt.Errorf("create data directory: %w", &os.PathError{Op: "mkdir", Path: "/var/lib/ctrperf/x", Err: syscall.ENOSPC})
+	_, err := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeHost}, "", nil).
+		Deploy(context.Background(), engine.DeploySpec{RunID: "r1", Services: []engine.Service{{Name: "app"}}})
+	var ae *agent.Error
+	if !errors.As(err, &ae) || ae.Code != agent.CodeDiskFull || !strings.Contains(err.Error(), "no space left") {
+		t.Errorf("deploy on a full disk = %v", err)
+	}
+}
+
+func TestWatchdogTearsDownAtEndOfStream(t *testing.T) {
+	h := start(t, nil, -1, remote.ClientOptions{})
+	eng := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeDocker}, "", nil)
+	for _, id := range []string{"plan-abcd-001", "plan-abcd-002"} {
+		if _, err := eng.Deploy(context.Background(), engine.DeploySpec{RunID: id, Services: []engine.Service{{Name: "app"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := (remote.NewObserver(h.c, "k", &engine.Target{})).Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.toAgent.Close() // ctrperf went away
+	if err := h.wait(t); err != nil {
+		t.Errorf("end of stream: %v", err)
+	}
+	if got := h.engines.eng.tornDown(); len(got) != 2 {
+		t.Errorf("watchdog tore down %v: want both runs", got)
+	}
+	if !h.obs.stopped || h.engines.closed != 1 {
+		t.Errorf("samplers stopped %v, engines closed %d times", h.obs.stopped, h.engines.closed)
+	}
+	if live, _ := h.owners.Live(agent.KindAgent); len(live) != 0 {
+		t.Errorf("owner record left: %+v", live)
+	}
+	if !strings.Contains(h.log.String(), "ctrperf went away") {
+		t.Errorf("log = %q", h.log.String())
+	}
+}
+
+func TestWatchdogTearsDownWithoutHeartbeats(t *testing.T) {
+	// The client's heartbeats every 50 ms keep the session alive ...
+	h := start(t, nil, 50*time.Millisecond, remote.ClientOptions{})
+	eng := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeHost}, "", nil)
+	if _, err := eng.Deploy(context.Background(), engine.DeploySpec{RunID: "plan-abcd-001", Services: []engine.Service{{Name: "app"}}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if got := h.engines.eng.tornDown(); len(got) != 0 {
+		t.Fatalf("torn down %v while heartbeats came", got)
+	}
+	// ... a client that stops sending (a hung ctrperf, a stalled link)
+	// loses it after three missed.
+	hb := startSilent(t)
+	if err := hb.wait(t); !errors.Is(err, agent.ErrHeartbeat) {
+		t.Errorf("silent caller: %v, want ErrHeartbeat", err)
+	}
+	if got := hb.engines.eng.tornDown(); len(got) != 1 {
+		t.Errorf("watchdog tore down %v", got)
+	}
+	h.c.Close(context.Background())
+}
+
+// startSilent says hello with a heartbeat timeout, deploys, and then
+// sends nothing while keeping the stream open.
+func startSilent(t *testing.T) *harness {
+	h := &harness{engines: &fakeEngines{eng: &fakeEngine{}}, owners: owner.Dir{Path: t.TempDir()}, done: make(chan error, 1)}
+	ar, cw := io.Pipe()
+	cr, aw := io.Pipe()
+	t.Cleanup(func() { cw.Close() })
+	go func() {
+		err := agent.Serve(context.Background(), ar, aw, agent.Options{Engines: h.engines, Log: io.Discard, Owners: &h.owners})
+		aw.Close()
+		h.done <- err
+	}()
+	go func() { _, _ = io.Copy(io.Discard, cr) }()
+	conn := agent.NewConn(strings.NewReader(""), cw)
+	_ = conn.Send(&agent.Message{ID: 1, Method: agent.MethodHello, Params: agent.Encode(agent.HelloParams{Version: agent.Version, Session: "s", Heartbeat: 200 * time.Millisecond})})
+	_ = conn.Send(&agent.Message{ID: 2, Method: agent.MethodDeploy, Params: agent.Encode(agent.DeployParams{EngineRef: agent.EngineRef{Runtime: engine.RuntimeHost},
+		Spec: engine.DeploySpec{RunID: "s-001", Services: []engine.Service{{Name: "app"}}}})})
+	return h
+}
+
+func TestObserveStreamsAndReturnsTheSeries(t *testing.T) {
+	h := start(t, nil, -1, remote.ClientOptions{})
+	defer h.c.Close(context.Background())
+	o := remote.NewObserver(h.c, "run-1", &engine.Target{Containers: []engine.Container{{Service: "app", CgroupPath: "/docker/x"}, {Service: "gone"}}})
+	if err := o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if o.Started == 0 {
+		t.Error("no start time")
+	}
+	s := o.Stop()
+	if s == nil || len(s.Samples) != 2 || len(s.Unavailable) != 0 {
+		t.Errorf("series = %+v", s)
+	}
+	// A second stop has nothing to stop: the series says so.
+	if s := o.Stop(); s.Unavailable["observer"] == "" {
+		t.Errorf("second stop = %+v", s)
+	}
+}
+
+func TestDriveOnTheLoadHost(t *testing.T) {
+	h := start(t, nil, -1, remote.ClientOptions{})
+	defer h.c.Close(context.Background())
+	var started int64
+	var steps []string
+	p := agent.DriveParams{RunID: "r1", Workload: "fake", Knobs: workload.Knobs{Load: map[string]any{"rate": 20}},
+		Target: agent.Target{RunID: "r1", Endpoints: []engine.Endpoint{{Service: "app", Port: 8080, Addr: "198.19.200.2:4000"}}}}
+	m, err := h.c.Drive(context.Background(), p, func(ns int64) { started = ns }, func(s string) { steps = append(steps, s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if started == 0 || len(steps) != 1 {
+		t.Errorf("started %d, progress %v", started, steps)
+	}
+	op := m.Operations["get"]
+	hist, err := results.DecodeHistogram(op.Histogram)
+	if err != nil || hist.TotalCount() != 100 || m.Metrics["rate"] != 20 || m.Notes[0] != "dialed 198.19.200.2:4000" {
+		t.Errorf("measurement = %+v (histogram %v)", m, err)
+	}
+	p.Knobs.Load["bogus"] = 1
+	var ae *agent.Error
+	if _, err := h.c.Drive(context.Background(), p, nil, nil); !errors.As(err, &ae) || ae.Code != agent.CodeBadParams {
+		t.Errorf("bad knobs: %v", err)
+	}
+}
+
+// imageSource saves an "archive" that names its image.
+type imageSource struct{ saved int }
+
+func (s *imageSource) Resolve(_ context.Context, refs []string) ([]agent.Image, error) {
+	var out []agent.Image
+	for _, r := range refs {
+		out = append(out, agent.Image{ID: "sha256:" + r, Refs: []string{r}})
+	}
+	return out, nil
+}
+func (s *imageSource) Save(_ context.Context, ids []string) (io.ReadCloser, error) {
+	s.saved++
+	// More than one chunk.
+	return io.NopCloser(strings.NewReader("ID:" + ids[0] + "\n" + strings.Repeat("x", 2<<20+17))), nil
+}
+
+func TestImagesLoadedOnceByID(t *testing.T) {
+	h := start(t, nil, -1, remote.ClientOptions{})
+	defer h.c.Close(context.Background())
+	src := &imageSource{}
+	eng := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeDocker}, "", src)
+	spec := engine.DeploySpec{RunID: "r1", Services: []engine.Service{{Name: "app", Image: "ticketd"}}}
+	for i := range 2 {
+		spec.RunID = fmt.Sprint("r", i)
+		if _, err := eng.Deploy(context.Background(), spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if src.saved != 1 {
+		t.Errorf("saved %d times: want once", src.saved)
+	}
+	if n := h.images.got.Len(); n != len("ID:sha256:ticketd\n")+2<<20+17 {
+		t.Errorf("the host loaded %d bytes", n)
+	}
+	// A new engine of the same host asks again but sends nothing: the host has it.
+	eng2 := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeDocker}, "", src)
+	if _, err := eng2.Deploy(context.Background(), spec); err != nil || src.saved != 1 {
+		t.Errorf("second engine: saved %d, %v", src.saved, err)
+	}
+}
+
+func TestRelayReachesALoopbackService(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	h := start(t, nil, -1, remote.ClientOptions{})
+	defer h.c.Close(context.Background())
+	h.engines.eng.endpoint = ln.Addr().String()
+	eng := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeHost}, "127.0.0.1", nil)
+	tg, err := eng.Deploy(context.Background(), engine.DeploySpec{RunID: "r1", Services: []engine.Service{{Name: "app"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, _ := tg.Endpoint("app", 8080)
+	if ep.Addr == ln.Addr().String() {
+		t.Fatalf("endpoint %s not relayed", ep.Addr)
+	}
+	if rs := eng.Relays("r1"); len(rs) != 1 || rs[0].To != ln.Addr().String() || rs[0].From != ep.Addr {
+		t.Errorf("relays = %+v", rs)
+	}
+	c, err := net.Dial("tcp", ep.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = c.Write([]byte("ping"))
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+		t.Errorf("through the relay: %q, %v", buf, err)
+	}
+	c.Close()
+	if err := eng.Teardown(context.Background(), tg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := net.DialTimeout("tcp", ep.Addr, time.Second); err == nil {
+		t.Error("the relay still accepts after the teardown")
+	}
+}
+
+func TestLostConnectionFailsCalls(t *testing.T) {
+	h := start(t, nil, -1, remote.ClientOptions{})
+	h.toAgent.Close()
+	_ = h.wait(t)
+	<-h.c.Done()
+	err := h.c.Call(context.Background(), agent.MethodClock, nil, nil, nil)
+	if !errors.Is(err, remote.ErrDisconnected) {
+		t.Errorf("call after the agent went: %v", err)
+	}
+	if err := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeHost}, "", nil).Ping(context.Background()); !engine.Unreachable(err) {
+		t.Errorf("ping after the agent went: %v, want unreachable", err)
+	}
+}

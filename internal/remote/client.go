@@ -1,0 +1,248 @@
+// Package remote is ctrperf's side of a host of a plan's hosts: the client
+// of internal/agent's protocol over any stream pair (Client), the SSH
+// transport that copies ctrperf to the host once and starts `ctrperf agent`
+// there (Dial), and the engine.Engine that deploys on that host through
+// its agent (Engine).
+package remote
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	"ctrperf/internal/agent"
+	"ctrperf/internal/results"
+)
+
+// ErrDisconnected is wrapped by every call that the end of the agent's
+// stream cut off (the SSH connection dropped, the agent died).
+var ErrDisconnected = errors.New("connection to the agent lost")
+
+// Client speaks to one agent over a stream pair.
+type Client struct {
+	conn *agent.Conn
+	// Name names the host in errors ("lab-sut").
+	Name string
+
+	mu      sync.Mutex
+	next    uint64
+	pending map[uint64]*call
+	err     error // why the stream ended, once it did
+	done    chan struct{}
+	closer  io.Closer
+
+	// Hello is the agent's answer to hello; Clock the offset estimate.
+	Hello agent.HelloResult
+	Clock results.ClockOffset
+}
+
+type call struct {
+	res     chan *agent.Message
+	onEvent func(event string, data json.RawMessage)
+}
+
+// ClientOptions of NewClient.
+type ClientOptions struct {
+	Name    string
+	Session string
+	// Heartbeat is how often the client proves it is alive; the agent's
+	// watchdog ends the session after three missed (0: 2 s; negative:
+	// none, only the end of the stream ends it).
+	Heartbeat time.Duration
+	// ClockRounds is how many round trips estimate the clock offset
+	// (default 8).
+	ClockRounds int
+	// Closer is closed by Close after the shutdown (the SSH process).
+	Closer io.Closer
+}
+
+// NewClient says hello over r and w, estimates the clock offset and starts
+// the heartbeats. The agent's version must be this ctrperf's.
+func NewClient(ctx context.Context, r io.Reader, w io.Writer, o ClientOptions) (*Client, error) {
+	c := &Client{conn: agent.NewConn(r, w), Name: o.Name, pending: map[uint64]*call{}, done: make(chan struct{}), closer: o.Closer}
+	if c.Name == "" {
+		c.Name = "agent"
+	}
+	go c.read()
+	hb := o.Heartbeat
+	if hb == 0 {
+		hb = 2 * time.Second
+	}
+	hp := agent.HelloParams{Version: agent.Version, Session: o.Session}
+	if hb > 0 {
+		hp.Heartbeat = 3 * hb
+	}
+	if err := c.Call(ctx, agent.MethodHello, hp, &c.Hello, nil); err != nil {
+		c.Close(ctx)
+		return nil, fmt.Errorf("%s: hello: %w", c.Name, err)
+	}
+	if c.Hello.Version != agent.Version {
+		c.Close(ctx)
+		return nil, fmt.Errorf("%s: the agent speaks protocol %d, this ctrperf %d", c.Name, c.Hello.Version, agent.Version)
+	}
+	rounds := o.ClockRounds
+	if rounds <= 0 {
+		rounds = 8
+	}
+	clk, err := c.EstimateClock(ctx, rounds)
+	if err != nil {
+		c.Close(ctx)
+		return nil, fmt.Errorf("%s: clock: %w", c.Name, err)
+	}
+	c.Clock = clk
+	if hb > 0 {
+		go c.heartbeat(hb)
+	}
+	return c, nil
+}
+
+// read delivers responses and events to their calls until the stream ends.
+func (c *Client) read() {
+	for {
+		m, err := c.conn.Receive()
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		c.mu.Lock()
+		cl := c.pending[m.ID]
+		c.mu.Unlock()
+		if cl == nil {
+			continue // a session log, or the answer to an abandoned call
+		}
+		if m.Event != "" {
+			if cl.onEvent != nil {
+				cl.onEvent(m.Event, m.Data)
+			}
+			continue
+		}
+		c.mu.Lock()
+		delete(c.pending, m.ID)
+		c.mu.Unlock()
+		cl.res <- m
+	}
+}
+
+func (c *Client) fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return
+	}
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	c.err = fmt.Errorf("%w to %s: %v", ErrDisconnected, c.Name, err)
+	close(c.done)
+	for id, cl := range c.pending {
+		delete(c.pending, id)
+		close(cl.res)
+	}
+}
+
+// Err is why the connection ended, nil while it lives.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Done is closed when the connection ends.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Call sends a request and waits for its answer, handing its events to
+// onEvent (from the reading goroutine: keep it short). An error of the
+// agent is an *agent.Error; a lost connection wraps ErrDisconnected.
+func (c *Client) Call(ctx context.Context, method string, params, result any, onEvent func(event string, data json.RawMessage)) error {
+	cl := &call{res: make(chan *agent.Message, 1), onEvent: onEvent}
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return err
+	}
+	c.next++
+	id := c.next
+	c.pending[id] = cl
+	c.mu.Unlock()
+	if err := c.conn.Send(&agent.Message{ID: id, Method: method, Params: agent.Encode(params)}); err != nil {
+		c.fail(err)
+		return c.Err()
+	}
+	select {
+	case m, ok := <-cl.res:
+		if !ok {
+			return c.Err()
+		}
+		if m.Error != nil {
+			return m.Error
+		}
+		if result != nil {
+			if err := agent.Decode(m.Result, result); err != nil {
+				return fmt.Errorf("%s: %s: answer: %w", c.Name, method, err)
+			}
+		}
+		return nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+func (c *Client) heartbeat(every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), 3*every)
+			_ = c.Call(ctx, agent.MethodHeartbeat, nil, nil, nil)
+			cancel()
+		}
+	}
+}
+
+// EstimateClock makes n clock round trips and keeps the one with the
+// least delay (NTP's choice): offset = agent's time − the midpoint of
+// this machine's send and receive, known to within half the round trip.
+func (c *Client) EstimateClock(ctx context.Context, n int) (results.ClockOffset, error) {
+	type sample struct{ offset, rtt time.Duration }
+	var ss []sample
+	for range n {
+		t0 := time.Now()
+		var r agent.ClockResult
+		if err := c.Call(ctx, agent.MethodClock, nil, &r, nil); err != nil {
+			return results.ClockOffset{}, err
+		}
+		t2 := time.Now()
+		rtt := t2.Sub(t0) // monotonic
+		mid := t0.Add(rtt / 2)
+		ss = append(ss, sample{offset: time.Unix(0, r.UnixNano).Sub(mid.Round(0)), rtt: rtt})
+	}
+	sort.Slice(ss, func(i, j int) bool { return ss[i].rtt < ss[j].rtt })
+	best := ss[0]
+	return results.ClockOffset{OffsetMs: float64(best.offset) / 1e6, RTTMs: float64(best.rtt) / 1e6, Samples: n}, nil
+}
+
+// Close shuts the agent's session down (it tears down what is left) and
+// closes the transport.
+func (c *Client) Close(ctx context.Context) error {
+	if c.Err() == nil {
+		sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		_ = c.Call(sctx, agent.MethodShutdown, nil, nil, nil)
+		cancel()
+	}
+	if c.closer != nil {
+		return c.closer.Close()
+	}
+	return nil
+}

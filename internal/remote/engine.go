@@ -1,0 +1,282 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"ctrperf/internal/agent"
+	"ctrperf/internal/engine"
+	"ctrperf/internal/observe"
+	"ctrperf/internal/results"
+	"ctrperf/internal/selfbin"
+)
+
+// ImageSource is where the images a remote engine lacks come from: this
+// machine's engine, which builds them from their recipes (never pulling).
+type ImageSource interface {
+	// Resolve makes sure refs exist here and names them by ID.
+	Resolve(ctx context.Context, refs []string) ([]agent.Image, error)
+	// Save is `docker save` of the images (by ID) as one archive.
+	Save(ctx context.Context, ids []string) (io.ReadCloser, error)
+}
+
+// Engine is an engine of a remote host: every call goes to the host's
+// agent, which calls its own engine there (internal/engine). It is what
+// `hosts: {sut: …}` deploys on.
+type Engine struct {
+	c   *Client
+	ref agent.EngineRef
+	// expose is the host's address as the load host dials it: the agent
+	// relays the endpoints there.
+	expose string
+	images ImageSource
+
+	mu     sync.Mutex
+	loaded map[string]bool // image IDs the host has
+	relays map[string][]agent.Relay
+}
+
+var _ engine.Engine = (*Engine)(nil)
+
+// NewEngine is the engine of ref on the client's host. Endpoints are
+// relayed on expose ("" leaves them as the host's engine gave them);
+// missing images come from images (nil: the host must have them).
+func NewEngine(c *Client, ref agent.EngineRef, expose string, images ImageSource) *Engine {
+	return &Engine{c: c, ref: ref, expose: expose, images: images, loaded: map[string]bool{}, relays: map[string][]agent.Relay{}}
+}
+
+// Client is the agent connection the engine speaks through.
+func (e *Engine) Client() *Client { return e.c }
+
+// Info is the host's engine as its agent reported it.
+func (e *Engine) Info(ctx context.Context) (engine.Info, error) {
+	if e.ref.Runtime == engine.RuntimeHost {
+		return engine.Info{Runtime: string(engine.RuntimeHost), Name: "host"}, nil
+	}
+	if e.c.Hello.Engine == nil {
+		return engine.Info{}, &agent.Error{Code: agent.CodeNoEngine, Message: fmt.Sprintf("no Docker engine on %s: %s", e.c.Name, e.c.Hello.EngineError)}
+	}
+	return *e.c.Hello.Engine, nil
+}
+
+// Ping asks the host's engine through the agent; a lost connection is an
+// unreachable engine.
+func (e *Engine) Ping(ctx context.Context) error {
+	err := e.c.Call(ctx, agent.MethodPing, e.ref, nil, nil)
+	if errors.Is(err, ErrDisconnected) {
+		return fmt.Errorf("%w: %w", engine.ErrUnreachable, err)
+	}
+	return err
+}
+
+// Deploy loads the images the host lacks, then deploys there.
+func (e *Engine) Deploy(ctx context.Context, spec engine.DeploySpec) (*engine.Target, error) {
+	spec, err := e.portable(spec)
+	if err != nil {
+		return nil, err
+	}
+	if e.ref.Runtime != engine.RuntimeHost {
+		if err := e.loadImages(ctx, spec); err != nil {
+			return nil, fmt.Errorf("deploy %s on %s: %w", spec.RunID, e.c.Name, err)
+		}
+	}
+	var res agent.DeployResult
+	err = e.c.Call(ctx, agent.MethodDeploy, agent.DeployParams{EngineRef: e.ref, Spec: spec, Expose: e.expose}, &res, nil)
+	if err != nil {
+		return nil, fmt.Errorf("deploy %s on %s: %w", spec.RunID, e.c.Name, err)
+	}
+	e.mu.Lock()
+	e.relays[spec.RunID] = res.Relays
+	e.mu.Unlock()
+	t := res.Target.Engine()
+	t.Private = hostTarget{host: e.c.Name}
+	return t, nil
+}
+
+// hostTarget marks a target deployed on another host.
+type hostTarget struct{ host string }
+
+// Relays are the relays the agent put before run's endpoints.
+func (e *Engine) Relays(runID string) []agent.Relay {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.relays[runID]
+}
+
+// portable is spec as the host can run it: this machine's ctrperf binary
+// in a host command becomes the agent's copy.
+func (e *Engine) portable(spec engine.DeploySpec) (engine.DeploySpec, error) {
+	self, _ := selfbin.Path()
+	spec.Services = slices.Clone(spec.Services)
+	for i := range spec.Services {
+		s := &spec.Services[i]
+		if s.Build != nil {
+			return spec, fmt.Errorf("service %q is built from a Dockerfile context here: deploying it on %s is not supported yet", s.Name, e.c.Name)
+		}
+		swap := func(argv []string) []string {
+			argv = slices.Clone(argv)
+			for j, a := range argv {
+				if self != "" && strings.Contains(a, self) {
+					argv[j] = strings.ReplaceAll(a, self, agent.SelfBinary)
+				}
+			}
+			return argv
+		}
+		s.HostCommand, s.Command, s.Entrypoint = swap(s.HostCommand), swap(s.Command), swap(s.Entrypoint)
+	}
+	return spec, nil
+}
+
+// loadImages sends the host the images of spec it lacks, by image ID, in
+// one archive.
+func (e *Engine) loadImages(ctx context.Context, spec engine.DeploySpec) error {
+	var refs []string
+	for _, s := range spec.Services {
+		if s.Image != "" && !slices.Contains(refs, s.Image) {
+			refs = append(refs, s.Image)
+		}
+	}
+	if len(refs) == 0 || e.images == nil {
+		return nil
+	}
+	want, err := e.images.Resolve(ctx, refs)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	want = slices.DeleteFunc(want, func(im agent.Image) bool { return e.loaded[im.ID] })
+	e.mu.Unlock()
+	if len(want) == 0 {
+		return nil
+	}
+	var miss agent.ImagesMissing
+	if err := e.c.Call(ctx, agent.MethodImagesMissing, agent.ImagesParams{Images: want}, &miss, nil); err != nil {
+		return err
+	}
+	if len(miss.Missing) > 0 {
+		if err := e.send(ctx, miss.Missing); err != nil {
+			return err
+		}
+	}
+	e.mu.Lock()
+	for _, im := range want {
+		e.loaded[im.ID] = true
+	}
+	e.mu.Unlock()
+	return nil
+}
+
+// imageChunk is the size of one image message (base64 in JSON: 4/3 more).
+const imageChunk = 1 << 20
+
+func (e *Engine) send(ctx context.Context, images []agent.Image) error {
+	var ids []string
+	for _, im := range images {
+		ids = append(ids, im.ID)
+	}
+	rc, err := e.images.Save(ctx, ids)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	stream := fmt.Sprintf("%s-%d", ids[0], len(ids))
+	buf := make([]byte, imageChunk)
+	first := true
+	for {
+		n, rerr := io.ReadFull(rc, buf)
+		done := errors.Is(rerr, io.EOF) || errors.Is(rerr, io.ErrUnexpectedEOF)
+		if rerr != nil && !done {
+			return fmt.Errorf("save images %v: %w", ids, rerr)
+		}
+		ch := agent.ImageChunk{Stream: stream, Data: buf[:n], Done: done}
+		if first {
+			ch.Images, first = images, false
+		}
+		if err := e.c.Call(ctx, agent.MethodImagesLoad, ch, nil, nil); err != nil {
+			return fmt.Errorf("load images %v on %s: %w", ids, e.c.Name, err)
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// Exec runs argv in a service on the host.
+func (e *Engine) Exec(ctx context.Context, t *engine.Target, service string, argv []string) (engine.ExecResult, error) {
+	var r engine.ExecResult
+	err := e.c.Call(ctx, agent.MethodExec, agent.ExecParams{EngineRef: e.ref, RunID: t.RunID, Service: service, Argv: argv}, &r, nil)
+	return r, err
+}
+
+// Teardown removes the run's deployment on the host (by run id: a target
+// of a session whose connection dropped is found too).
+func (e *Engine) Teardown(ctx context.Context, t *engine.Target) error {
+	if t == nil {
+		return nil
+	}
+	err := e.c.Call(ctx, agent.MethodTeardown, agent.TeardownParams{EngineRef: e.ref, RunID: t.RunID}, nil, nil)
+	if err != nil {
+		return fmt.Errorf("teardown of %s on %s: %w", t.RunID, e.c.Name, err)
+	}
+	return nil
+}
+
+// Close does nothing: the connection is the hosts' (Close of Client).
+func (e *Engine) Close(context.Context) error { return nil }
+
+// Observer samples the host through its agent: observe.start starts the
+// host's samplers (internal/observe there), observe.stop returns the run's
+// series. The agent also streams each sample as an event of the start
+// request; the series at the stop is the record.
+type Observer struct {
+	c          *Client
+	key        string
+	containers []observe.Container
+	// Started is when sampling began, on the host's clock.
+	Started int64
+}
+
+// NewObserver samples the client's host for run key, with the cgroups of
+// t's containers (named by service).
+func NewObserver(c *Client, key string, t *engine.Target) *Observer {
+	o := &Observer{c: c, key: key}
+	for _, ct := range t.Containers {
+		if ct.CgroupPath == "" {
+			continue
+		}
+		name := ct.Service
+		if name == "" {
+			name = ct.Name
+		}
+		o.containers = append(o.containers, observe.Container{Name: name, CgroupPath: ct.CgroupPath})
+	}
+	return o
+}
+
+// Start begins sampling on the host.
+func (o *Observer) Start(ctx context.Context) error {
+	var st agent.ObserveStarted
+	if err := o.c.Call(ctx, agent.MethodObserveStart, agent.ObserveParams{Key: o.key, Containers: o.containers}, &st, nil); err != nil {
+		return fmt.Errorf("samplers on %s: %w", o.c.Name, err)
+	}
+	o.Started = st.UnixNano
+	return nil
+}
+
+// Stop ends sampling and returns the host's series; on a lost connection
+// the series says why it is missing.
+func (o *Observer) Stop() *results.Series {
+	var s results.Series
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := o.c.Call(ctx, agent.MethodObserveStop, agent.ObserveStop{Key: o.key}, &s, nil); err != nil {
+		return &results.Series{Unavailable: map[string]string{"observer": fmt.Sprintf("samplers on %s: %v", o.c.Name, err)}}
+	}
+	return &s
+}
