@@ -15,8 +15,10 @@ PACKAGES=(
 	debootstrap                                 # the Debian base image (ctrperf images build)
 	e2fsprogs btrfs-progs xfsprogs              # loop-mounted data roots and data filesystems (mkfs)
 	wrk                                         # reference load generator for comparisons
+	redis-server redis-tools postgresql         # examples/redis, examples/postgres: the app on bare metal and its client (redis-benchmark; pgbench is in postgresql-15)
 	chromium                                    # renders the HTML report in its test
 	gcc libc6-dev                               # cgo for go test -race
+	etcd-server containerd containernetworking-plugins nftables conntrack  # the lab cluster (make kube-up)
 )
 # staticcheck for `make test`, pinned (2026.2.2).
 STATICCHECK_VERSION=${STATICCHECK_VERSION:-v0.8.2}

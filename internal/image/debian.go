@@ -35,7 +35,8 @@ type Base struct {
 }
 
 // DebianBase is the image every non-Go workload runs in: the servers and
-// load tools the seed experiments used, on Debian bookworm.
+// load tools the seed experiments used, and the examples' Redis and
+// PostgreSQL with their clients, on Debian bookworm.
 var DebianBase = Base{
 	Name:    "debian-base",
 	Repo:    "ctrperf/debian-base",
@@ -44,6 +45,9 @@ var DebianBase = Base{
 	Packages: []string{
 		"bonnie++", "ca-certificates", "fio", "iproute2", "mariadb-server", "memcached",
 		"procps", "stress-ng", "sysbench",
+		// examples/redis and examples/postgres: the app in a container
+		// and its client (redis-benchmark; pgbench is in postgresql-15)
+		"postgresql", "redis-server", "redis-tools",
 	},
 }
 
