@@ -78,6 +78,7 @@ type benchRunFlags struct {
 	observe bool
 	// allowConcurrent runs beside another live `bench run`.
 	allowConcurrent bool
+	hosts           hostFlags
 }
 
 // newBenchRunCmd builds `bench run`; engines gives the engine provider of a
@@ -117,6 +118,17 @@ names the first, unless --allow-concurrent, which OUT/env.json records and
 the report warns about. 'ctrperf load' and 'ctrperf observe' own nothing
 and run beside anything.
 
+With hosts: in the plan (or --hosts sut=DEST,load=DEST) the system under
+test (its engine, the bare-metal baseline, the samplers) runs on the sut
+host and the load generator on the load host, each reached over SSH as ssh
+would reach it (the plan's ssh_config:, --ssh-config, else ~/.ssh/config):
+ctrperf copies itself there once and runs 'ctrperf agent'; latencies are
+timed on the load host alone, each host's clock offset is recorded, and
+every record names both hosts. A host whose key is not in known_hosts is
+refused unless --accept-new-host-key; a changed key always is. A
+DOCKER_HOST that names another machine (tcp://, ssh://) is refused before
+anything is deployed: name that machine in hosts: instead.
+
 The exit status is 1 when the plan finished but measured nothing to
 compare: no run succeeded, or none of the baseline's did (say, every run
 failed because an image is not built yet); the last line says which. It is
@@ -125,6 +137,7 @@ failed because an image is not built yet); the last line says which. It is
 		RunE: func(cmd *cobra.Command, args []string) error { return runBench(cmd, args, f, engines) },
 	}
 	fl := cmd.Flags()
+	f.hosts.add(fl, true)
 	fl.StringVar(&f.out, "out", "", "output directory (default out/<plan>-<timestamp>)")
 	fl.BoolVar(&f.quick, "quick", false, "apply the plan's quick: section (fewer, shorter runs)")
 	fl.StringVar(&f.resume, "resume", "", "continue the plan in this output directory, skipping finished runs")
@@ -138,7 +151,10 @@ failed because an image is not built yet); the last line says which. It is
 func runBench(cmd *cobra.Command, args []string, f benchRunFlags, newEngines func(string) bench.EngineProvider) error {
 	stdout := cmd.OutOrStdout()
 	var p *plan.Plan
-	var err error
+	popt, err := f.hosts.apply(plan.Options{Quick: f.quick, Only: f.only})
+	if err != nil {
+		return err
+	}
 	out := f.out
 	switch {
 	case f.resume != "":
@@ -150,17 +166,25 @@ func runBench(cmd *cobra.Command, args []string, f benchRunFlags, newEngines fun
 			if f.quick || len(f.only) > 0 {
 				return exitcode.AsUsage(errors.New("--quick and --only shape a new run; the plan in " + f.resume + " already has them applied"))
 			}
+			if f.hosts.hosts != "" || f.hosts.sshConfig != "" {
+				return exitcode.AsUsage(errors.New("--hosts and --ssh-config shape a new run; the plan in " + f.resume + " already names its hosts"))
+			}
 			p, err = bench.LoadOutPlan(f.resume, plan.Options{})
 		} else {
-			p, err = openPlan(cmd, args[0], plan.Options{Quick: f.quick, Only: f.only})
+			p, err = openPlan(cmd, args[0], popt)
 		}
 	case len(args) == 1:
-		p, err = openPlan(cmd, args[0], plan.Options{Quick: f.quick, Only: f.only})
+		p, err = openPlan(cmd, args[0], popt)
 	default:
 		return exitcode.AsUsage(errors.New("bench run needs a PLAN file or built-in plan name (or --resume OUT)"))
 	}
 	if err != nil {
 		return planError(cmd.ErrOrStderr(), err)
+	}
+	// Before anything is deployed: a remote DOCKER_HOST would deploy
+	// there and sample here.
+	if err := checkDockerHost(os.Getenv, p); err != nil {
+		return err
 	}
 	if out == "" {
 		out = filepath.Join("out", p.Name+"-"+time.Now().Format("20060102-150405"))
@@ -183,6 +207,7 @@ func runBench(cmd *cobra.Command, args []string, f benchRunFlags, newEngines fun
 		Progress: progressFor(stdout, cmd.ErrOrStderr(), f.quiet),
 		Quick:    f.quick, Only: f.only,
 		Session: session, Owners: &owners, AllowConcurrent: f.allowConcurrent,
+		AcceptNewHostKey: f.hosts.acceptNew,
 	}
 	if f.observe {
 		opts.Observers = bench.SystemObservers()
@@ -230,6 +255,7 @@ func progressFor(stdout, stderr io.Writer, quiet bool) bench.Progress {
 func newBenchValidateCmd() *cobra.Command {
 	var quick bool
 	var only []string
+	var hosts hostFlags
 	var format *outputFormat
 	cmd := &cobra.Command{
 		Use:   "validate PLAN",
@@ -242,19 +268,31 @@ same as one document (configurations with their knobs as records store
 them, runs in order).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := openPlan(cmd, args[0], plan.Options{Quick: quick, Only: only})
+			opt, err := hosts.apply(plan.Options{Quick: quick, Only: only})
+			if err != nil {
+				return err
+			}
+			p, err := openPlan(cmd, args[0], opt)
 			if err != nil {
 				return planError(cmd.ErrOrStderr(), err)
 			}
 			if format.JSON() {
-				return writeJSON(cmd.OutOrStdout(), planJSON(p))
+				v := planJSON(p)
+				v.SSHConfig = p.SSHConfig
+				v.Hosts = describeHosts(cmd.Context(), nil, p)
+				return writeJSON(cmd.OutOrStdout(), v)
 			}
-			return p.Describe(cmd.OutOrStdout())
+			if err := p.Describe(cmd.OutOrStdout()); err != nil {
+				return err
+			}
+			describeHosts(cmd.Context(), cmd.OutOrStdout(), p)
+			return nil
 		},
 	}
 	format = addFormatFlags(cmd, formatTable, formatJSON)
 	cmd.Flags().BoolVar(&quick, "quick", false, "validate the plan's quick variant")
 	cmd.Flags().StringSliceVar(&only, "only", nil, "keep only these configurations (and the baseline)")
+	hosts.add(cmd.Flags(), false)
 	return cmd
 }
 
@@ -276,6 +314,10 @@ type validatedPlan struct {
 	// MeasuringS is the least time the plan takes: warm-up and measured
 	// window of every run, without deploys and teardowns.
 	MeasuringS float64 `json:"min_measuring_s"`
+	// Hosts are the plan's other hosts and what ssh resolves each to
+	// (hosts:, --hosts), with the ssh config they are read with.
+	SSHConfig string          `json:"ssh_config,omitempty"`
+	Hosts     []validatedHost `json:"hosts,omitempty"`
 }
 
 // validatedRun is one run of the order; repetition counts from 1, as

@@ -32,6 +32,9 @@ probe's image, loop device and mount are named ctrperf-fs-probe-* and
 removed before doctor exits.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := refuseRemoteDocker("doctor"); err != nil {
+				return err
+			}
 			var opts []doctor.Option
 			if probeMounts {
 				opts = append(opts, doctor.WithMountProbe())

@@ -134,6 +134,9 @@ decision log on stdout is a copy: when the terminal is gone its writes are
 dropped and the controller goes on (the log file keeps every decision).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := refuseRemoteDocker("isolate run"); err != nil {
+				return err
+			}
 			if configFile != "" {
 				if err := loadIsolateConfig(configFile, &o, cmd.Flags(), fields); err != nil {
 					return err

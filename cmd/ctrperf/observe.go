@@ -53,6 +53,9 @@ SIGTERM and SIGHUP (the terminal was closed) stop it like Ctrl-C; a second
 signal exits at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := refuseRemoteDocker("observe"); err != nil {
+				return err
+			}
 			o.json = format.JSON()
 			ctx, stop := lifecycle.SignalContext(cmd.Context())
 			defer stop()
