@@ -12,8 +12,9 @@ COMMIT      ?= $(shell git rev-parse HEAD 2>/dev/null)
 BUILD_DATE  ?= $(shell git log -1 --format=%cI 2>/dev/null)
 LDFLAGS     := -X ctrperf/internal/version.Version=$(VERSION) -X ctrperf/internal/version.Commit=$(COMMIT) -X ctrperf/internal/version.Date=$(BUILD_DATE)
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
-# Tests that need Docker or root say so in their name (…Docker, …Root).
-INTEGRATION := Docker|Root
+# Tests that need Docker, root or the lab say so in their name (…Docker,
+# …Root, …Lab).
+INTEGRATION := Docker|Root|Lab
 TEST_FLAGS  ?=
 PLANS       ?= $(wildcard plans/*.yaml)
 DEMO_OUT    ?= out/demo
@@ -53,6 +54,9 @@ help:
 	@echo "make bootstrap install missing Debian packages, check Go, install staticcheck"
 	@echo "make engine    start a Docker engine if none answers"
 	@echo "make images    build ctrperf's images (FROM-scratch Go programs, Debian base)"
+	@echo "make lab-up    two SSH hosts on this machine, lab-sut (its own Docker engine) and lab-load; prints the ssh_config (scripts/lab.sh)"
+	@echo "make lab-down  remove everything lab-up made (a second call does nothing)"
+	@echo "make lab-images  load the default engine's ctrperf/* images into lab-sut's engine"
 	@echo "make bench     run every plan in plans/ (PLANS=... to choose)"
 	@echo "make install   binary, man pages, bash/zsh/fish completions, plans (share/ctrperf/plans), the ctrperf-isolate systemd unit and /etc/ctrperf/isolate.yaml into PREFIX ($(PREFIX); DESTDIR=... to stage)"
 	@echo "make uninstall remove what make install put into PREFIX (a changed isolate.yaml stays)"
@@ -128,6 +132,20 @@ engine: bootstrap
 
 images: build engine
 	$(BIN) images build
+
+# The lab (issue 27, scripts/lab.sh): lab-sut and lab-load, each in network,
+# mount and UTS namespaces of its own with its own sshd, lab-sut with a Docker
+# engine of its own; `ssh -F /var/lib/ctrperf/lab/ssh_config lab-sut` reaches
+# it. Idempotent. One kernel: it proves the mechanism, not performance.
+.PHONY: lab-up lab-down lab-images
+lab-up: bootstrap
+	@scripts/lab.sh up
+
+lab-down:
+	@scripts/lab.sh down
+
+lab-images: lab-up
+	@scripts/lab.sh images
 
 # The end-to-end tour. It starts afresh each time (real results belong in
 # out/bench, which `make bench` resumes instead).

@@ -15,6 +15,7 @@ PACKAGES=(
 	debootstrap                                 # the Debian base image (ctrperf images build)
 	e2fsprogs btrfs-progs xfsprogs              # loop-mounted data roots and data filesystems (mkfs)
 	wrk                                         # reference load generator for comparisons
+	openssh-server                              # the lab's hosts (scripts/lab.sh: make lab-up)
 	redis-server redis-tools postgresql         # examples/redis, examples/postgres: the app on bare metal and its client (redis-benchmark; pgbench is in postgresql-15)
 	chromium                                    # renders the HTML report in its test
 	gcc libc6-dev                               # cgo for go test -race
