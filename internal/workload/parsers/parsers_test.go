@@ -43,11 +43,13 @@ func TestParsersOnFixtures(t *testing.T) {
 			out:  func(t *testing.T) Output { return Output{Stdout: fixture(t, "redis-mixed.csv")} },
 			want: want{"set_per_s": 90909.09, "lpush_per_s": 105263.16, "mset_10_keys_per_s": 90909.09, "mset_10_keys_p99_ms": 4.367}},
 		{desc: "redis-benchmark before 6.2: no header, only rps", parser: "redis-benchmark",
-			out:  func(t *testing.T) Output { return Output{Stdout: []byte("\"SET\",\"83333.33\"\n\"GET\",\"90909.09\"\n")} },
+			out: func(t *testing.T) Output {
+				return Output{Stdout: []byte("\"SET\",\"83333.33\"\n\"GET\",\"90909.09\"\n")}
+			},
 			want: want{"set_per_s": 83333.33, "get_per_s": 90909.09}},
 		{desc: "pgbench select-only summary", parser: "pgbench",
-			out: func(t *testing.T) Output { return Output{Stdout: fixture(t, "pgbench-select.txt")} },
-			want: want{"tps": 16144.490294, "latency_avg_ms": 0.248, "connection_ms": 46.337, "transactions_failed": 0},
+			out:     func(t *testing.T) Output { return Output{Stdout: fixture(t, "pgbench-select.txt")} },
+			want:    want{"tps": 16144.490294, "latency_avg_ms": 0.248, "connection_ms": 46.337, "transactions_failed": 0},
 			better:  map[string]string{"tps": results.BetterHigher, "latency_avg_ms": results.BetterLower, "transactions_failed": results.BetterLower},
 			opCount: map[string]int64{"transaction": 47689}},
 		{desc: "pgbench TPC-B with --progress=1 on stderr", parser: "pgbench",
@@ -82,16 +84,22 @@ func TestParsersOnFixtures(t *testing.T) {
 			},
 			want: want{"latency_avg_ms": 0.63591, "latency_max_ms": 1200, "transfer_mb_per_s": 0.5}},
 		{desc: "memtier 2.x --json-out-file", parser: "memtier",
-			out: func(t *testing.T) Output { return Output{Files: map[string][]byte{"memtier.json": fixture(t, "memtier-2x.json")}} },
+			out: func(t *testing.T) Output {
+				return Output{Files: map[string][]byte{"memtier.json": fixture(t, "memtier-2x.json")}}
+			},
 			want: want{"ops_per_s": 487804.14, "sets_per_s": 44345.12, "gets_per_s": 443459.02, "sets_latency_ms": 0.40812,
 				"gets_p99_ms": 1.015, "gets_p999_ms": 3.007, "ops_p50_ms": 0.367, "hits_per_s": 39000.10},
 			better:  map[string]string{"hits_per_s": "", "sets_per_s": results.BetterHigher},
 			opCount: map[string]int64{"Sets": 181818, "Gets": 1818182}},
 		{desc: "memtier 1.x: percentiles from the histogram", parser: "memtier",
-			out:  func(t *testing.T) Output { return Output{Files: map[string][]byte{"memtier.json": fixture(t, "memtier-1x.json")}} },
+			out: func(t *testing.T) Output {
+				return Output{Files: map[string][]byte{"memtier.json": fixture(t, "memtier-1x.json")}}
+			},
 			want: want{"ops_per_s": 220000, "sets_p50_ms": 1, "sets_p99_ms": 2, "gets_p99_ms": 1, "gets_p999_ms": 3}},
 		{desc: "k6 --summary-export", parser: "k6",
-			out: func(t *testing.T) Output { return Output{Files: map[string][]byte{"k6-summary.json": fixture(t, "k6-summary.json")}} },
+			out: func(t *testing.T) Output {
+				return Output{Files: map[string][]byte{"k6-summary.json": fixture(t, "k6-summary.json")}}
+			},
 			want: want{"http_reqs_per_s": 59.93, "iterations_per_s": 59.93, "http_req_duration_avg_ms": 1.2345, "http_req_duration_med_ms": 1.102,
 				"http_req_duration_p95_ms": 2.544, "iteration_duration_p90_ms": 21, "http_req_failed_rate": 0.005, "checks_rate": 0.995},
 			better:  map[string]string{"http_req_failed_rate": results.BetterLower, "checks_rate": results.BetterHigher},
