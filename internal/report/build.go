@@ -67,6 +67,9 @@ func Load(dir string, opts ...Option) (*Report, error) {
 		warn = append(warn, Warning{Message: fmt.Sprintf("cannot tell where the results were measured: %v", err)})
 	} else {
 		rep.Env.addEnvFile(env)
+		if w, ok := sameKernelWarning(rep.Env); ok {
+			warn = append(warn, w)
+		}
 	}
 	if p != nil && len(p.Thresholds) > 0 {
 		if rep.Baseline == p.Baseline {

@@ -21,6 +21,13 @@ type Environment struct {
 	// DataFS are the data filesystems of the runs (the plan's filesystem
 	// knob), each with the configurations whose runs used it.
 	DataFS []DataFSUse `json:"data_fs,omitempty"`
+	// Hosts are the plan's other hosts (hosts:), in the order the runs
+	// named them (see hosts.go); localRoles the roles this machine played
+	// in runs that had hosts.
+	Hosts        []HostUse `json:"hosts,omitempty"`
+	localRoles   []string
+	localConfigs []string
+	configs      []string // every configuration, in order
 }
 
 // DataFSUse is a data filesystem (as the first run that made it recorded
@@ -39,7 +46,7 @@ type EngineUse struct {
 // environmentFromRecords gathers the engines the records name (as each
 // engine reported itself at the start of a run), in configuration order.
 func environmentFromRecords(recs []results.RunRecord, order []string) *Environment {
-	env := &Environment{}
+	env := &Environment{configs: order}
 	idx := map[string]int{}
 	for _, name := range order {
 		for i := range recs {
@@ -53,6 +60,7 @@ func environmentFromRecords(recs []results.RunRecord, order []string) *Environme
 			if r.DataFS != nil {
 				env.addDataFS(*r.DataFS, name)
 			}
+			env.addRunHosts(r.Hosts, name)
 			if r.Engine == nil {
 				continue
 			}
@@ -94,6 +102,7 @@ func (e *Environment) addEnvFile(f *results.Env) {
 		return
 	}
 	e.Machine = f.Machine
+	e.addEnvHosts(f.Hosts)
 	for _, eng := range f.Engines {
 		if !slices.ContainsFunc(e.Engines, func(u EngineUse) bool { return u.Name == eng.Name && u.Runtime == eng.Runtime }) {
 			e.Engines = append(e.Engines, EngineUse{EngineInfo: eng})

@@ -79,6 +79,7 @@ type htmlPage struct {
 	Headline      []template.HTML
 	Broken        []template.HTML
 	Env           []template.HTML
+	EnvHosts      *htmlTable // the hosts side by side (hosts:)
 	OpCols        []string
 	OpRows        []htmlOpRow
 	Windows       []htmlWindow
@@ -96,7 +97,15 @@ func renderHTML(w io.Writer, rep *Report) error {
 			p.Broken = append(p.Broken, plainHTML([]string{g.String()})...)
 		}
 	}
-	p.Env = plainHTML(envLines(rep.Env))
+	if s, ok := envSection(rep.Env); ok {
+		p.Env = plainHTML(s.Lines)
+		if s.Header != nil {
+			p.EnvHosts = &htmlTable{Header: plainHTML(s.Header)}
+			for _, r := range s.Rows {
+				p.EnvHosts.Rows = append(p.EnvHosts.Rows, plainHTML(r))
+			}
+		}
+	}
 	if s, ok := thresholdSection(rep); ok {
 		p.Thresholds = &s
 	}
@@ -442,6 +451,8 @@ svg .missing { font-size: 13px; fill: var(--worse); font-style: italic; }
 .answer li { margin: 4px 0; }
 .env h3 { font-size: 14px; margin: 0 0 4px; color: var(--muted); }
 .env ul { margin: 0; padding-left: 20px; font-size: 13.5px; }
+.env table.hosts { margin-top: 10px; font-size: 13px; }
+.env table.hosts td, .env table.hosts th { text-align: left; white-space: normal; }
 .caveat { color: var(--worse); font-size: 12px; white-space: normal; }
 footer { color: var(--muted); font-size: 12.5px; margin-top: 40px; border-top: 1px solid var(--line); padding-top: 12px; }
 </style>
@@ -451,7 +462,11 @@ footer { color: var(--muted); font-size: 12.5px; margin-top: 40px; border-top: 1
 <h1>ctrperf report{{if .R.Plan}}: {{.R.Plan}}{{end}}</h1>
 <div class="card answer"><ul>{{range .Headline}}<li>{{.}}</li>{{end}}{{range .Broken}}<li class="failed">THRESHOLD BROKEN: {{.}}</li>{{end}}</ul></div>
 {{range .Head}}<p class="sub">{{.}}</p>{{end}}
-{{if .Env}}<div class="card env"><h3>Environment</h3><ul>{{range .Env}}<li>{{.}}</li>{{end}}</ul></div>{{end}}
+{{if .Env}}<div class="card env"><h3>Environment</h3><ul>{{range .Env}}<li>{{.}}</li>{{end}}</ul>{{with .EnvHosts}}
+<table class="hosts">
+<tr>{{range $i, $h := .Header}}<th{{if lt $i 1}} class="l"{{end}}>{{$h}}</th>{{end}}</tr>
+{{range .Rows}}<tr>{{range $i, $c := .}}<td{{if lt $i 1}} class="l"{{end}}>{{$c}}</td>{{end}}</tr>{{end}}
+</table>{{end}}</div>{{end}}
 
 {{with .Capacity}}<h2>{{.Title}}</h2>
 <div class="card"><table class="text-last">

@@ -72,8 +72,8 @@ func textSections(rep *Report, md bool) []section {
 	} else {
 		out = append(out, answerSection(rep), headSection(rep))
 	}
-	if lines := envLines(rep.Env); len(lines) > 0 {
-		out = append(out, section{Title: "Environment", Lines: lines})
+	if s, ok := envSection(rep.Env); ok {
+		out = append(out, s)
 	}
 	if s, ok := capacitySection(rep); ok {
 		out = append(out, s)
