@@ -126,6 +126,8 @@ type Options struct {
 	// StrictHostKeyChecking=accept-new (--accept-new-host-key); a changed
 	// key is always refused.
 	AcceptNewHostKey bool
+	// HostDialer reaches the plan's hosts; nil means remote.Dial (SSH).
+	HostDialer HostDialer
 }
 
 // Summary is what happened in one invocation.
@@ -212,6 +214,13 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (_ *Summary, err error)
 		defer cancel()
 		if err := opt.Engines.Close(cctx); err != nil {
 			pr.Warn(fmt.Sprintf("closing engines: %v; run `ctrperf clean` to remove what is left", err))
+		}
+	}()
+	defer func() {
+		cctx, cancel := lifecycle.Detached(ctx, r.opt.TeardownTimeout)
+		defer cancel()
+		if err := r.closeHosts(cctx); err != nil {
+			pr.Warn(fmt.Sprintf("closing the sessions to the plan's hosts: %v; run `ctrperf clean --hosts` to remove what is left", err))
 		}
 	}()
 	defer func() {
@@ -309,6 +318,9 @@ type runner struct {
 	// samplerWarned keeps an unavailable sampler from being reported after
 	// every run: it is the same on this machine each time.
 	samplerWarned map[string]bool
+	// hosts are the agent sessions to the plan's hosts (hosts.go), nil
+	// until a configuration needs one.
+	hosts *hostSet
 }
 
 func (r *runner) warnSamplers(rec *results.RunRecord) {

@@ -261,6 +261,7 @@ type envDoc struct {
 	Machine     json.RawMessage      `json:"machine,omitempty"`
 	Engines     []engine.Info        `json:"engines,omitempty"`
 	Concurrency *results.Concurrency `json:"concurrency,omitempty"`
+	Hosts       []results.HostInfo   `json:"hosts,omitempty"`
 }
 
 // writeEnv records machine facts (when machine is non-nil and the file

@@ -122,7 +122,8 @@ func (e notRunnable) Error() string { return string(e) }
 func (rn *run) deploy() error {
 	pr := rn.r.opt.Progress
 	pr.Phase("starting engine")
-	eng, info, err := rn.r.opt.Engines.Engine(rn.rctx, rn.cfg.Runtime, rn.cfg.Engine)
+	eng, info, err := rn.r.engineOf(rn.rctx, rn.cfg)
+	rn.rec.Hosts = rn.r.runHosts(rn.cfg)
 	if err != nil {
 		if rn.interrupted() {
 			return err // cancelled, not broken: the configuration may run next time
@@ -240,9 +241,11 @@ func (rn *run) startObserver() {
 	if rn.r.opt.Observers == nil {
 		return
 	}
-	rn.obs = rn.r.opt.Observers(instancesTarget(rn.targets))
+	rn.obs = rn.r.observerOf(rn.cfg, instancesTarget(rn.targets))
 	if rn.obsErr = rn.obs.Start(rn.rctx); rn.obsErr != nil {
 		rn.obs = nil
+	} else if ho, ok := rn.obs.(*hostObserver); ok {
+		rn.obsStart = ho.started // the SUT host's samples start there
 	}
 }
 
@@ -263,14 +266,15 @@ func (rn *run) drive() (*results.Measurement, error) {
 	if iso := rn.iso.Load(); iso != nil {
 		env.HotPhase = iso.hotPhase
 	}
+	wl := rn.r.driverOf(rn.cfg, rn)
 	if len(rn.targets) > 1 {
-		ms, err := driveInstances(rn.rctx, rn.r.wl, env, rn.targets)
+		ms, err := driveInstances(rn.rctx, wl, env, rn.targets)
 		if err != nil {
 			return nil, err
 		}
 		return mergeInstances(ms)
 	}
-	return rn.r.wl.Drive(rn.rctx, env)
+	return wl.Drive(rn.rctx, env)
 }
 
 // stopIsolateAfterDrive stops the controller, which restores everything it
@@ -409,7 +413,7 @@ func (rn *run) teardown() {
 	tctx, cancel := lifecycle.Detached(rn.ctx, rn.r.opt.TeardownTimeout)
 	defer cancel()
 	if f := rn.fault; f != nil {
-		if _, _, err := rn.r.opt.Engines.Engine(tctx, rn.cfg.Runtime, rn.cfg.Engine); err != nil {
+		if _, _, err := rn.r.engineOf(tctx, rn.cfg); err != nil {
 			pr.Warn(fmt.Sprintf("run %s is not torn down: %v; remove what is left with `ctrperf clean` once the engine answers (or after restarting it)", rn.id, err))
 			return
 		}

@@ -1,0 +1,484 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"ctrperf/internal/agent"
+	"ctrperf/internal/engine"
+	"ctrperf/internal/engine/daemon"
+	"ctrperf/internal/fsutil"
+	"ctrperf/internal/image"
+	"ctrperf/internal/plan"
+	"ctrperf/internal/remote"
+	"ctrperf/internal/results"
+	"ctrperf/internal/sshdest"
+	"ctrperf/internal/workload"
+)
+
+// A plan's hosts: the system under test deployed on the SUT host's engine
+// through its agent (hostEngine), sampled there (hostObserver), the load
+// generator run on the load host through its agent (hostDriver). Each host
+// has one agent session, shared by the runs; a session that dropped fails
+// the run in progress (its engine no longer answers) and is dialled again
+// for the next run and for the teardown, which finds the run by its id
+// (the agent of the dropped session has torn it down already, its
+// watchdog's job).
+
+// HostDialer reaches a host of the plan (remote.Dial; tests fake it).
+type HostDialer func(ctx context.Context, d plan.Dest, o remote.SSHOptions) (*remote.Host, error)
+
+// hostSet is the sessions to the plan's hosts.
+type hostSet struct {
+	opt    remote.SSHOptions
+	dial   HostDialer
+	images remote.ImageSource
+
+	mu      sync.Mutex
+	hosts   map[string]*remote.Host
+	engines map[*remote.Host]map[string]*remote.Engine
+	infos   map[string]*results.HostInfo
+	all     []*remote.Host // every session opened, closed at the end
+}
+
+func newHostSet(r *runner) *hostSet {
+	o := remote.SSHOptions{Config: r.p.SSHConfig, AcceptNewHostKey: r.opt.AcceptNewHostKey, Session: r.session, Log: os.Stderr}
+	dial := r.opt.HostDialer
+	if dial == nil {
+		dial = remote.Dial
+	}
+	s := &hostSet{opt: o, dial: dial, hosts: map[string]*remote.Host{}, engines: map[*remote.Host]map[string]*remote.Engine{},
+		infos: map[string]*results.HostInfo{}}
+	if e, ok := r.opt.Engines.(*Engines); ok {
+		s.images = localImages{e}
+	}
+	return s
+}
+
+// host is the live session to d, dialled (again) when there is none.
+func (s *hostSet) host(ctx context.Context, d plan.Dest, role string) (*remote.Host, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h := s.hosts[d.Raw]; h != nil && h.Err() == nil {
+		s.note(d, h, role)
+		return h, nil
+	}
+	h, err := s.dial(ctx, d, s.opt)
+	if err != nil {
+		return nil, err
+	}
+	s.hosts[d.Raw] = h
+	s.all = append(s.all, h)
+	s.note(d, h, role)
+	return h, nil
+}
+
+// current is d's session as it is, nil when it dropped or never was.
+func (s *hostSet) current(d plan.Dest) *remote.Host {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h := s.hosts[d.Raw]; h != nil && h.Err() == nil {
+		return h
+	}
+	return nil
+}
+
+// note keeps what env.json says of a host (s.mu held).
+func (s *hostSet) note(d plan.Dest, h *remote.Host, role string) {
+	info := s.infos[d.Raw]
+	if info == nil {
+		f := h.Hello.Facts
+		rh := sshdest.RunHost(d, &h.Resolved)
+		rh.Hostname = f.Hostname
+		clock := h.Clock
+		info = &results.HostInfo{RunHost: *rh, BootID: f.BootID, Kernel: f.Kernel, Machine: f.Machine, CPUModel: f.CPUModel,
+			CPUs: f.CPUs, MemTotal: f.MemTotal, Engine: h.Hello.Engine, Clock: &clock}
+		s.infos[d.Raw] = info
+	}
+	if !slices.Contains(info.Roles, role) {
+		info.Roles = append(info.Roles, role)
+		slices.Sort(info.Roles)
+	}
+}
+
+// engine is the remote engine of ref on d's session.
+func (s *hostSet) engine(ctx context.Context, d plan.Dest, ref agent.EngineRef, expose string) (*remote.Engine, *remote.Host, error) {
+	h, err := s.host(ctx, d, results.RoleSUT)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := string(ref.Runtime) + "/" + ref.Engine.Key() + "/" + expose
+	if s.engines[h] == nil {
+		s.engines[h] = map[string]*remote.Engine{}
+	}
+	e := s.engines[h][key]
+	if e == nil {
+		e = remote.NewEngine(h.Client, ref, expose, s.images)
+		s.engines[h][key] = e
+	}
+	return e, h, nil
+}
+
+// hostInfos are the hosts reached, for env.json.
+func (s *hostSet) hostInfos() []results.HostInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []results.HostInfo
+	for _, k := range slices.Sorted(maps.Keys(s.infos)) {
+		out = append(out, *s.infos[k])
+	}
+	return out
+}
+
+// close ends every session: each agent tears down what is left of it.
+func (s *hostSet) close(ctx context.Context) error {
+	s.mu.Lock()
+	all := s.all
+	s.all, s.hosts = nil, map[string]*remote.Host{}
+	s.mu.Unlock()
+	var errs []error
+	for _, h := range all {
+		errs = append(errs, h.Close(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// unreachableHost is a dial failure that no retry in this plan changes
+// (a host key, a refused login, a host ctrperf cannot run on): the
+// configuration is not_run with it.
+func unreachableHost(err error) bool {
+	for _, e := range []error{remote.ErrUnknownHostKey, remote.ErrChangedHostKey, remote.ErrAuthRefused, remote.ErrUnsupportedHost} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// engineOf is the engine a configuration deploys on: this machine's
+// (Engines), or the SUT host's through its agent.
+func (r *runner) engineOf(ctx context.Context, cfg *plan.Configuration) (engine.Engine, engine.Info, error) {
+	hs := cfg.Hosts
+	if hs.SUT.Local() {
+		if !hs.Load.Local() {
+			return nil, engine.Info{}, runtimeUnavailable(fmt.Sprintf("hosts: load on %s with the system under test on this machine is not supported: the load host could not reach services that listen on this machine's loopback; put the system under test on a host too (hosts: {sut: …})", hs.Load.Raw))
+		}
+		return r.opt.Engines.Engine(ctx, cfg.Runtime, cfg.Engine)
+	}
+	if cfg.Isolate.On() || cfg.Filesystem.On() {
+		return nil, engine.Info{}, runtimeUnavailable(fmt.Sprintf("SUT host %s: the isolate controller and data filesystems run on this machine only so far", hs.SUT.Raw))
+	}
+	if r.hosts == nil {
+		r.hosts = newHostSet(r)
+	}
+	he := &hostEngine{set: r.hosts, dest: hs.SUT, ref: agent.EngineRef{Runtime: cfg.Runtime, Engine: cfg.Engine}}
+	if hs.Load.Raw != hs.SUT.Raw {
+		// The services listen on the SUT host's loopback or bridges: its
+		// agent relays them on the address the load host (or this
+		// machine) reaches it at.
+		he.expose = "resolve"
+	}
+	eng, h, err := he.get(ctx)
+	if err != nil {
+		if unreachableHost(err) {
+			return nil, engine.Info{}, runtimeUnavailable(fmt.Sprintf("SUT host %s: %v", hs.SUT.Raw, err))
+		}
+		return nil, engine.Info{}, fmt.Errorf("SUT host %s: %w", hs.SUT.Raw, err)
+	}
+	info, err := eng.Info(ctx)
+	if err != nil {
+		// No Docker there: the host's docker configurations are not_run,
+		// its host ones run.
+		return nil, engine.Info{}, runtimeUnavailable(fmt.Sprintf("%s configurations on SUT host %s (%s): %v", cfg.Runtime, hs.SUT.Raw, h.Hello.Facts.Hostname, err))
+	}
+	if info.Name == "" || info.Name == "default" {
+		info.Name = "default@" + hs.SUT.Raw
+	} else if info.Runtime == string(engine.RuntimeHost) {
+		info.Name = "host@" + hs.SUT.Raw
+	}
+	return he, info, nil
+}
+
+// hostEngine is the SUT host's engine for one configuration: each call
+// goes to the live session, dialled again after a drop, except Ping, which
+// reports the drop (the run in progress fails with it).
+type hostEngine struct {
+	set    *hostSet
+	dest   plan.Dest
+	ref    agent.EngineRef
+	expose string // "resolve": the SUT's address as ssh resolved it
+}
+
+var _ engine.Engine = (*hostEngine)(nil)
+
+func (e *hostEngine) get(ctx context.Context) (*remote.Engine, *remote.Host, error) {
+	expose := ""
+	if e.expose != "" {
+		h, err := e.set.host(ctx, e.dest, results.RoleSUT)
+		if err != nil {
+			return nil, nil, err
+		}
+		expose = h.Resolved.HostName
+	}
+	return e.set.engine(ctx, e.dest, e.ref, expose)
+}
+
+func (e *hostEngine) Info(ctx context.Context) (engine.Info, error) {
+	eng, _, err := e.get(ctx)
+	if err != nil {
+		return engine.Info{}, err
+	}
+	return eng.Info(ctx)
+}
+
+func (e *hostEngine) Ping(ctx context.Context) error {
+	h := e.set.current(e.dest)
+	if h == nil {
+		return fmt.Errorf("%w: SUT host %s: the connection to its agent dropped", engine.ErrUnreachable, e.dest.Raw)
+	}
+	eng, _, err := e.set.engine(ctx, e.dest, e.ref, "")
+	if err != nil {
+		return fmt.Errorf("%w: %w", engine.ErrUnreachable, err)
+	}
+	return eng.Ping(ctx)
+}
+
+func (e *hostEngine) Deploy(ctx context.Context, spec engine.DeploySpec) (*engine.Target, error) {
+	eng, _, err := e.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return eng.Deploy(ctx, spec)
+}
+
+func (e *hostEngine) Exec(ctx context.Context, t *engine.Target, service string, argv []string) (engine.ExecResult, error) {
+	eng, _, err := e.get(ctx)
+	if err != nil {
+		return engine.ExecResult{}, err
+	}
+	return eng.Exec(ctx, t, service, argv)
+}
+
+func (e *hostEngine) Teardown(ctx context.Context, t *engine.Target) error {
+	eng, _, err := e.get(ctx)
+	if err != nil {
+		return fmt.Errorf("teardown of %s: SUT host %s: %w (its agent's watchdog tears the run down when the connection drops; `ctrperf clean --hosts` finds what a killed agent left)", t.RunID, e.dest.Raw, err)
+	}
+	return eng.Teardown(ctx, t)
+}
+
+func (e *hostEngine) Close(context.Context) error { return nil }
+
+// relays are the relays of run id on the SUT host (for the record's notes).
+func (e *hostEngine) relays(runID string) []agent.Relay {
+	eng, _, err := e.set.engine(context.Background(), e.dest, e.ref, e.exposed())
+	if err != nil {
+		return nil
+	}
+	return eng.Relays(runID)
+}
+
+func (e *hostEngine) exposed() string {
+	if e.expose == "" {
+		return ""
+	}
+	if h := e.set.current(e.dest); h != nil {
+		return h.Resolved.HostName
+	}
+	return ""
+}
+
+// observerOf samples where the system under test runs: this machine, or
+// the SUT host through its agent.
+func (r *runner) observerOf(cfg *plan.Configuration, t *engine.Target) Observer {
+	if cfg.Hosts.SUT.Local() || r.hosts == nil {
+		return r.opt.Observers(t)
+	}
+	return &hostObserver{set: r.hosts, dest: cfg.Hosts.SUT, key: t.RunID, t: t}
+}
+
+// hostObserver runs the samplers on the SUT host; Started is when they
+// began, on this machine's clock (the host's timestamp less its offset).
+type hostObserver struct {
+	set     *hostSet
+	dest    plan.Dest
+	key     string
+	t       *engine.Target
+	o       *remote.Observer
+	started time.Time
+}
+
+func (o *hostObserver) Start(ctx context.Context) error {
+	h, err := o.set.host(ctx, o.dest, results.RoleSUT)
+	if err != nil {
+		return err
+	}
+	o.o = remote.NewObserver(h.Client, o.key, o.t)
+	if err := o.o.Start(ctx); err != nil {
+		return err
+	}
+	o.started = time.Unix(0, o.o.Started).Add(-time.Duration(h.Clock.OffsetMs * float64(time.Millisecond)))
+	return nil
+}
+
+func (o *hostObserver) Stop() *results.Series {
+	if o.o == nil {
+		return nil
+	}
+	return o.o.Stop()
+}
+
+// driverOf is the workload as the run drives it: here, or from the load
+// host through its agent.
+func (r *runner) driverOf(cfg *plan.Configuration, rn *run) workload.Workload {
+	if cfg.Hosts.Load.Local() {
+		return r.wl
+	}
+	if r.hosts == nil {
+		r.hosts = newHostSet(r)
+	}
+	return hostDriver{Workload: r.wl, set: r.hosts, dest: cfg.Hosts.Load, cfg: cfg, rn: rn}
+}
+
+// hostDriver runs the workload's driver on the load host: its latencies
+// and durations are measured there, on its monotonic clock; the
+// measurement comes back with its histograms.
+type hostDriver struct {
+	workload.Workload
+	set  *hostSet
+	dest plan.Dest
+	cfg  *plan.Configuration
+	rn   *run
+}
+
+func (d hostDriver) Drive(ctx context.Context, env workload.Env) (*results.Measurement, error) {
+	h, err := d.set.host(ctx, d.dest, results.RoleLoad)
+	if err != nil {
+		return nil, fmt.Errorf("load host %s: %w", d.dest.Raw, err)
+	}
+	p := agent.DriveParams{RunID: env.Target.RunID, Workload: d.Name(), Knobs: workload.KnobsOf(d.cfg), Resources: d.cfg.Resources,
+		Window: env.Window, Target: agent.WireTarget(env.Target), LoadCPUSet: env.LoadCPUSet}
+	m, err := h.Drive(ctx, p, func(int64) {
+		if env.Started != nil {
+			env.Started()
+		}
+	}, env.Progress)
+	if err != nil {
+		return nil, err
+	}
+	m.Notes = append(m.Notes, fmt.Sprintf("load generated on %s (%s)", d.dest.Raw, h.Hello.Facts.Hostname))
+	if he, ok := d.rn.eng.(*hostEngine); ok {
+		for _, rl := range he.relays(env.Target.RunID) {
+			m.Notes = append(m.Notes, fmt.Sprintf("%s reached through the agent's relay on %s: %s → %s", rl.Service, he.dest.Raw, rl.From, rl.To))
+		}
+	}
+	return m, nil
+}
+
+// runHosts names the hosts of a configuration's run in its record.
+func (r *runner) runHosts(cfg *plan.Configuration) *results.RunHosts {
+	hs := cfg.Hosts
+	if !hs.Remote() {
+		return nil
+	}
+	name := func(d plan.Dest) *results.RunHost {
+		if d.Local() {
+			h, _ := os.Hostname()
+			return &results.RunHost{Name: plan.LocalHost, Hostname: h}
+		}
+		if r.hosts == nil {
+			return &results.RunHost{Name: d.Raw}
+		}
+		if h := r.hosts.current(d); h != nil {
+			rh := sshdest.RunHost(d, &h.Resolved)
+			rh.Hostname = h.Hello.Facts.Hostname
+			return rh
+		}
+		return &results.RunHost{Name: d.Raw}
+	}
+	return &results.RunHosts{SUT: name(hs.SUT), Load: name(hs.Load)}
+}
+
+// closeHosts ends the agent sessions and records the hosts in env.json.
+func (r *runner) closeHosts(ctx context.Context) error {
+	if r.hosts == nil {
+		return nil
+	}
+	err := r.hosts.close(ctx)
+	if infos := r.hosts.hostInfos(); len(infos) > 0 {
+		err = errors.Join(err, writeEnvHosts(r.opt.Out, infos))
+	}
+	return err
+}
+
+// localImages are this machine's default engine's images, built from
+// their recipes when missing (never pulled), for a host that lacks them.
+type localImages struct{ e *Engines }
+
+func (l localImages) daemon(ctx context.Context) (*daemon.Daemon, error) {
+	l.e.mu.Lock()
+	defer l.e.mu.Unlock()
+	return l.e.defaultDaemon(ctx)
+}
+
+func (l localImages) Resolve(ctx context.Context, refs []string) ([]agent.Image, error) {
+	d, err := l.daemon(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("images for the SUT host come from this machine's engine: %w", err)
+	}
+	if _, err := image.Ensure(ctx, d.Client(), refs...); err != nil {
+		return nil, err
+	}
+	var out []agent.Image
+	for _, ref := range refs {
+		in, err := d.Client().ImageInspect(ctx, ref)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w", ref, err)
+		}
+		out = append(out, agent.Image{ID: in.ID, Refs: []string{ref}})
+	}
+	return out, nil
+}
+
+func (l localImages) Save(ctx context.Context, ids []string) (io.ReadCloser, error) {
+	d, err := l.daemon(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// By reference, so the archive carries the tags the host needs.
+	return daemon.SaveArchive(ctx, d.Client(), ids...)
+}
+
+// writeEnvHosts records the plan's hosts in dir's env.json, beside what is
+// there.
+func writeEnvHosts(dir string, hosts []results.HostInfo) error {
+	path := filepath.Join(dir, EnvFile)
+	var doc envDoc
+	if b, err := fsutil.ReadTrusted(path); err == nil {
+		if err := json.Unmarshal(b, &doc); err != nil {
+			return fmt.Errorf("parse %s: %w", path, err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	for _, h := range hosts {
+		i := slices.IndexFunc(doc.Hosts, func(o results.HostInfo) bool { return o.Name == h.Name })
+		if i >= 0 {
+			doc.Hosts[i] = h
+		} else {
+			doc.Hosts = append(doc.Hosts, h)
+		}
+	}
+	return writeJSON(path, doc)
+}

@@ -1,0 +1,320 @@
+package remote_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"ctrperf/internal/agent"
+	"ctrperf/internal/engine"
+	"ctrperf/internal/plan"
+	"ctrperf/internal/remote"
+	"ctrperf/internal/testenv"
+)
+
+// The lab (make lab-up, scripts/lab.sh): two hosts of this machine reached
+// over SSH. Tests named …Lab need it; CTRPERF_REQUIRE_LAB=1 makes its
+// absence a failure.
+const labConfig = "/var/lib/ctrperf/lab/ssh_config"
+
+func requireLab(t *testing.T) {
+	t.Helper()
+	why := ""
+	if _, err := os.Stat(labConfig); err != nil {
+		why = "no lab: " + err.Error() + " (make lab-up)"
+	} else if out, err := exec.Command("ssh", "-F", labConfig, "lab-sut", "true").CombinedOutput(); err != nil {
+		why = fmt.Sprintf("lab-sut does not answer: %v: %s (make lab-up)", err, out)
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("CTRPERF_REQUIRE_LAB") == "1" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
+}
+
+func dest(t *testing.T, s string) plan.Dest {
+	t.Helper()
+	d, err := plan.ParseDest(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// onLab runs a shell command on a lab host over plain ssh.
+func onLab(t *testing.T, host, script string) string {
+	t.Helper()
+	out, err := exec.Command("ssh", "-F", labConfig, host, script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ssh %s %q: %v: %s", host, script, err, out)
+	}
+	return string(out)
+}
+
+func dial(t *testing.T, host string, o remote.SSHOptions) *remote.Host {
+	t.Helper()
+	if o.Config == "" {
+		o.Config = labConfig
+	}
+	o.Session = "test-" + strings.ToLower(t.Name())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h, err := remote.Dial(ctx, dest(t, host), o)
+	if err != nil {
+		t.Fatalf("dial %s: %v", host, err)
+	}
+	t.Cleanup(func() { _ = h.Close(context.Background()) })
+	return h
+}
+
+func TestDialCopiesTheBinaryOnceLab(t *testing.T) {
+	requireLab(t)
+	testenv.Ctrperf(t)
+	// Start from a host without this binary.
+	onLab(t, "lab-sut", "rm -rf ~/"+remote.CacheDir)
+	first := dial(t, "lab-sut", remote.SSHOptions{})
+	if !first.Copied {
+		t.Error("first dial did not copy the binary")
+	}
+	if first.Hello.Facts.Hostname != "lab-sut" || first.Hello.Facts.BootID == "" || first.Hello.Engine == nil {
+		t.Errorf("hello = %+v", first.Hello)
+	}
+	if first.Resolved.HostName != "198.19.200.2" || first.Arch == "" {
+		t.Errorf("resolved %+v, arch %q", first.Resolved, first.Arch)
+	}
+	if first.Clock.Samples == 0 || first.Clock.RTTMs <= 0 {
+		t.Errorf("clock = %+v", first.Clock)
+	}
+	second := dial(t, "lab-sut", remote.SSHOptions{})
+	if second.Copied || second.Binary != first.Binary {
+		t.Errorf("second dial copied %v (%s, first %s): want the cached binary", second.Copied, second.Binary, first.Binary)
+	}
+	if !strings.Contains(first.Binary, "/"+remote.CacheDir+"/") {
+		t.Errorf("binary at %s", first.Binary)
+	}
+	// Nothing but the cached binary in the cache directory (no temporary).
+	if out := onLab(t, "lab-sut", "ls -A ~/"+remote.CacheDir+"/*/"); strings.TrimSpace(out) != "ctrperf" {
+		t.Errorf("cache holds %q", out)
+	}
+}
+
+// labConfigWith writes an ssh config for lab-sut whose keys or known hosts
+// differ from the lab's.
+func labConfigWith(t *testing.T, knownHosts, identity string) string {
+	t.Helper()
+	cfg := fmt.Sprintf(`Host lab-sut
+  HostName 198.19.200.2
+  User root
+  IdentityFile %s
+  IdentitiesOnly yes
+  UserKnownHostsFile %s
+  GlobalKnownHostsFile /dev/null
+  ConnectTimeout 5
+`, identity, knownHosts)
+	p := filepath.Join(t.TempDir(), "ssh_config")
+	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func newKey(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "id")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", p).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v: %s", err, out)
+	}
+	return p
+}
+
+func TestUnknownHostKeyLab(t *testing.T) {
+	requireLab(t)
+	testenv.Ctrperf(t)
+	known := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(known, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := labConfigWith(t, known, "/var/lib/ctrperf/lab/id_ed25519")
+	_, err := remote.Dial(context.Background(), dest(t, "lab-sut"), remote.SSHOptions{Config: cfg})
+	if !errors.Is(err, remote.ErrUnknownHostKey) || !strings.Contains(err.Error(), "--accept-new-host-key") {
+		t.Fatalf("dial with an empty known_hosts: %v", err)
+	}
+	t.Log(err)
+	// --accept-new-host-key records it and connects.
+	h, err := remote.Dial(context.Background(), dest(t, "lab-sut"), remote.SSHOptions{Config: cfg, AcceptNewHostKey: true})
+	if err != nil {
+		t.Fatalf("accept-new: %v", err)
+	}
+	_ = h.Close(context.Background())
+	if b, _ := os.ReadFile(known); !strings.Contains(string(b), "198.19.200.2") {
+		t.Errorf("known_hosts after accept-new: %q", b)
+	}
+}
+
+func TestChangedHostKeyLab(t *testing.T) {
+	requireLab(t)
+	testenv.Ctrperf(t)
+	other, err := os.ReadFile(newKey(t) + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// lab-sut's address recorded with another key of the same type.
+	known := filepath.Join(t.TempDir(), "known_hosts")
+	f := strings.Fields(string(other))
+	if err := os.WriteFile(known, []byte("198.19.200.2 "+f[0]+" "+f[1]+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := labConfigWith(t, known, "/var/lib/ctrperf/lab/id_ed25519")
+	for _, accept := range []bool{false, true} {
+		_, err := remote.Dial(context.Background(), dest(t, "lab-sut"), remote.SSHOptions{Config: cfg, AcceptNewHostKey: accept})
+		if !errors.Is(err, remote.ErrChangedHostKey) || !strings.Contains(err.Error(), "ssh-keygen") {
+			t.Errorf("accept-new %v: %v, want the changed key refused", accept, err)
+		}
+		if accept {
+			t.Log(err)
+		}
+	}
+}
+
+func TestAuthRefusedLab(t *testing.T) {
+	requireLab(t)
+	testenv.Ctrperf(t)
+	cfg := labConfigWith(t, "/var/lib/ctrperf/lab/known_hosts", newKey(t))
+	_, err := remote.Dial(context.Background(), dest(t, "lab-sut"), remote.SSHOptions{Config: cfg})
+	if !errors.Is(err, remote.ErrAuthRefused) {
+		t.Fatalf("dial with a key lab-sut does not know: %v", err)
+	}
+	t.Log(err)
+}
+
+func TestUnreachableLab(t *testing.T) {
+	requireLab(t)
+	testenv.Ctrperf(t)
+	// An address of the lab's network that no host holds.
+	start := time.Now()
+	_, err := remote.Dial(context.Background(), dest(t, "root@198.19.200.250"), remote.SSHOptions{Config: labConfig, ConnectTimeout: 3 * time.Second})
+	if !errors.Is(err, remote.ErrUnreachable) {
+		t.Fatalf("dial a host that is not there: %v", err)
+	}
+	if time.Since(start) > 30*time.Second {
+		t.Errorf("took %s", time.Since(start))
+	}
+	t.Log(err)
+}
+
+func TestNoDockerOnTheLoadHostLab(t *testing.T) {
+	requireLab(t)
+	testenv.Ctrperf(t)
+	h := dial(t, "lab-load", remote.SSHOptions{})
+	if h.Hello.Engine != nil || h.Hello.EngineError == "" {
+		t.Fatalf("lab-load reports an engine: %+v", h.Hello)
+	}
+	docker := remote.NewEngine(h.Client, agent.EngineRef{Runtime: engine.RuntimeDocker}, "", nil)
+	_, err := docker.Deploy(context.Background(), engine.DeploySpec{RunID: "test-nodocker-001", Network: engine.NetworkPublished,
+		Services: []engine.Service{{Name: "app", Image: "ctrperf/ticketd:latest"}}})
+	var ae *agent.Error
+	if !errors.As(err, &ae) || ae.Code != agent.CodeNoEngine {
+		t.Fatalf("docker deploy on lab-load: %v, want no_engine", err)
+	}
+	t.Log(err)
+	// The host runtime runs there all the same.
+	host := remote.NewEngine(h.Client, agent.EngineRef{Runtime: engine.RuntimeHost}, "", nil)
+	tg, err := host.Deploy(context.Background(), engine.DeploySpec{RunID: "test-nodocker-002", Network: engine.NetworkHost,
+		Services: []engine.Service{{Name: "idle", HostCommand: []string{agent.SelfBinary, "__idle"}}}})
+	if err != nil {
+		t.Fatalf("host deploy on lab-load: %v", err)
+	}
+	if len(tg.Containers) != 1 || tg.Containers[0].PID == 0 {
+		t.Fatalf("target = %+v", tg)
+	}
+	if err := host.Teardown(context.Background(), tg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSSHCutMidRunLab kills the sshd child of an agent's session while a
+// deployment lives: the agent's watchdog tears it down and releases its
+// owner record; nothing of ctrperf is left on the host.
+func TestSSHCutMidRunLab(t *testing.T) {
+	requireLab(t)
+	testenv.Ctrperf(t)
+	h := dial(t, "lab-sut", remote.SSHOptions{})
+	host := remote.NewEngine(h.Client, agent.EngineRef{Runtime: engine.RuntimeHost}, "", nil)
+	tg, err := host.Deploy(context.Background(), engine.DeploySpec{RunID: "test-cut-001", Network: engine.NetworkHost,
+		Services: []engine.Service{{Name: "idle", HostCommand: []string{agent.SelfBinary, "__idle"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := tg.Containers[0].PID
+	// The lab shares this machine's pid namespace: the agent's parent is
+	// the session's sshd child.
+	sshd := parentOf(t, h.Hello.PID)
+	if comm := commOf(sshd); !strings.HasPrefix(comm, "sshd") {
+		t.Fatalf("parent of the agent (pid %d) is %d %q, not sshd", h.Hello.PID, sshd, comm)
+	}
+	if err := syscall.Kill(sshd, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the client did not see the connection drop")
+	}
+	if !errors.Is(h.Err(), remote.ErrDisconnected) {
+		t.Errorf("client error %v", h.Err())
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) && (alive(h.Hello.PID) || alive(svc)) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if alive(svc) {
+		t.Errorf("service process %d still runs after the watchdog", svc)
+	}
+	if alive(h.Hello.PID) {
+		t.Errorf("agent %d still runs", h.Hello.PID)
+	}
+	out := onLab(t, "lab-sut", h.Binary+" clean --dry-run")
+	if strings.Contains(out, "test-cut-001") {
+		t.Errorf("clean on lab-sut still finds the run:\n%s", out)
+	}
+	if out := onLab(t, "lab-sut", "ls /run/ctrperf/owners 2>/dev/null | grep agent- || true"); strings.TrimSpace(out) != "" {
+		t.Errorf("owner records left on lab-sut: %s", out)
+	}
+}
+
+func parentOf(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
+func commOf(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	return strings.TrimSpace(string(b))
+}
+
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	return f[0] != "Z"
+}
