@@ -78,6 +78,8 @@ type benchRunFlags struct {
 	observe bool
 	// allowConcurrent runs beside another live `bench run`.
 	allowConcurrent bool
+	// kubeconfig is runtime kubernetes' kubeconfig when a plan names none.
+	kubeconfig string
 	hosts           hostFlags
 }
 
@@ -144,6 +146,7 @@ failed because an image is not built yet); the last line says which. It is
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress output, only warnings and the summary")
 	fl.StringSliceVar(&f.only, "only", nil, "run only these configurations (and the baseline)")
 	fl.BoolVar(&f.observe, "observe", true, "sample the system (CPU, disks, interrupts, containers) during runs")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of runtime kubernetes when the plan's kubernetes.kubeconfig names none (default $KUBECONFIG, then ~/.kube/config)")
 	fl.BoolVar(&f.allowConcurrent, "allow-concurrent", false, "run even though another bench run is running on this machine (recorded in env.json, warned in the report)")
 	return cmd
 }
@@ -196,6 +199,9 @@ func runBench(cmd *cobra.Command, args []string, f benchRunFlags, newEngines fun
 	// session, which owns them (`ctrperf clean` leaves a live one alone).
 	session := bench.NewSession(p)
 	engines := newEngines(session)
+	if e, ok := engines.(*bench.Engines); ok {
+		e.Kubeconfig = f.kubeconfig
+	}
 	force := &lifecycle.Stack{}
 	force.Push("stop private engines", engines.Close)
 	ctx, stop := lifecycle.SignalContext(cmd.Context(), lifecycle.WithForceCleanup(force, 30*time.Second))

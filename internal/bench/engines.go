@@ -12,8 +12,10 @@ import (
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/engine/daemon"
+	"ctrperf/internal/engine/kube"
 	"ctrperf/internal/image"
 	"ctrperf/internal/observe"
+	"ctrperf/internal/plan"
 )
 
 // Engines is the EngineProvider over the real engines: the host runtime,
@@ -38,6 +40,10 @@ type Engines struct {
 	// runtime): `ctrperf doctor`'s reason for the vm capability. Nil gives
 	// a reason without the machine's facts.
 	VM func(ctx context.Context) string
+	// Kubeconfig is --kubeconfig: the kubeconfig of runtime kubernetes
+	// when a plan's kubernetes.kubeconfig names none (then $KUBECONFIG,
+	// then ~/.kube/config).
+	Kubeconfig string
 
 	mu      sync.Mutex
 	host    *engine.Host
@@ -163,6 +169,20 @@ func (e *Engines) open(ctx context.Context, rt engine.Runtime, spec engine.Engin
 		info, err := e.host.Info(ctx)
 		return e.host, info, nil, err
 	case engine.RuntimeDocker:
+	case plan.RuntimeKubernetes:
+		// One engine per kubernetes: block; what would fail every run of
+		// it alike (no cluster, RBAC, another kube-proxy mode, no Ready
+		// node) is a not_run in its words.
+		k, err := kube.New(ctx, kube.Options{Spec: spec.Kube, Kubeconfig: e.Kubeconfig, Session: e.RunID})
+		var un *kube.Unavailable
+		if errors.As(err, &un) {
+			return nil, engine.Info{}, nil, runtimeUnavailable("kubernetes: " + un.Reason)
+		}
+		if err != nil {
+			return nil, engine.Info{}, nil, err
+		}
+		info, err := k.Info(ctx)
+		return k, info, nil, err
 	case engine.RuntimeVM:
 		why := "see `ctrperf doctor`"
 		if e.VM != nil {

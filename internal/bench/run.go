@@ -199,6 +199,11 @@ func (rn *run) deploy() error {
 			break
 		}
 	}
+	if d, ok := eng.(engine.DeploymentInfo); ok && len(rn.targets) > 0 {
+		if in := d.DeploymentInfo(rn.targets[0]); in != nil {
+			rn.rec.Engine = in // the cluster's, with the run's pods (their QoS class, nodes)
+		}
+	}
 	if len(rn.targets) > 0 {
 		rn.eng, rn.target = eng, rn.targets[0]
 		rn.r.setCurrent(rn)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+
+	"ctrperf/internal/plan"
 )
 
 var (
@@ -27,6 +29,10 @@ func ValidateSpec(rt Runtime, spec DeploySpec) error {
 	}
 	switch spec.Network {
 	case NetworkHost, NetworkPublished, NetworkPublishedExternal, NetworkContainerIP:
+	case plan.NetworkPodIP, plan.NetworkService, plan.NetworkNodePort, plan.NetworkHostNetwork:
+		if !rt.TakesNetwork(spec.Network) {
+			return fmt.Errorf("deploy %s: network %q needs runtime kubernetes", spec.RunID, spec.Network)
+		}
 	case "":
 		return fmt.Errorf("deploy %s: no network mode (want host, published, published-external or container-ip)", spec.RunID)
 	default:
@@ -35,12 +41,22 @@ func ValidateSpec(rt Runtime, spec DeploySpec) error {
 	if rt.Traits().Processes && spec.Network != NetworkHost {
 		return fmt.Errorf("deploy %s: network %q needs containers; the host runtime only has network \"host\"", spec.RunID, spec.Network)
 	}
+	if !rt.TakesNetwork(spec.Network) {
+		return fmt.Errorf("deploy %s: network %q is not one of runtime %s", spec.RunID, spec.Network, rt)
+	}
 	switch spec.Data {
 	case DataLayer, DataVolume, DataBind, DataTmpfs:
+	case plan.DataEmptyDir, plan.DataEmptyDirMemory, plan.DataHostPath, plan.DataLocalPV:
+		if !rt.TakesData(spec.Data) {
+			return fmt.Errorf("deploy %s: data %q needs runtime kubernetes", spec.RunID, spec.Data)
+		}
 	case "":
 		return fmt.Errorf("deploy %s: no data placement (want layer, volume, bind or tmpfs)", spec.RunID)
 	default:
 		return fmt.Errorf("deploy %s: unknown data placement %q (want layer, volume, bind or tmpfs)", spec.RunID, spec.Data)
+	}
+	if rt == plan.RuntimeKubernetes && !rt.TakesData(spec.Data) { // the others keep their own rules (the host engine takes any)
+		return fmt.Errorf("deploy %s: data %q is not one of runtime %s", spec.RunID, spec.Data, rt)
 	}
 	if len(spec.Services) == 0 {
 		return fmt.Errorf("deploy %s: no services", spec.RunID)

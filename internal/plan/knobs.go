@@ -68,10 +68,10 @@ type EngineSpec struct {
 	// (Docker in Docker, seed 003): storage_driver is the inner engine's;
 	// its containers share the host's network (network: host only).
 	Nested bool `json:"nested,omitempty" yaml:"nested,omitempty"`
-	// Kube is the cluster of runtime kubernetes (from its kubernetes:
-	// block, not a knob of engine:), so that each cluster is an engine of
-	// its own.
-	Kube KubeCluster `json:"-" yaml:"-"`
+	// Kube is the kubernetes: block of runtime kubernetes (not a knob of
+	// engine:): the cluster and what its engine does for the
+	// configuration, one engine per distinct block.
+	Kube KubeSpec `json:"-" yaml:"-"`
 }
 
 // IsDefault reports whether the spec asks for nothing beyond the default engine.
@@ -82,7 +82,7 @@ func (s EngineSpec) IsDefault() bool {
 // Key is a stable short name for the spec, used to share one private engine
 // between runs that ask for the same knobs.
 func (s EngineSpec) Key() string {
-	if s.Kube != (KubeCluster{}) {
+	if s.Kube != (KubeSpec{}) {
 		return s.Kube.Key()
 	}
 	if s.IsDefault() {

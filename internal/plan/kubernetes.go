@@ -88,21 +88,11 @@ type KubeSpec struct {
 // IsZero says whether the block asks for nothing.
 func (k KubeSpec) IsZero() bool { return k == KubeSpec{} }
 
-// Cluster is the part of the block that chooses the cluster (the engine).
-func (k KubeSpec) Cluster() KubeCluster {
-	return KubeCluster{Kubeconfig: k.Kubeconfig, Context: k.Context}
-}
-
-// KubeCluster names a cluster as kubectl does: a kubeconfig file (empty:
-// the usual search) and a context in it (empty: its current context).
-type KubeCluster struct {
-	Kubeconfig string `json:"kubeconfig,omitempty" yaml:"kubeconfig,omitempty"`
-	Context    string `json:"context,omitempty" yaml:"context,omitempty"`
-}
-
-// Key is a short stable name of the cluster for engine caches.
-func (c KubeCluster) Key() string {
-	return "kube(" + c.Kubeconfig + "|" + c.Context + ")"
+// Key is a short stable name of the block for engine caches: each
+// distinct block is an engine of its own (the cluster, and what the
+// engine checks once, such as the kube-proxy mode a plan requires).
+func (k KubeSpec) Key() string {
+	return fmt.Sprintf("kube(%s|%s|%s|%s|%s|%s|%s)", k.Kubeconfig, k.Context, k.ProxyMode, k.QoS, k.Node, k.Client, k.ClientNode)
 }
 
 // KubeNetwork says whether m is a network path of runtime kubernetes only.
@@ -217,6 +207,25 @@ func (d *decoder) checkKube(c *Configuration) bool {
 		d.errorf(c.node("kubernetes.client_node"), field("kubernetes.client_node"), "places client pods, which are not implemented yet (kubernetes.client: host)")
 	}
 	return true
+}
+
+// TakesNetwork says whether runtime r has network mode m.
+func (r Runtime) TakesNetwork(m NetworkMode) bool {
+	if r == RuntimeKubernetes {
+		return contains(kubeNetworks, string(m))
+	}
+	return contains(runtimeNetworks(r), string(m))
+}
+
+// TakesData says whether runtime r has data placement p.
+func (r Runtime) TakesData(p DataPlacement) bool {
+	switch {
+	case r == RuntimeKubernetes:
+		return contains(kubePlacements, string(p))
+	case r.Traits().Processes:
+		return p == DataBind || p == DataTmpfs
+	}
+	return contains(placements, string(p)) && !KubeData(p)
 }
 
 // runtimeNetworks are the networks a runtime other than kubernetes takes.

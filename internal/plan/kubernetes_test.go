@@ -32,7 +32,7 @@ func TestKubernetesKnobs(t *testing.T) {
 		t.Errorf("kube = %+v, want %+v", svc.Kube, want)
 	}
 	// The cluster is the engine: two clusters are two engines.
-	if svc.Engine.Kube != (KubeCluster{Kubeconfig: "/k/config", Context: "lab"}) || svc.Engine.Key() == pod.Engine.Key() {
+	if svc.Engine.Kube != want || svc.Engine.Key() == pod.Engine.Key() {
 		t.Errorf("engine keys %q and %q", svc.Engine.Key(), pod.Engine.Key())
 	}
 	if !svc.Engine.IsDefault() {

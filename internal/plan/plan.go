@@ -684,7 +684,7 @@ func (c *Configuration) applyDefaults() {
 		c.Instances = 1
 	}
 	if c.Runtime == RuntimeKubernetes {
-		c.Engine.Kube = c.Kube.Cluster() // the engine is the cluster
+		c.Engine.Kube = c.Kube // the engine is the cluster, as the block asks
 	}
 }
 

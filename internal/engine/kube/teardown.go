@@ -1,0 +1,334 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"ctrperf/internal/engine"
+	"ctrperf/internal/image"
+	"ctrperf/internal/labels"
+	"ctrperf/internal/lifecycle"
+)
+
+// Teardown removes the run's data directories on their nodes (hostpath,
+// local-pv), its local PersistentVolumes, and the session's namespace with
+// everything in it, and waits until the namespace is gone. Safe with a
+// partial target and more than once; it runs on a fresh context when ctx
+// is already cancelled (Ctrl-C).
+func (k *Kube) Teardown(ctx context.Context, t *engine.Target) error {
+	if t == nil {
+		return nil
+	}
+	ctx, cancel := lifecycle.Detached(ctx, lifecycle.DefaultCleanupTimeout)
+	defer cancel()
+	var errs []error
+	if st, ok := t.Private.(*state); ok {
+		st.mu.Lock()
+		nodes := make([]string, 0, len(st.dataNodes))
+		for n := range st.dataNodes {
+			nodes = append(nodes, n)
+		}
+		st.mu.Unlock()
+		sort.Strings(nodes)
+		for _, n := range nodes {
+			// What the run wrote on the node's disk: the namespace's
+			// deletion does not remove a hostPath or local PV's files.
+			script := "rm -rf -- '" + HostPathRoot + "/" + k.ns + "/" + dnsLabel(t.RunID, 63) + "'"
+			if err := k.runHelper(ctx, t.RunID, "rm", n, script); err != nil {
+				errs = append(errs, fmt.Errorf("remove the run's data on node %s: %w", n, err))
+			}
+		}
+	}
+	if err := deletePVs(ctx, k.cs, labels.Run+"="+labelValue(t.RunID)); err != nil {
+		errs = append(errs, err)
+	}
+	if mine, err := k.ownNamespace(ctx); err != nil {
+		errs = append(errs, err)
+	} else if mine {
+		if err := DeleteNamespace(ctx, k.cs, k.ns, k.namespaceTimeout()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ownNamespace says whether the session's namespace exists and is this
+// process's (its owner annotations): a deploy that found another's never
+// removes it.
+func (k *Kube) ownNamespace(ctx context.Context) (bool, error) {
+	sctx, cancel := lifecycle.Detached(ctx, stepTimeout)
+	defer cancel()
+	ns, err := k.cs.CoreV1().Namespaces().Get(sctx, k.ns, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("namespace %s: %s", k.ns, describe(unreachable(err), "get", "namespaces"))
+	}
+	return ns.Annotations[AnnotationPID] == strconv.Itoa(k.opt.Owner.PID) && ns.Annotations[AnnotationHost] == k.opt.Owner.Host, nil
+}
+
+// DeleteNamespace deletes a namespace and waits until it is gone.
+func DeleteNamespace(ctx context.Context, cs kubernetes.Interface, ns string, timeout time.Duration) error {
+	bg := metav1.DeletePropagationBackground
+	grace := int64(0)
+	sctx, cancel := lifecycle.Detached(ctx, stepTimeout)
+	err := cs.CoreV1().Namespaces().Delete(sctx, ns, metav1.DeleteOptions{PropagationPolicy: &bg, GracePeriodSeconds: &grace})
+	cancel()
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("namespace %s: %s", ns, describe(unreachable(err), "delete", "namespaces"))
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		sctx, cancel := lifecycle.Detached(ctx, stepTimeout)
+		got, err := cs.CoreV1().Namespaces().Get(sctx, ns, metav1.GetOptions{})
+		cancel()
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("namespace %s: waiting for it to go: %s", ns, describe(unreachable(err), "get", "namespaces"))
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("namespace %s did not go within %s (finalizers %v; %s)", ns, timeout, got.Spec.Finalizers, nsConditions(got))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("namespace %s: waiting for it to go: %w", ns, context.Cause(ctx))
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// deletePVs removes the local PersistentVolumes with the selector.
+func deletePVs(ctx context.Context, cs kubernetes.Interface, selector string) error {
+	sctx, cancel := lifecycle.Detached(ctx, stepTimeout)
+	defer cancel()
+	pvs, err := cs.CoreV1().PersistentVolumes().List(sctx, metav1.ListOptions{LabelSelector: labels.Managed + "=true," + selector})
+	if err != nil {
+		return fmt.Errorf("persistent volumes: %s", describe(unreachable(err), "list", "persistentvolumes"))
+	}
+	var errs []error
+	for _, pv := range pvs.Items {
+		if err := cs.CoreV1().PersistentVolumes().Delete(sctx, pv.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("persistent volume %s: %s", pv.Name, describe(err, "delete", "persistentvolumes")))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// localPV makes a service's static local PersistentVolume: its directory
+// on the node (a helper pod with the node's data root), the volume pinned
+// to that node, and the claim that binds it by name. The node is the
+// block's, else the first Ready node.
+func (k *Kube) localPV(ctx context.Context, t *engine.Target, runID, service string) (node, claim string, err error) {
+	node = k.opt.Spec.Node
+	if node == "" {
+		for _, n := range k.info.Kube.Nodes {
+			if n.Ready {
+				node = n.Name
+				break
+			}
+		}
+	}
+	if node == "" {
+		return "", "", errors.New("local-pv: no Ready node to put the volume on")
+	}
+	st := t.Private.(*state)
+	st.mu.Lock()
+	st.dataNodes[node] = true
+	st.mu.Unlock()
+	dir := HostPathDir(k.ns, runID, service)
+	if err := k.runHelper(ctx, runID, "mkdir", node, "mkdir -p '"+dir+"' && chmod 0777 '"+dir+"'"); err != nil {
+		return "", "", fmt.Errorf("local-pv: make %s on node %s: %w", dir, node, err)
+	}
+	size := k.opt.LocalPVSize
+	if size <= 0 {
+		size = 10 << 30
+	}
+	pv, pvc := LocalPV(k.ns, runID, service, node, size)
+	sctx, cancel := k.step(ctx)
+	defer cancel()
+	if _, err := k.cs.CoreV1().PersistentVolumes().Create(sctx, pv, metav1.CreateOptions{}); err != nil {
+		return "", "", fmt.Errorf("local-pv: %s", describe(unreachable(err), "create", "persistentvolumes"))
+	}
+	if _, err := k.cs.CoreV1().PersistentVolumeClaims(k.ns).Create(sctx, pvc, metav1.CreateOptions{}); err != nil {
+		return "", "", fmt.Errorf("local-pv: %s", describe(unreachable(err), "create", "persistentvolumeclaims"))
+	}
+	return node, pvc.Name, nil
+}
+
+// runHelper runs a shell command on a node in a helper pod and waits for
+// it to succeed; the pod is deleted afterwards.
+func (k *Kube) runHelper(ctx context.Context, runID, what, node, script string) error {
+	img := k.opt.HelperImage
+	if img == "" {
+		img = image.Resolve(image.DebianBase.Name)
+	}
+	name := dnsLabel("helper-"+what+"-"+node+"-"+shortHash(runID+script), 63)
+	pod := helperPod(k.ns, runID, name, node, img, script)
+	sctx, cancel := k.step(ctx)
+	_, err := k.cs.CoreV1().Pods(k.ns).Create(sctx, pod, metav1.CreateOptions{})
+	cancel()
+	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) && k.namespaceGoing(ctx) {
+		return fmt.Errorf("the session's namespace %s is gone or going; the run's data on node %s stays in %s until `ctrperf clean` (or rm)", k.ns, node, HostPathRoot)
+	}
+	if err != nil {
+		return errors.New(describe(unreachable(err), "create", "pods"))
+	}
+	defer func() {
+		grace := int64(0)
+		dctx, cancel := k.step(ctx)
+		_ = k.cs.CoreV1().Pods(k.ns).Delete(dctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+		cancel()
+	}()
+	deadline := time.Now().Add(k.pendingTimeout(nil))
+	for {
+		sctx, cancel := k.step(ctx)
+		p, err := k.cs.CoreV1().Pods(k.ns).Get(sctx, name, metav1.GetOptions{})
+		cancel()
+		if err != nil {
+			return errors.New(describe(unreachable(err), "get", "pods"))
+		}
+		switch p.Status.Phase {
+		case corev1.PodSucceeded:
+			return nil
+		case corev1.PodFailed:
+			return fmt.Errorf("helper pod %s failed: %s%s", name, containerStates(p), k.logTail(ctx, name, 10))
+		}
+		if _, err := podState(p, img); err != nil {
+			var missing *ImageNotOnNodeError
+			if errors.As(err, &missing) {
+				return err
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("helper pod %s did not finish within %s: %s", name, k.pendingTimeout(nil), k.pendingReason(ctx, p))
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (k *Kube) namespaceGoing(ctx context.Context) bool {
+	ns, err := k.cs.CoreV1().Namespaces().Get(ctx, k.ns, metav1.GetOptions{})
+	return err != nil || ns.DeletionTimestamp != nil
+}
+
+// Namespace of ctrperf's found by Clean, and whose it is.
+type Namespace struct {
+	Name    string
+	Session string
+	Host    string
+	PID     int
+	Start   uint64
+	Command string
+	Going   bool // terminating already
+}
+
+// What names it for people.
+func (n Namespace) What() string {
+	return fmt.Sprintf("kubernetes namespace %s (session %s, pid %d on %s)", n.Name, n.Session, n.PID, n.Host)
+}
+
+// Namespaces lists ctrperf's namespaces on the cluster (label
+// ctrperf.managed=true), with their owner annotations.
+func Namespaces(ctx context.Context, cs kubernetes.Interface) ([]Namespace, error) {
+	list, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: labels.Managed + "=true"})
+	if err != nil {
+		return nil, fmt.Errorf("list namespaces: %s", describe(unreachable(err), "list", "namespaces"))
+	}
+	var out []Namespace
+	for _, ns := range list.Items {
+		a := ns.Annotations
+		n := Namespace{Name: ns.Name, Session: a[AnnotationRun], Host: a[AnnotationHost], Command: a[AnnotationCommand], Going: ns.DeletionTimestamp != nil}
+		if n.Session == "" {
+			n.Session = ns.Labels[labels.Run]
+		}
+		n.PID, _ = strconv.Atoi(a[AnnotationPID])
+		n.Start, _ = strconv.ParseUint(a[AnnotationStartTime], 10, 64)
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// CleanOptions decide, namespace by namespace, what Clean removes.
+type CleanOptions struct {
+	// Keep says whether a namespace must be left alone (its owner lives).
+	Keep func(Namespace) bool
+	// RunID limits the sweep to one session's namespace ("" all).
+	RunID  string
+	DryRun bool
+	// Timeout bounds the wait for each namespace to go.
+	Timeout time.Duration
+}
+
+// Clean removes ctrperf's namespaces whose owner is gone, with the local
+// PersistentVolumes of their runs, and waits for each to go; dry lists
+// them. Data directories that a killed run left on a node's disk
+// (hostpath, local-pv) are not reachable through the API once the
+// namespace is gone: they stay under HostPathRoot/<namespace> there.
+func Clean(ctx context.Context, cs kubernetes.Interface, o CleanOptions) ([]string, error) {
+	nss, err := Namespaces(ctx, cs)
+	if err != nil {
+		return nil, err
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 2 * time.Minute
+	}
+	var removed []string
+	var errs []error
+	for _, n := range nss {
+		if o.RunID != "" && n.Session != o.RunID && !(len(o.RunID) > len(n.Session) && o.RunID[:len(n.Session)+1] == n.Session+"-") {
+			continue
+		}
+		if o.Keep != nil && o.Keep(n) {
+			continue
+		}
+		removed = append(removed, n.What())
+		if o.DryRun {
+			continue
+		}
+		if err := deleteNamespacePVs(ctx, cs, n.Name); err != nil {
+			errs = append(errs, err)
+		}
+		if err := DeleteNamespace(ctx, cs, n.Name, o.Timeout); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// deleteNamespacePVs removes the local PVs made for a namespace's runs
+// (annotation ctrperf.namespace).
+func deleteNamespacePVs(ctx context.Context, cs kubernetes.Interface, ns string) error {
+	pvs, err := cs.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{LabelSelector: labels.Managed + "=true"})
+	if err != nil {
+		return fmt.Errorf("persistent volumes: %s", describe(unreachable(err), "list", "persistentvolumes"))
+	}
+	var errs []error
+	for _, pv := range pvs.Items {
+		if pv.Annotations["ctrperf.namespace"] != ns {
+			continue
+		}
+		if err := cs.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("persistent volume %s: %s", pv.Name, describe(err, "delete", "persistentvolumes")))
+		}
+	}
+	return errors.Join(errs...)
+}
