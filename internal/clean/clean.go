@@ -37,6 +37,10 @@ type Options struct {
 	// Kernel is where a dead controller's IRQ affinities and RPS masks
 	// are restored (the zero FS: the real /proc and /sys).
 	Kernel kernel.FS
+	// Kubeconfigs are the clusters whose orphaned namespaces (runtime
+	// kubernetes) are removed; nil: $KUBECONFIG or ~/.kube/config, and
+	// the lab's (kube.go).
+	Kubeconfigs []string
 }
 
 // Sweep cleans (or, dry, lists) ctrperf's objects on every engine that
@@ -157,6 +161,11 @@ func Sweep(ctx context.Context, o Options) ([]string, error) {
 		}
 	}
 	r, err := dataFilesystems(ctx, runID, own, dry)
+	removed = append(removed, r...)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	r, err = kubeNamespaces(ctx, o, warn)
 	removed = append(removed, r...)
 	if err != nil {
 		errs = append(errs, err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"ctrperf/internal/engine/daemon"
+	"ctrperf/internal/engine/kube"
 	"ctrperf/internal/kernel"
 )
 
@@ -39,6 +40,8 @@ type Facts struct {
 	// Privileged says whether the engine can start --privileged containers.
 	Privileged Capability `json:"privileged"`
 	Tools      []Tool     `json:"tools"`
+	// Kubernetes are the clusters runtime kubernetes can reach (kube.go).
+	Kubernetes []kube.Report `json:"kubernetes,omitempty"`
 	Warnings   []string   `json:"warnings,omitempty"`
 	// Errors are collectors that failed; their part of Facts is empty.
 	Errors []string `json:"errors,omitempty"`
@@ -111,6 +114,7 @@ type options struct {
 	probe           func(ctx context.Context, fs string, options []string) (map[string]error, error)
 	geteuid         func() int
 	kvmProbe        func(path string, timeout time.Duration) (kernel.KVMProbe, error)
+	kube            func(ctx context.Context) ([]kube.Report, []error)
 }
 
 // WithMountProbe mounts a small loop filesystem of each type with seed
@@ -180,4 +184,5 @@ var collectors = []collector{
 	{"tools", collectTools},
 	{"mount options", collectMountOptions},
 	{"vm", collectVM},
+	{"kubernetes", collectKube},
 }

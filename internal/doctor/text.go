@@ -72,6 +72,7 @@ func (f *Facts) WriteText(w io.Writer) error {
 	} else if f.VM.Reason != "" {
 		p("vm runtime", "not available: %s", f.VM.Reason)
 	}
+	f.writeKube(tw)
 	for i, t := range f.Tools {
 		k := ""
 		if i == 0 {

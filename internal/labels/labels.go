@@ -9,6 +9,9 @@ const (
 	Managed = "ctrperf.managed" // "true" on every object ctrperf creates
 	Run     = "ctrperf.run"     // the run id
 	Service = "ctrperf.service" // the service name inside a deployment
+	// Role is "client" on a load generator's container (kv's load.client:
+	// container), which runtime kubernetes places on kubernetes.client_node.
+	Role = "ctrperf.role"
 
 	Isolate     = "ctrperf.isolate"      // any value but "false" opts a container in to isolate
 	IsolateCPUs = "ctrperf.isolate.cpus" // CPUs it is entitled to (and dedicated, when pinned)

@@ -81,7 +81,8 @@ type KubeSpec struct {
 	// Client is where the load generator runs: host (ctrperf on this
 	// machine, the default) or pod.
 	Client string `json:"client,omitempty" yaml:"client,omitempty"`
-	// ClientNode places client pods (client: pod).
+	// ClientNode places the load generator's pod (kv's load.client:
+	// container); empty: Node.
 	ClientNode string `json:"client_node,omitempty" yaml:"client_node,omitempty"`
 }
 
@@ -201,10 +202,7 @@ func (d *decoder) checkKube(c *Configuration) bool {
 		d.errorf(c.node("kubernetes.qos"), field("kubernetes.qos"), "besteffort sets no requests or limits; remove resources.cpus and resources.memory or use burstable")
 	}
 	if c.Kube.Client == "pod" {
-		d.errorf(c.node("kubernetes.client"), field("kubernetes.client"), "pod: load generators in pods are not implemented yet; use host (ctrperf on this machine, the default)")
-	}
-	if c.Kube.ClientNode != "" {
-		d.errorf(c.node("kubernetes.client_node"), field("kubernetes.client_node"), "places client pods, which are not implemented yet (kubernetes.client: host)")
+		d.errorf(c.node("kubernetes.client"), field("kubernetes.client"), "pod: merged load generators in pods are not implemented yet; use host (ctrperf on this machine, the default), or kv's load.client: container, one generator in a pod of the run (placed by kubernetes.client_node)")
 	}
 	return true
 }
@@ -245,7 +243,7 @@ func runtimeNetworks(rt Runtime) []string {
 // describeKube is the block in a configuration's one-line summary.
 func (k KubeSpec) describe() string {
 	var parts []string
-	for _, kv := range [][2]string{{"context", k.Context}, {"node", k.Node}, {"qos", k.QoS}, {"proxy", k.ProxyMode}, {"client", k.Client}} {
+	for _, kv := range [][2]string{{"context", k.Context}, {"node", k.Node}, {"qos", k.QoS}, {"proxy", k.ProxyMode}, {"client", k.Client}, {"client_node", k.ClientNode}} {
 		if kv[1] != "" {
 			parts = append(parts, kv[0]+"="+kv[1])
 		}

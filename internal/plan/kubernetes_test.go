@@ -106,6 +106,7 @@ func TestKubernetesRefusals(t *testing.T) {
 		{"unknown key", "  - {name: b, runtime: kubernetes, kubernetes: {nodes: n1}}\n", 6, `unknown key; did you mean "node"?`},
 		{"bad proxy mode", "  - {name: b, runtime: kubernetes, kubernetes: {proxy_mode: userspace}}\n", 6, `"userspace" is not valid; expected one of "iptables", "nftables", "ipvs"`},
 		{"client pod", "  - {name: b, runtime: kubernetes, kubernetes: {client: pod}}\n", 6, `not implemented yet`},
+		{"client node elsewhere", "  - {name: b, runtime: docker, kubernetes: {client_node: n2}}\n", 6, `the kubernetes block needs runtime kubernetes`},
 		{"isolate", "  - {name: b, runtime: kubernetes, isolate: {policy: shield}}\n", 6, `isolate`},
 	}
 	for _, tc := range cases {

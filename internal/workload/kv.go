@@ -11,7 +11,9 @@ import (
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/image"
+	"ctrperf/internal/labels"
 	"ctrperf/internal/load"
+	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 	"ctrperf/internal/selfbin"
 )
@@ -171,7 +173,7 @@ func (KV) Services(c Config) ([]engine.Service, error) {
 	// FROM scratch), idle until Drive execs `ctrperf load` in it. Not
 	// limited by the configuration's resources, which are the server's.
 	client := engine.Service{Name: kvClientService, Image: image.Resolve(WebImageTicketd),
-		Entrypoint: []string{image.SelfPath}, Command: []string{selfbin.Idle}}
+		Entrypoint: []string{image.SelfPath}, Command: []string{selfbin.Idle}, Labels: map[string]string{labels.Role: "client"}}
 	if c.Runtime.Traits().Processes {
 		bin, err := selfbin.Path()
 		if err != nil {
@@ -262,7 +264,9 @@ func kvWindow(ctx context.Context, env Env, l KVLoad, p load.Profile, addr strin
 // --link resolved; on a network shared with the host (host runtime,
 // docker --net=host) the endpoint's loopback address.
 func kvAddrFromClient(t *engine.Target, ep engine.Endpoint) (string, error) {
-	if t.Runtime.Traits().Processes || t.Network == engine.NetworkHost {
+	if t.Runtime.Traits().Processes || t.Network == engine.NetworkHost || plan.KubeNetwork(t.Network) {
+		// A pod dials what the endpoint names (pod IP, ClusterIP,
+		// NodePort): the network's own path, from inside the cluster.
 		return ep.Addr, nil
 	}
 	for _, c := range t.Containers {

@@ -23,6 +23,7 @@ import (
 	"ctrperf/internal/engine"
 	"ctrperf/internal/image"
 	"ctrperf/internal/kernel"
+	"ctrperf/internal/labels"
 	"ctrperf/internal/lifecycle"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
@@ -187,6 +188,9 @@ func (k *Kube) deployService(ctx context.Context, t *engine.Target, spec engine.
 		return fmt.Errorf("service %q: %w", s.Name, err)
 	}
 	ps := podSpec{Namespace: k.ns, RunID: spec.RunID, Network: spec.Network, Data: spec.Data, Kube: k.opt.Spec, Node: k.opt.Spec.Node}
+	if s.Labels[labels.Role] == "client" && k.opt.Spec.ClientNode != "" {
+		ps.Node = k.opt.Spec.ClientNode // the load generator's pod
+	}
 	if s.DataDir != "" && spec.Data == plan.DataLocalPV {
 		if ps.Node, ps.Claim, err = k.localPV(ctx, t, spec.RunID, s.Name); err != nil {
 			return fmt.Errorf("service %q: %w", s.Name, err)

@@ -193,6 +193,11 @@ func (k *Kube) check(ctx context.Context) error {
 	if err := checkNodes(nodes.Items, k.opt.Spec.Node); err != nil {
 		return &Unavailable{Reason: err.Error()}
 	}
+	if n := k.opt.Spec.ClientNode; n != "" {
+		if err := checkNodes(nodes.Items, n); err != nil {
+			return &Unavailable{Reason: strings.Replace(err.Error(), "(kubernetes.node)", "(kubernetes.client_node)", 1)}
+		}
+	}
 	k.proxyMode, k.proxyFrom = k.readProxyMode(cctx, nodes.Items)
 	if err := k.checkProxyMode(); err != nil {
 		return err

@@ -1,0 +1,146 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"ctrperf/internal/results"
+)
+
+// LabKubeconfig is where the lab cluster of `make kube-up` writes its
+// kubeconfig.
+const LabKubeconfig = "/var/lib/ctrperf/kube/kubeconfig"
+
+// Cluster is one cluster ctrperf can reach: where it was found and the
+// client to it.
+type Cluster struct {
+	Kubeconfig string // the file, or "" for kubectl's search
+	Context    string
+	Server     string
+	Client     kubernetes.Interface
+	Config     *rest.Config
+}
+
+// Reachable are the clusters of the kubeconfigs ctrperf knows (explicit
+// ones, else kubectl's search, and the lab's), one per API server, each
+// with the error that kept it out.
+func Reachable(explicit ...string) ([]Cluster, []error) {
+	paths := explicit
+	if len(paths) == 0 {
+		paths = []string{""} // $KUBECONFIG, ~/.kube/config
+		if _, err := os.Stat(LabKubeconfig); err == nil {
+			paths = append(paths, LabKubeconfig)
+		}
+	}
+	var out []Cluster
+	var errs []error
+	seen := map[string]bool{}
+	for _, p := range paths {
+		rc, ctxName, server, err := ClientConfig(p, "")
+		if err != nil {
+			if p != "" || kubeconfigExists() {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if seen[server] {
+			continue
+		}
+		seen[server] = true
+		rc.Timeout = 10 * time.Second
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", server, err))
+			continue
+		}
+		out = append(out, Cluster{Kubeconfig: p, Context: ctxName, Server: server, Client: cs, Config: rc})
+	}
+	return out, errs
+}
+
+// kubeconfigExists says whether kubectl's search finds a kubeconfig
+// ($KUBECONFIG, ~/.kube/config): without one there is no cluster to
+// speak of, and nothing to warn about.
+func kubeconfigExists() bool {
+	if os.Getenv("KUBECONFIG") != "" {
+		return true
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return false
+	}
+	_, err = os.Stat(home + "/.kube/config")
+	return err == nil
+}
+
+// Report is what `ctrperf doctor` says of a cluster.
+type Report struct {
+	Kubeconfig    string             `json:"kubeconfig,omitempty"`
+	Context       string             `json:"context"`
+	Server        string             `json:"server"`
+	Answers       bool               `json:"answers"`
+	Error         string             `json:"error,omitempty"`
+	Version       string             `json:"version,omitempty"`
+	ProxyMode     string             `json:"proxy_mode,omitempty"`
+	ProxyModeFrom string             `json:"proxy_mode_from,omitempty"`
+	Nodes         []results.KubeNode `json:"nodes,omitempty"`
+	// CPUManager is each node's kubelet cpuManagerPolicy, read from its
+	// /configz through the API server ("" when not readable).
+	CPUManager map[string]string `json:"cpu_manager,omitempty"`
+	Namespaces []string          `json:"ctrperf_namespaces,omitempty"`
+}
+
+// Describe reports on a cluster: its version, nodes (Ready, runtime),
+// kube-proxy mode, each node's CPU manager policy, ctrperf's namespaces.
+func Describe(ctx context.Context, c Cluster) Report {
+	r := Report{Kubeconfig: c.Kubeconfig, Context: c.Context, Server: c.Server}
+	v, err := c.Client.Discovery().ServerVersion()
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	r.Answers, r.Version = true, v.GitVersion
+	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		r.Error = describe(err, "list", "nodes")
+		return r
+	}
+	k := &Kube{cs: c.Client, rc: c.Config}
+	r.ProxyMode, r.ProxyModeFrom = k.readProxyMode(ctx, nodes.Items)
+	r.CPUManager = map[string]string{}
+	for _, n := range nodes.Items {
+		r.Nodes = append(r.Nodes, nodeInfo(n))
+		b, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes/" + n.Name + "/proxy/configz").DoRaw(ctx)
+		if err != nil {
+			r.CPUManager[n.Name] = ""
+			continue
+		}
+		var cz struct {
+			KubeletConfig struct {
+				CPUManagerPolicy string `json:"cpuManagerPolicy"`
+			} `json:"kubeletconfig"`
+		}
+		if json.Unmarshal(b, &cz) == nil {
+			p := cz.KubeletConfig.CPUManagerPolicy
+			if p == "" {
+				p = "none"
+			}
+			r.CPUManager[n.Name] = p
+		}
+	}
+	if nss, err := Namespaces(ctx, c.Client); err == nil {
+		for _, n := range nss {
+			r.Namespaces = append(r.Namespaces, n.Name)
+		}
+		sort.Strings(r.Namespaces)
+	}
+	return r
+}
