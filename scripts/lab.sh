@@ -139,6 +139,24 @@ stop_pid() {
 
 # --- up ------------------------------------------------------------------------
 
+# daemon LOG CMD...: start CMD in the background, in a session of its own,
+# in /, with stdin from /dev/null and output appended to LOG, and with every
+# other file descriptor closed: a daemon must not keep a lock its starter
+# held (this script's, or `flock … go test` of a test that runs lab up).
+# Every step execs, so $! is CMD's pid.
+daemon() {
+	local log=$1
+	shift
+	(
+		cd /
+		for fd in /proc/self/fd/*; do
+			fd=${fd##*/}
+			((fd > 2)) && eval "exec $fd>&-" 2>/dev/null
+		done
+		exec setsid "$@" </dev/null >>"$log" 2>&1
+	) &
+}
+
 make_bridge() {
 	if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
 		ip link add "$BRIDGE" type bridge
@@ -261,7 +279,7 @@ make_host() {
 	# A half-made host (holder gone, name left) is removed first.
 	ip netns delete "$h" 2>/dev/null || true
 	ip link del "${VETH[$h]}" 2>/dev/null || true
-	(cd / && exec setsid unshare --mount --net --uts --propagation private -- sleep infinity </dev/null >/dev/null 2>&1 9>&-) &
+	daemon /dev/null unshare --mount --net --uts --propagation private -- sleep infinity
 	pid=$!
 	echo "$pid" >"$RUN/$h.holder.pid"
 	local self_net i
@@ -293,8 +311,7 @@ start_sshd() {
 	fi
 	local hp
 	hp=$(holder "$h")
-	setsid nsenter -t "$hp" -m -n -u -w -- /usr/sbin/sshd -D -e -f /etc/ssh/sshd_config \
-		</dev/null >>"$LAB/$h/sshd.log" 2>&1 9>&- &
+	daemon "$LAB/$h/sshd.log" nsenter -t "$hp" -m -n -u -w -- /usr/sbin/sshd -D -e -f /etc/ssh/sshd_config
 	echo $! >"$RUN/$h.sshd.pid"
 	say "$h: sshd pid $!"
 }
@@ -307,15 +324,14 @@ start_dockerd() {
 		return 0
 	fi
 	hp=$(holder "$h")
-	setsid nsenter -t "$hp" -m -n -u -w -- dockerd \
+	daemon "$LAB/$h/dockerd.log" nsenter -t "$hp" -m -n -u -w -- dockerd \
 		--host unix:///var/run/docker.sock \
 		--data-root /var/lib/docker \
 		--exec-root /var/run/docker \
 		--pidfile /var/run/docker.pid \
 		--config-file /etc/docker/daemon.json \
 		--cgroup-parent "$CGROUP_PARENT" \
-		--ip6tables=false \
-		</dev/null >>"$LAB/$h/dockerd.log" 2>&1 9>&- &
+		--ip6tables=false
 	echo $! >"$RUN/$h.dockerd.pid"
 	say "$h: dockerd pid $!"
 }
@@ -481,8 +497,8 @@ shift || true
 case $cmd in
 up | down)
 	mkdir -p "$(dirname "$LOCK")"
-	# fd 9 is the lock; the daemons started below close it (9>&-), so
-	# it is released when this script ends.
+	# fd 9 is the lock; the daemons close it (see daemon), so it is
+	# released when this script ends.
 	exec 9>"$LOCK"
 	flock -w 120 9 || die "another lab up/down holds $LOCK"
 
