@@ -43,7 +43,9 @@
 # Made on this machine, all removed by `down`:
 #   /var/lib/ctrperf/lab/          keys, ssh_config, known_hosts, hosts' private dirs, logs
 #   /run/ctrperf/lab/              pid files: HOST.holder.pid, HOST.sshd.pid, lab-sut.dockerd.pid
-#   netns lab-sut, lab-load; veths ctrperf-lsut, ctrperf-lload; bridge ctrperf-lab0
+#   netns lab-sut, lab-load; veths lab-sut-veth, lab-load-veth (not ctrperf-*:
+#   `ctrperf clean` takes every veth of that name for a client namespace's);
+#   bridge ctrperf-lab0
 #   iptables (filter) chain CTRPERF-LAB and its jump from FORWARD (bridged
 #   traffic between the hosts, which Docker's FORWARD policy DROP would drop)
 #   cgroups /sys/fs/cgroup/*/ctrperf-lab-sut
@@ -62,7 +64,7 @@ CLIENT_KEY=$LAB/id_ed25519
 CGROUP_PARENT=/ctrperf-lab-sut
 HOSTS=(lab-sut lab-load)
 declare -A ADDR=([lab-sut]=198.19.200.2 [lab-load]=198.19.200.3)
-declare -A VETH=([lab-sut]=ctrperf-lsut [lab-load]=ctrperf-lload)
+declare -A VETH=([lab-sut]=lab-sut-veth [lab-load]=lab-load-veth)
 WAIT_SECONDS=${WAIT_SECONDS:-60}
 
 say() { printf 'lab: %s\n' "$*"; }

@@ -49,7 +49,7 @@ var Hosts = []string{Sut, Load}
 var Addr = map[string]string{Sut: "198.19.200.2", Load: "198.19.200.3"}
 
 // Veth is the host side of each host's veth pair (eth0 inside).
-var Veth = map[string]string{Sut: "ctrperf-lsut", Load: "ctrperf-lload"}
+var Veth = map[string]string{Sut: "lab-sut-veth", Load: "lab-load-veth"}
 
 // Pools are lab-sut's engine's addresses: its docker0 (first) and the pools
 // of the networks it creates.
