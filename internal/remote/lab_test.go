@@ -229,7 +229,7 @@ func TestNoDockerOnTheLoadHostLab(t *testing.T) {
 	t.Log(err)
 	// The host runtime runs there all the same.
 	host := remote.NewEngine(h.Client, agent.EngineRef{Runtime: engine.RuntimeHost}, "", nil)
-	tg, err := host.Deploy(context.Background(), engine.DeploySpec{RunID: "test-nodocker-002", Network: engine.NetworkHost,
+	tg, err := host.Deploy(context.Background(), engine.DeploySpec{RunID: "test-nodocker-002", Network: engine.NetworkHost, Data: engine.DataBind,
 		Services: []engine.Service{{Name: "idle", HostCommand: []string{agent.SelfBinary, "__idle"}}}})
 	if err != nil {
 		t.Fatalf("host deploy on lab-load: %v", err)
@@ -250,7 +250,7 @@ func TestSSHCutMidRunLab(t *testing.T) {
 	testenv.Ctrperf(t)
 	h := dial(t, "lab-sut", remote.SSHOptions{})
 	host := remote.NewEngine(h.Client, agent.EngineRef{Runtime: engine.RuntimeHost}, "", nil)
-	tg, err := host.Deploy(context.Background(), engine.DeploySpec{RunID: "test-cut-001", Network: engine.NetworkHost,
+	tg, err := host.Deploy(context.Background(), engine.DeploySpec{RunID: "test-cut-001", Network: engine.NetworkHost, Data: engine.DataBind,
 		Services: []engine.Service{{Name: "idle", HostCommand: []string{agent.SelfBinary, "__idle"}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -317,4 +317,47 @@ func alive(pid int) bool {
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
 	return f[0] != "Z"
+}
+
+// TestAgentCPUWhileSamplingLab measures the agent's own CPU on lab-sut
+// while its samplers run at 1 s: utime+stime of the agent process from
+// /proc/<pid>/stat (the lab shares this machine's pid namespace) over 60 s
+// of sampling. Must stay under 1 % of a core.
+func TestAgentCPUWhileSamplingLab(t *testing.T) {
+	requireLab(t)
+	testenv.Ctrperf(t)
+	h := dial(t, "lab-sut", remote.SSHOptions{})
+	o := remote.NewObserver(h.Client, "cpu", &engine.Target{})
+	if err := o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	const window = 60 * time.Second
+	t0, c0 := time.Now(), cpuTicks(t, h.Hello.PID)
+	time.Sleep(window)
+	t1, c1 := time.Now(), cpuTicks(t, h.Hello.PID)
+	s := o.Stop()
+	if n := len(s.Samples); n < 55 {
+		t.Errorf("%d samples in %s at 1 s", n, window)
+	}
+	const hz = 100 // USER_HZ on Linux
+	pct := float64(c1-c0) / hz / t1.Sub(t0).Seconds() * 100
+	t.Logf("agent pid %d on %s: %d ticks (utime+stime) in %.1f s while sampling at 1 s: %.3f %% of a core (%d samples)",
+		h.Hello.PID, h.Hello.Facts.Hostname, c1-c0, t1.Sub(t0).Seconds(), pct, len(s.Samples))
+	if pct >= 1 {
+		t.Errorf("the agent used %.3f %% of a core while sampling: want under 1 %%", pct)
+	}
+}
+
+func cpuTicks(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	// Fields 14 and 15 of stat: utime, stime (index 11, 12 after the comm).
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + st
 }

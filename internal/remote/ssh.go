@@ -329,7 +329,8 @@ func (h *Host) explain(err error, stderr string, o SSHOptions) error {
 	switch {
 	case strings.Contains(msg, "REMOTE HOST IDENTIFICATION HAS CHANGED") || strings.Contains(msg, "Host key for") && strings.Contains(msg, "has changed"):
 		return fmt.Errorf("%w: %s (%s): its host key is not the one recorded in %s, and ctrperf never connects to such a host (a reinstalled host or someone in between); if you know why it changed, remove the old key with `ssh-keygen -f %s -R %s` and connect again: %w",
-			ErrChangedHostKey, name, where, known, firstOf(h.Resolved.UserKnownHostsFiles, "~/.ssh/known_hosts"), h.Resolved.HostName, sshErr(msg))
+			ErrChangedHostKey, name, where, known, firstOf(h.Resolved.UserKnownHostsFiles, "~/.ssh/known_hosts"), h.Resolved.HostName,
+			sshErr(keepLines(msg, "fingerprint", "SHA256:", "Offending", "has changed")))
 	case strings.Contains(msg, "Host key verification failed") || strings.Contains(msg, "host key is known for") || strings.Contains(msg, "No matching host key"):
 		return fmt.Errorf("%w: %s (%s): its host key is not in %s; check the key's fingerprint and add it (ssh-keyscan, or one interactive ssh), or run with --accept-new-host-key to record it on first use: %w",
 			ErrUnknownHostKey, name, where, known, sshErr(msg))
@@ -346,6 +347,24 @@ func (h *Host) explain(err error, stderr string, o SSHOptions) error {
 		return fmt.Errorf("ssh %s: %w", name, err)
 	}
 	return fmt.Errorf("ssh %s: %w: %s", name, err, msg)
+}
+
+// keepLines are the lines of ssh's message that say something (its
+// changed-key warning is a banner of 15 lines).
+func keepLines(msg string, with ...string) string {
+	var keep []string
+	for _, l := range strings.Split(msg, "\n") {
+		for _, w := range with {
+			if strings.Contains(l, w) {
+				keep = append(keep, strings.TrimSpace(l))
+				break
+			}
+		}
+	}
+	if len(keep) == 0 {
+		return msg
+	}
+	return strings.Join(keep, "\n")
 }
 
 func firstOf(s []string, def string) string {
