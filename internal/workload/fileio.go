@@ -9,6 +9,7 @@ import (
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/load"
+	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 )
 
@@ -133,7 +134,7 @@ func wantDirect(l FileIOLoad, data engine.DataPlacement) (direct, fallback bool,
 		return false, false, ""
 	case l.Direct == "false":
 		return false, false, "buffered I/O (load.direct: false): the page cache absorbs writes until fsync"
-	case data == engine.DataTmpfs:
+	case data == engine.DataTmpfs || data == plan.DataEmptyDirMemory:
 		return false, false, "tmpfs has no O_DIRECT: buffered I/O"
 	case l.Direct == "true":
 		return true, false, ""

@@ -14,6 +14,7 @@ import (
 	"ctrperf/internal/engine"
 	"ctrperf/internal/image"
 	"ctrperf/internal/load"
+	"ctrperf/internal/plan"
 )
 
 // Shared pieces of the tool workloads (kv, fileio, bonnie, exec, ctxsw, oltp,
@@ -87,8 +88,13 @@ func toolServices(name, service string, c Config, tools ...string) ([]engine.Ser
 // endpoint: a published port or container IP has nothing to measure there,
 // and the engine would refuse a front service without ports anyway.
 func noNetwork(name string, network engine.NetworkMode) error {
-	if network != "" && network != engine.NetworkHost {
-		return fmt.Errorf("%s has no network endpoint: network %q has nothing to measure; use network: host", name, network)
+	switch network {
+	case "", engine.NetworkHost:
+	case plan.NetworkPodIP, plan.NetworkHostNetwork:
+		// runtime kubernetes: a pod has its own network (the default) or
+		// its node's; neither is measured.
+	default:
+		return fmt.Errorf("%s has no network endpoint: network %q has nothing to measure; use network: host (pod-ip, the default, or host-network on kubernetes)", name, network)
 	}
 	return nil
 }

@@ -1,0 +1,387 @@
+package kube
+
+// Integration tests against a real cluster: the lab's (`make kube-up`,
+// `make kube-images`), or the one $CTRPERF_KUBECONFIG names. Without one
+// they skip, or fail under CTRPERF_REQUIRE_KUBE=1. Never a mock.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"ctrperf/internal/engine"
+	"ctrperf/internal/image"
+	"ctrperf/internal/labels"
+	"ctrperf/internal/plan"
+	"ctrperf/internal/testenv"
+)
+
+const requireKubeEnv = "CTRPERF_REQUIRE_KUBE"
+
+// kubeconfigForTests is the cluster the tests use.
+func kubeconfigForTests() string {
+	if p := os.Getenv("CTRPERF_KUBECONFIG"); p != "" {
+		return p
+	}
+	return LabKubeconfig
+}
+
+// requireKube returns a client of the test cluster once it answers with a
+// Ready node; without one the test skips, or fails under
+// CTRPERF_REQUIRE_KUBE=1.
+func requireKube(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	miss := func(format string, a ...any) {
+		t.Helper()
+		if os.Getenv(requireKubeEnv) == "1" {
+			t.Fatalf(format, a...)
+		}
+		t.Skipf(format, a...)
+	}
+	rc, _, server, err := ClientConfig(kubeconfigForTests(), "")
+	if err != nil {
+		miss("no cluster (make kube-up): %v", err)
+	}
+	rc.Timeout = 10 * time.Second
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		miss("cluster %s: %v", server, err)
+	}
+	nodes, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		miss("cluster %s does not answer: %v", server, err)
+	}
+	if err := checkNodes(nodes.Items, ""); err != nil {
+		miss("cluster %s: %v", server, err)
+	}
+	return cs
+}
+
+func kubeEngine(t *testing.T, session string, spec plan.KubeSpec) *Kube {
+	t.Helper()
+	spec.Kubeconfig = kubeconfigForTests()
+	k, err := New(context.Background(), Options{Spec: spec, Session: session})
+	if err != nil {
+		t.Fatalf("engine: %v", err)
+	}
+	return k
+}
+
+func testSession(t *testing.T) string {
+	return fmt.Sprintf("kubetest-%x", time.Now().UnixNano()&0xffffffff)
+}
+
+// nothingLeft fails the test when the session's namespace or any PV of its
+// runs is still in the cluster.
+func nothingLeft(t *testing.T, cs kubernetes.Interface, session string) {
+	t.Helper()
+	ns := NamespaceName(session)
+	if _, err := cs.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{}); err == nil {
+		t.Errorf("namespace %s is still there", ns)
+	}
+	pvs, err := cs.CoreV1().PersistentVolumes().List(context.Background(), metav1.ListOptions{LabelSelector: labels.Managed + "=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pv := range pvs.Items {
+		if pv.Annotations["ctrperf.namespace"] == ns {
+			t.Errorf("persistent volume %s of %s is still there", pv.Name, ns)
+		}
+	}
+}
+
+// memcachedVersion asks memcached at addr for its version.
+func memcachedVersion(addr string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := c.Write([]byte("version\r\n")); err != nil {
+		return "", err
+	}
+	return bufio.NewReader(c).ReadString('\n')
+}
+
+func memcachedService() engine.Service {
+	return engine.Service{Name: "kv", Image: image.Resolve(image.DebianBase.Name),
+		Command: []string{"memcached", "-l", "{{listen:kv}}", "-p", "{{port:kv:11211}}", "-U", "0", "-u", "nobody", "-m", "64"},
+		Ports:   []int{11211}, Ready: &engine.ReadyCheck{Port: 11211, Timeout: 60 * time.Second}}
+}
+
+// TestNetworksKube deploys memcached in each network mode and talks to it
+// from this machine on the endpoint's path; each teardown leaves nothing.
+func TestNetworksKube(t *testing.T) {
+	cs := requireKube(t)
+	session := testSession(t)
+	k := kubeEngine(t, session, plan.KubeSpec{})
+	t.Cleanup(func() { _ = DeleteNamespace(context.Background(), cs, NamespaceName(session), 2*time.Minute) })
+	for i, mode := range []plan.NetworkMode{plan.NetworkPodIP, plan.NetworkService, plan.NetworkNodePort, plan.NetworkHostNetwork} {
+		t.Run(string(mode), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			tg, err := k.Deploy(ctx, engine.DeploySpec{RunID: fmt.Sprintf("%s-%03d", session, i), Network: mode, Data: plan.DataLayer, Services: []engine.Service{memcachedService()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ep, err := tg.Endpoint("kv", 11211)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := memcachedVersion(ep.Addr)
+			if err != nil || !strings.HasPrefix(v, "VERSION ") {
+				t.Errorf("memcached at %s: %q %v", ep.Addr, v, err)
+			}
+			in := k.DeploymentInfo(tg)
+			t.Logf("%s: %s; pods %+v; kube-proxy %q from %s", mode, ep.Addr, in.Kube.Pods, in.Kube.ProxyMode, in.Kube.ProxyModeFrom)
+			if len(in.Kube.Pods) != 1 || in.Kube.Pods[0].QoS != "BestEffort" {
+				t.Errorf("pods %+v", in.Kube.Pods)
+			}
+			if err := k.Teardown(ctx, tg); err != nil {
+				t.Fatal(err)
+			}
+			nothingLeft(t, cs, session)
+		})
+	}
+}
+
+// TestDataKube deploys a sleeper on each data placement, writes through
+// the data directory, and checks what backs it (tmpfs for memory); the
+// node's directories of hostpath and local-pv are gone after teardown.
+func TestDataKube(t *testing.T) {
+	cs := requireKube(t)
+	session := testSession(t)
+	k := kubeEngine(t, session, plan.KubeSpec{Node: "kube-node-1"})
+	t.Cleanup(func() { _ = DeleteNamespace(context.Background(), cs, NamespaceName(session), 2*time.Minute) })
+	for i, data := range []plan.DataPlacement{plan.DataLayer, plan.DataEmptyDir, plan.DataEmptyDirMemory, plan.DataHostPath, plan.DataLocalPV} {
+		t.Run(string(data), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			runID := fmt.Sprintf("%s-%03d", session, i)
+			s := engine.Service{Name: "io", Image: image.Resolve(image.DebianBase.Name), DataDir: "/data",
+				Command: []string{"/bin/sh", "-c", "exec sleep infinity"}}
+			tg, err := k.Deploy(ctx, engine.DeploySpec{RunID: runID, Network: plan.NetworkPodIP, Data: data, Services: []engine.Service{s}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := k.Exec(ctx, tg, "io", []string{"/bin/sh", "-c", "mkdir -p /data && echo hello > /data/f && cat /data/f && awk '$2 == \"/data\" {print $3}' /proc/mounts"})
+			if err != nil || res.ExitCode != 0 {
+				t.Fatalf("exec: %v %d %s", err, res.ExitCode, res.Stderr)
+			}
+			out := strings.Fields(string(res.Stdout))
+			t.Logf("%s: %q", data, out)
+			if len(out) == 0 || out[0] != "hello" {
+				t.Errorf("read back %q", out)
+			}
+			fsType := ""
+			if len(out) > 1 {
+				fsType = out[1]
+			}
+			switch data {
+			case plan.DataLayer:
+				if fsType != "" {
+					t.Errorf("layer: /data is a mount (%s)", fsType)
+				}
+			case plan.DataEmptyDirMemory:
+				if fsType != "tmpfs" {
+					t.Errorf("emptydir-memory on %q, want tmpfs", fsType)
+				}
+			default:
+				if fsType == "" || fsType == "tmpfs" {
+					t.Errorf("%s on %q, want a disk's filesystem", data, fsType)
+				}
+			}
+			dir := HostPathDir(k.Namespace(), runID, "io")
+			if data == plan.DataHostPath || data == plan.DataLocalPV {
+				// The lab's nodes share this machine's filesystem.
+				if b, err := os.ReadFile(filepath.Join(dir, "f")); err != nil || string(b) != "hello\n" {
+					t.Errorf("the node's %s: %q %v", dir, b, err)
+				}
+			}
+			if err := k.Teardown(ctx, tg); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("%s is still on the node: %v", dir, err)
+			}
+			nothingLeft(t, cs, session)
+		})
+	}
+}
+
+// TestImageNotOnNodeKube: an image the nodes do not have is ImageNotOnNode
+// (image.ErrMissing: the runner records not_run), and nothing is left.
+func TestImageNotOnNodeKube(t *testing.T) {
+	cs := requireKube(t)
+	session := testSession(t)
+	k := kubeEngine(t, session, plan.KubeSpec{})
+	s := memcachedService()
+	s.Image = "ctrperf/not-loaded:never"
+	_, err := k.Deploy(context.Background(), engine.DeploySpec{RunID: session + "-001", Network: plan.NetworkPodIP, Data: plan.DataLayer, Services: []engine.Service{s}})
+	var missing *ImageNotOnNodeError
+	if err == nil || !strings.Contains(err.Error(), "make kube-images") || !asImageMissing(err, &missing) {
+		t.Errorf("error %v", err)
+	}
+	nothingLeft(t, cs, session)
+}
+
+// TestPendingKube: a pod no node can take fails after the pending timeout
+// with the scheduler's reason.
+func TestPendingKube(t *testing.T) {
+	cs := requireKube(t)
+	session := testSession(t)
+	spec := plan.KubeSpec{Kubeconfig: kubeconfigForTests()}
+	k, err := New(context.Background(), Options{Spec: spec, Session: session, PendingTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := memcachedService()
+	s.Resources = plan.Resources{CPUs: 64, MemoryBytes: 64 << 20}
+	_, err = k.Deploy(context.Background(), engine.DeploySpec{RunID: session + "-001", Network: plan.NetworkPodIP, Data: plan.DataLayer, Services: []engine.Service{s}})
+	if err == nil || !strings.Contains(err.Error(), "still Pending") || !strings.Contains(err.Error(), "Insufficient cpu") {
+		t.Errorf("error %v", err)
+	}
+	nothingLeft(t, cs, session)
+}
+
+// TestGatesKube: a wrong context and a kube-proxy mode the cluster does
+// not run are Unavailable (not_run) with the reason.
+func TestGatesKube(t *testing.T) {
+	requireKube(t)
+	_, err := New(context.Background(), Options{Spec: plan.KubeSpec{Kubeconfig: kubeconfigForTests(), Context: "nope"}, Session: "s"})
+	if err == nil || !strings.Contains(err.Error(), `has no context "nope"`) {
+		t.Errorf("wrong context: %v", err)
+	}
+	_, err = New(context.Background(), Options{Spec: plan.KubeSpec{Kubeconfig: kubeconfigForTests(), ProxyMode: "ipvs"}, Session: "s"})
+	if err == nil || !strings.Contains(err.Error(), "CONFIG_IP_VS") {
+		t.Errorf("ipvs: %v", err)
+	}
+}
+
+// kubeBenchPlan is a small kv plan on the cluster for the signal tests.
+func kubeBenchPlan(t *testing.T, duration string) string {
+	p := filepath.Join(t.TempDir(), "kube-signal.yaml")
+	src := fmt.Sprintf(`name: kube-signal
+workload: kv
+repetitions: 2
+warmup: 1s
+duration: %s
+baseline: pod
+configurations:
+  - name: pod
+    runtime: kubernetes
+    kubernetes: {kubeconfig: %s}
+`, duration, kubeconfigForTests())
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startBench starts `ctrperf bench run` of plan and waits until its
+// session's namespace holds a running pod; it returns the command and the
+// namespace.
+func startBench(t *testing.T, cs kubernetes.Interface, bin, planFile string) (*exec.Cmd, *bytes.Buffer, string) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := exec.Command(bin, "bench", "run", planFile, "--out", filepath.Join(t.TempDir(), "out"), "--allow-concurrent", "--observe=false")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		nss, err := Namespaces(context.Background(), cs)
+		if err == nil {
+			for _, n := range nss {
+				if n.PID != cmd.Process.Pid {
+					continue
+				}
+				pods, err := cs.CoreV1().Pods(n.Name).List(context.Background(), metav1.ListOptions{})
+				if err == nil && len(pods.Items) > 0 && pods.Items[0].Status.Phase == "Running" {
+					return cmd, &out, n.Name
+				}
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	t.Fatalf("no running pod of the bench run within 2 min:\n%s", out.String())
+	return nil, nil, ""
+}
+
+// TestCtrlCKube: Ctrl-C mid-run deletes the session's namespace and waits
+// for it; nothing of the session is left.
+func TestCtrlCKube(t *testing.T) {
+	cs := requireKube(t)
+	bin := testenv.Ctrperf(t)
+	cmd, out, ns := startBench(t, cs, bin, kubeBenchPlan(t, "60s"))
+	time.Sleep(2 * time.Second)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+		t.Errorf("exit %v, want 130:\n%s", err, out.String())
+	}
+	if _, err := cs.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{}); err == nil {
+		t.Errorf("namespace %s outlived Ctrl-C:\n%s", ns, out.String())
+	}
+}
+
+// TestKillThenCleanKube: after SIGKILL the session's namespace stays;
+// `ctrperf clean` finds it by label and owner (the pid is gone) and
+// removes it, while a live session's namespace is kept.
+func TestKillThenCleanKube(t *testing.T) {
+	cs := requireKube(t)
+	bin := testenv.Ctrperf(t)
+	// A live session's namespace, this test process's: clean keeps it.
+	live := kubeEngine(t, testSession(t), plan.KubeSpec{})
+	if err := live.ensureNamespace(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = DeleteNamespace(context.Background(), cs, live.Namespace(), 2*time.Minute) })
+
+	cmd, out, ns := startBench(t, cs, bin, kubeBenchPlan(t, "60s"))
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if _, err := cs.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{}); err != nil {
+		t.Fatalf("after SIGKILL the namespace %s should still be there: %v\n%s", ns, err, out.String())
+	}
+	clean := exec.Command(bin, "clean")
+	clean.Env = append(os.Environ(), "KUBECONFIG="+kubeconfigForTests())
+	b, err := clean.CombinedOutput()
+	if err != nil {
+		t.Fatalf("ctrperf clean: %v\n%s", err, b)
+	}
+	if !strings.Contains(string(b), ns) {
+		t.Errorf("ctrperf clean did not say it removed %s:\n%s", ns, b)
+	}
+	if _, err := cs.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{}); err == nil {
+		t.Errorf("namespace %s survived ctrperf clean:\n%s", ns, b)
+	}
+	if _, err := cs.CoreV1().Namespaces().Get(context.Background(), live.Namespace(), metav1.GetOptions{}); err != nil {
+		t.Errorf("ctrperf clean removed the live session's namespace %s: %v\n%s", live.Namespace(), err, b)
+	}
+}
+
+func asImageMissing(err error, target **ImageNotOnNodeError) bool {
+	return errors.As(err, target) && errors.Is(err, image.ErrMissing)
+}
