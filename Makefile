@@ -254,3 +254,38 @@ bench: build engine
 
 clean:
 	rm -rf bin out examples/hello/hello
+
+# --- The lab Kubernetes cluster (issue 26) ------------------------------------
+# Kubernetes' components are one multi-call binary from tools/kube, a module of
+# its own (ctrperf's go.mod never gains k8s.io/kubernetes); rebuilt only when
+# tools/kube changes. The version is set as Kubernetes' own build sets it.
+KUBE_BIN     := bin/kube
+KUBE_VERSION := $(shell awk '$$1 == "k8s.io/kubernetes" {print $$2; exit}' tools/kube/go.mod)
+KUBE_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+	-X $(p).gitVersion=$(KUBE_VERSION) -X $(p).gitMajor=$(word 1,$(subst ., ,$(KUBE_VERSION:v%=%))) \
+	-X $(p).gitMinor=$(word 2,$(subst ., ,$(KUBE_VERSION:v%=%))) -X $(p).gitTreeState=clean)
+KUBE_PROXY_MODE ?= iptables
+KUBE_STATIC_CPU_NODE ?=
+
+.PHONY: kube-up kube-down kube-status kube-images
+
+$(KUBE_BIN): tools/kube/go.mod tools/kube/go.sum $(wildcard tools/kube/*.go)
+	cd tools/kube && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o ../../$(KUBE_BIN) .
+
+# Start the cluster (two nodes, kube-proxy KUBE_PROXY_MODE=iptables|nftables,
+# KUBE_STATIC_CPU_NODE=kube-node-2 for a static CPU manager); prints the
+# kubeconfig path. Idempotent.
+kube-up: $(KUBE_BIN) build
+	KUBE_PROXY_MODE=$(KUBE_PROXY_MODE) KUBE_STATIC_CPU_NODE=$(KUBE_STATIC_CPU_NODE) scripts/kube.sh up
+
+# Stop it and remove everything it made (a second call does nothing).
+kube-down:
+	scripts/kube.sh down
+
+kube-status:
+	@scripts/kube.sh status
+
+# Every ctrperf/* image of the default Docker engine into each node (pods use
+# imagePullPolicy: Never).
+kube-images: build
+	scripts/kube.sh images
