@@ -73,11 +73,15 @@ die() { printf 'lab: %s\n' "$*" >&2; exit 1; }
 # --- pids ----------------------------------------------------------------------
 
 # pidof_file FILE: the pid in FILE if that process is alive, else nothing.
+# (awk on /proc/PID/stat: comm may hold spaces, but not before field 3 for
+# the programs the lab starts: sleep, sshd, dockerd, containerd.)
 pidof_file() {
 	local p
 	[[ -s $1 ]] || return 1
 	p=$(<"$1")
 	[[ $p =~ ^[0-9]+$ ]] && [[ -d /proc/$p ]] || return 1
+	# A zombie is gone already (its parent has not waited yet).
+	[[ $(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) != Z ]] || return 1
 	echo "$p"
 }
 
@@ -278,7 +282,15 @@ make_host() {
 	if pid=$(holder "$h"); then
 		return 0
 	fi
-	# A half-made host (holder gone, name left) is removed first.
+	# A half-made host (holder gone, name left) is removed first, with the
+	# daemons its pid files name if they still run in its old namespaces
+	# (a pid of ours in the namespaces of this script is a reused one).
+	local f p
+	for f in "$RUN/$h".*.pid; do
+		p=$(pidof_file "$f") || continue
+		[[ $(readlink "/proc/$p/ns/mnt") != "$(readlink /proc/self/ns/mnt)" ]] || continue
+		stop_pid "$p" "$h's $(basename "$f" .pid | cut -d. -f2) of a lost holder" 10
+	done
 	ip netns delete "$h" 2>/dev/null || true
 	ip link del "${VETH[$h]}" 2>/dev/null || true
 	daemon /dev/null unshare --mount --net --uts --propagation private -- sleep infinity
