@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -196,6 +197,16 @@ func (r *runner) engineOf(ctx context.Context, cfg *plan.Configuration) (engine.
 		}
 		return nil, engine.Info{}, fmt.Errorf("SUT host %s: %w", hs.SUT.Raw, err)
 	}
+	if !hs.Load.Local() && hs.Load.Raw != hs.SUT.Raw {
+		// The load host too, before anything is deployed: a host that
+		// cannot be reached costs no deployment.
+		if _, err := r.hosts.host(ctx, hs.Load, results.RoleLoad); err != nil {
+			if unreachableHost(err) {
+				return nil, engine.Info{}, runtimeUnavailable(fmt.Sprintf("load host %s: %v", hs.Load.Raw, err))
+			}
+			return nil, engine.Info{}, fmt.Errorf("load host %s: %w", hs.Load.Raw, err)
+		}
+	}
 	info, err := eng.Info(ctx)
 	if err != nil {
 		// No Docker there: the host's docker configurations are not_run,
@@ -379,8 +390,11 @@ func (d hostDriver) Drive(ctx context.Context, env workload.Env) (*results.Measu
 	}
 	m.Notes = append(m.Notes, fmt.Sprintf("load generated on %s (%s)", d.dest.Raw, h.Hello.Facts.Hostname))
 	if he, ok := d.rn.eng.(*hostEngine); ok {
+		// One note for every run alike (the ports differ run by run):
+		// each configuration goes through the same kind of relay.
 		for _, rl := range he.relays(env.Target.RunID) {
-			m.Notes = append(m.Notes, fmt.Sprintf("%s reached through the agent's relay on %s: %s → %s", rl.Service, he.dest.Raw, rl.From, rl.To))
+			host, _, _ := net.SplitHostPort(rl.From)
+			m.Notes = append(m.Notes, fmt.Sprintf("%s reached from the load host through ctrperf agent's TCP relay on %s at %s (a userland proxy in every configuration)", rl.Service, he.dest.Raw, host))
 		}
 	}
 	return m, nil

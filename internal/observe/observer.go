@@ -175,6 +175,7 @@ func (o *Observer) Start(ctx context.Context) error {
 		newDiskSampler(o.kernel, o.devices, o.partitions),
 		newInterruptSampler(o.kernel.Proc()),
 		newSoftirqSampler(o.kernel.Proc()),
+		newNetSampler(o.kernel.Proc()),
 		o.cgroups,
 		newProcessSampler(o.kernel.Proc(), o.groups),
 	}

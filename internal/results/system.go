@@ -24,6 +24,9 @@ type Sample struct {
 	Interrupts map[string][]float64 `json:"interrupts,omitempty"`
 	// Softirqs per kind (NET_RX, BLOCK, ...) and per CPU, per second.
 	Softirqs map[string][]float64 `json:"softirqs,omitempty"`
+	// Net per network interface of the sampled host's network namespace
+	// (its NIC, bridges, veths), rates per second from /proc/net/dev.
+	Net map[string]NetStats `json:"net,omitempty"`
 	// System-wide levels and rates.
 	ContextSwitchesPerS float64 `json:"ctxt_per_s,omitempty"`
 	RunQueue            float64 `json:"runq,omitempty"` // procs_running
@@ -93,4 +96,14 @@ type ProcessStats struct {
 	CPUPercent float64 `json:"cpu_pct"` // 100 = one full CPU
 	Count      int     `json:"count"`
 	RSSBytes   float64 `json:"rss_bytes,omitempty"`
+}
+
+// NetStats are one network interface's rates over an interval.
+type NetStats struct {
+	RxBytesPerS   float64 `json:"rx_bytes_per_s"`
+	TxBytesPerS   float64 `json:"tx_bytes_per_s"`
+	RxPacketsPerS float64 `json:"rx_packets_per_s"`
+	TxPacketsPerS float64 `json:"tx_packets_per_s"`
+	DropsPerS     float64 `json:"drops_per_s,omitempty"`
+	ErrorsPerS    float64 `json:"errors_per_s,omitempty"`
 }
