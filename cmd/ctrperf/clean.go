@@ -9,7 +9,6 @@ import (
 
 	"ctrperf/internal/clean"
 	"ctrperf/internal/engine"
-	"ctrperf/internal/lifecycle"
 	"ctrperf/internal/owner"
 )
 
@@ -17,6 +16,7 @@ type cleanFlags struct {
 	runID  string
 	dryRun bool
 	force  bool
+	hosts  cleanHostsFlags
 }
 
 func newCleanCmd() *cobra.Command {
@@ -45,14 +45,18 @@ while its process runs.
 
 --dry-run lists each object as live or orphaned, with its owner, and
 removes nothing. --force removes live objects too, after saying which live
-runs it breaks. Exits 0 when nothing orphaned is left.`,
+runs it breaks. Exits 0 when nothing orphaned is left.
+
+--hosts PLAN (a built-in plan or a plan file, e.g. lab-smoke) also cleans
+every host of the plan's hosts: (or --hosts sut=DEST,load=DEST those
+hosts): ctrperf reaches each over SSH as bench run does, starts its agent
+there and runs the same sweep on that host, with --run, --dry-run and
+--force; each line names its host. An unreachable host is reported and the
+others are still cleaned (exit 1).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := lifecycle.SignalContext(cmd.Context())
-			defer stop()
-			return runClean(ctx, cmd, f)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runCleanWithHosts(cmd, f) },
 	}
+	f.hosts.add(cmd)
 	cmd.Flags().StringVar(&f.runID, "run", "", "only clean objects of this run id (default: every ctrperf object)")
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "list every object as live or orphaned with its owner, remove nothing")
 	cmd.Flags().BoolVar(&f.force, "force", false, "remove objects of live runs too (breaks those runs; says which first)")
