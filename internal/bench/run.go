@@ -325,6 +325,13 @@ func (rn *run) record(m *results.Measurement, series *results.Series, driveErr, 
 	}
 	if driveErr != nil {
 		rn.rec.System = series
+		// A tool the drive needs and does not find where it runs (a client
+		// command's program in its container) fails every repetition alike.
+		var nr interface{ NotRunnable() bool }
+		if errors.As(driveErr, &nr) && nr.NotRunnable() {
+			rn.r.notRun[rn.cfg.Name] = driveErr.Error()
+			return rn.finish(results.StatusNotRun, driveErr)
+		}
 		return rn.finish(results.StatusFailed, rn.explain("drive", driveErr))
 	}
 	if m == nil {

@@ -602,7 +602,8 @@ func probe(ctx context.Context, hc *http.Client, rc ReadyCheck, addr string, dia
 		if err != nil {
 			return err
 		}
-		return c.Close()
+		defer c.Close()
+		return heldOpen(c)
 	}
 	path := rc.HTTPPath
 	if !strings.HasPrefix(path, "/") {
@@ -622,6 +623,28 @@ func probe(ctx context.Context, hc *http.Client, rc ReadyCheck, addr string, dia
 		return fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
 	return nil
+}
+
+// heldOpenWait is how long a TCP ready check waits for the far end to
+// close a connection it accepted.
+const heldOpenWait = 150 * time.Millisecond
+
+// heldOpen tells a service that accepted a connection from docker-proxy,
+// which accepts on a published port before anything listens behind it
+// and then closes at once: a connection closed (or reset) within
+// heldOpenWait is no service yet; one held open, or that sent a greeting,
+// is.
+func heldOpen(c net.Conn) error {
+	if err := c.SetReadDeadline(time.Now().Add(heldOpenWait)); err != nil {
+		return nil // no deadlines on this connection: the connect has to do
+	}
+	var b [1]byte
+	_, err := c.Read(b[:])
+	var ne net.Error
+	if err == nil || errors.As(err, &ne) && ne.Timeout() {
+		return nil
+	}
+	return fmt.Errorf("connected, but the far end closed at once (%v): nothing listens behind it yet (docker-proxy accepts for a published port before the service does)", err)
 }
 
 // Exec runs argv in a service's container (docker exec) and waits for it.

@@ -78,6 +78,7 @@ type ReadyCheck struct {
 //	                   container name and PORT on the run's bridge network
 //	                   (the service name works too, as a network alias);
 //	                   127.0.0.1 and the allocated port on a shared network.
+//	{{host:SVC}}       the host part of {{addr:SVC:PORT}}.
 //	{{data:SVC}}       SVC's DataDir as its process sees it: DataDir inside a
 //	                   container; /var/lib/ctrperf/host/<run>/<svc> on the host.
 //	{{listen:SVC}}     the address SVC should listen on: 0.0.0.0 in a

@@ -26,7 +26,7 @@ type ServiceBinding struct {
 	DataDir       string
 }
 
-var templateRe = regexp.MustCompile(`\{\{\s*(port|addr|data|listen)\s*:\s*([^}:\s]+)\s*(?::\s*([0-9]+)\s*)?\}\}`)
+var templateRe = regexp.MustCompile(`\{\{\s*(port|addr|host|data|listen)\s*:\s*([^}:\s]+)\s*(?::\s*([0-9]+)\s*)?\}\}`)
 
 // portRefRe finds the {{port:SVC:PORT}} references, used to decide which
 // ports a service on a shared network namespace wants relocated.
@@ -53,7 +53,38 @@ func (b Bindings) Expand(s string) (string, error) {
 		return "", firstErr
 	}
 	if i := strings.Index(out, "{{"); i >= 0 && templateLike(out[i:]) {
-		return "", fmt.Errorf("malformed template in %q (want {{port:SVC:PORT}}, {{addr:SVC:PORT}}, {{data:SVC}} or {{listen:SVC}})", s)
+		return "", fmt.Errorf("malformed template in %q (want {{port:SVC:PORT}}, {{addr:SVC:PORT}}, {{host:SVC}}, {{data:SVC}} or {{listen:SVC}})", s)
+	}
+	return out, nil
+}
+
+// Reference is one template in a string: its kind (port, addr, host,
+// data, listen), the service it names and the port, 0 when it has none.
+type Reference struct {
+	Kind, Service string
+	Port          int
+	Text          string // as written
+}
+
+// References lists the templates of s, for checks made before anything
+// is deployed (a client command's, when the plan is read). A malformed
+// one is an error, as Expand would give.
+func References(s string) ([]Reference, error) {
+	var out []Reference
+	for _, m := range templateRe.FindAllStringSubmatch(s, -1) {
+		r := Reference{Kind: m[1], Service: m[2], Text: m[0]}
+		if m[3] != "" {
+			p, err := strconv.Atoi(m[3])
+			if err != nil || p <= 0 || p > 65535 {
+				return nil, fmt.Errorf("template %s: bad port %q", m[0], m[3])
+			}
+			r.Port = p
+		}
+		out = append(out, r)
+	}
+	rest := templateRe.ReplaceAllString(s, "")
+	if i := strings.Index(rest, "{{"); i >= 0 && templateLike(rest[i:]) {
+		return nil, fmt.Errorf("malformed template in %q (want {{port:SVC:PORT}}, {{addr:SVC:PORT}} or {{host:SVC}})", s)
 	}
 	return out, nil
 }
@@ -62,7 +93,7 @@ func (b Bindings) Expand(s string) (string, error) {
 // templates, so that unrelated "{{" (e.g. a Go template in an argument) passes.
 func templateLike(s string) bool {
 	s = strings.TrimSpace(strings.TrimPrefix(s, "{{"))
-	for _, k := range []string{"port", "addr", "data", "listen"} {
+	for _, k := range []string{"port", "addr", "host", "data", "listen"} {
 		if strings.HasPrefix(s, k) && strings.HasPrefix(strings.TrimSpace(s[len(k):]), ":") {
 			return true
 		}
@@ -83,6 +114,12 @@ func (b Bindings) resolve(kind, svc, portStr string) (string, error) {
 			return "0.0.0.0", nil // its own network namespace
 		}
 		return "127.0.0.1", nil // the host's: never the machine's real interfaces
+	}
+	if kind == "host" {
+		if portStr != "" {
+			return "", fmt.Errorf("host takes no port ({{host:%s}})", svc)
+		}
+		return sb.Host, nil
 	}
 	if kind == "data" {
 		if portStr != "" {

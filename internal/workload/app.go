@@ -68,7 +68,10 @@ type AppApp struct {
 
 // AppLoad is the load knobs.
 type AppLoad struct {
-	Protocol string // "http" or "memcached"
+	Protocol string // "http", "memcached" or "command" (Client set)
+	// Client, when set, is the user's own load tool instead of ctrperf's
+	// generator (load.command; client.go).
+	Client *ClientLoad
 	// HTTP: a scenario file (absolute path once decoded), or a single GET
 	// of Path.
 	Scenario string
@@ -291,8 +294,13 @@ func (l AppLoad) UsesDir() bool { return l.Scenario != "" }
 // ParseAppLoad reads and checks the load knobs; dir is the plan's directory.
 func ParseAppLoad(m map[string]any, dir string) (AppLoad, error) {
 	l := DefaultAppLoad
+	if given(m, "command") {
+		c, err := parseClientLoad(m)
+		l.Protocol, l.Client = "command", &c
+		return l, err
+	}
 	k := newKnobs("load", m)
-	k.enum("protocol", &l.Protocol, "http", "memcached")
+	k.enum("protocol", &l.Protocol, "http", "memcached", "command")
 	k.str("scenario", &l.Scenario, nil)
 	k.str("path", &l.Path, func(v string) error {
 		if !strings.HasPrefix(v, "/") {
@@ -308,6 +316,9 @@ func ParseAppLoad(m map[string]any, dir string) (AppLoad, error) {
 	whole(k, "keys", &l.Keys, 1, 1<<30)
 	if err := k.err(); err != nil {
 		return l, err
+	}
+	if l.Protocol == "command" {
+		return l, knobError("load.protocol", "load.protocol command runs your own client: give it as load.command (with load.parser or load.figures)")
 	}
 	if l.Search != nil {
 		if err := searchConflicts(m, l.Search, "rate", "concurrency", "ops"); err != nil {
@@ -401,6 +412,9 @@ func (App) Decode(c Knobs) (any, any, error) {
 				errs = append(errs, knobError(what+".data_dir", "data %q places %s.data_dir, which is not set: the configuration would measure nothing of the placement", c.Data, what))
 			}
 		}
+		if lerr == nil && l.Client != nil {
+			errs = append(errs, l.Client.check(a, c.Network))
+		}
 		switch {
 		case c.Topology == "split" && len(a.Sidecars) == 0:
 			errs = append(errs, fmt.Errorf("topology split puts each sidecar in its own container, and the app has none (app.sidecars); leave topology out"))
@@ -436,8 +450,10 @@ func (App) Services(c Config) ([]engine.Service, error) {
 			ready = engine.ReadyCheck{}
 		}
 		svc := engine.Service{
-			Name:        s.Name,
-			Image:       s.Image,
+			Name: s.Name,
+			// A recipe of ctrperf's (ctrperf/debian-base) is built when
+			// missing, or taken from its override; other images as named.
+			Image:       image.Resolve(s.Image),
 			Entrypoint:  s.Entrypoint,
 			Command:     s.Command,
 			HostCommand: s.HostCommand,
@@ -461,6 +477,13 @@ func (App) Services(c Config) ([]engine.Service, error) {
 		}
 		out = append(out, svc)
 	}
+	if l := c.Load.(AppLoad); l.Client != nil {
+		client, err := l.Client.clientServices(c)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, client...)
+	}
 	return out, nil
 }
 
@@ -474,6 +497,9 @@ func (l AppLoad) profile(env Env) load.Profile {
 // Drive implements Workload: the configured load, open or closed loop.
 func (a App) Drive(ctx context.Context, env Env) (*results.Measurement, error) {
 	l := env.Config.Load.(AppLoad)
+	if l.Client != nil {
+		return driveClient(ctx, env, *l.Client)
+	}
 	if l.Search != nil {
 		return RunSearch(ctx, env, l.Search, func(ctx context.Context, rate float64, started func()) (*results.Measurement, error) {
 			senv := env

@@ -118,6 +118,11 @@ func parseK6(o Output) (Result, error) {
 			}
 		}
 	}
+	if v, ok := r.Figures["http_reqs_per_s"]; ok {
+		r.Throughput = v
+	} else {
+		r.Throughput = r.Figures["iterations_per_s"]
+	}
 	if v, ok := num(doc.Metrics["http_req_failed"], "value"); ok {
 		r.add("http_req_failed_rate", v, results.BetterLower, "")
 	}

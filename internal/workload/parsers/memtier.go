@@ -157,6 +157,7 @@ func parseMemtier(o Output) (Result, error) {
 			}
 		}
 	}
+	r.Throughput = r.Figures["ops_per_s"]
 	if _, ok := r.Figures["ops_per_s"]; !ok {
 		return r, fmt.Errorf("%s: \"ALL STATS\" has no Totals with Ops/sec", memtierFile)
 	}

@@ -44,6 +44,9 @@ type Figure struct {
 
 // Result is one invocation's figures.
 type Result struct {
+	// Throughput is the tool's primary rate (operations per second over
+	// its whole run), the report's throughput; 0 when it has none.
+	Throughput float64
 	Figures    map[string]float64
 	Declared   map[string]results.MetricInfo
 	Operations map[string]*results.Operation

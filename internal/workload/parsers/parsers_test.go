@@ -32,6 +32,7 @@ func TestParsersOnFixtures(t *testing.T) {
 		better       map[string]string
 		ops          map[string]map[string]float64 // operation -> percentile -> ms
 		opCount      map[string]int64
+		throughput   float64
 	}{
 		{desc: "redis-benchmark --csv, SET and GET", parser: "redis-benchmark",
 			out: func(t *testing.T) Output { return Output{Stdout: fixture(t, "redis-setget.csv")} },
@@ -42,6 +43,9 @@ func TestParsersOnFixtures(t *testing.T) {
 		{desc: "redis-benchmark, tests with spaces in their names", parser: "redis-benchmark",
 			out:  func(t *testing.T) Output { return Output{Stdout: fixture(t, "redis-mixed.csv")} },
 			want: want{"set_per_s": 90909.09, "lpush_per_s": 105263.16, "mset_10_keys_per_s": 90909.09, "mset_10_keys_p99_ms": 4.367}},
+		{desc: "redis-benchmark: the throughput of all tests is the harmonic mean of their rates", parser: "redis-benchmark",
+			out:  func(t *testing.T) Output { return Output{Stdout: []byte("\"SET\",\"100\"\n\"GET\",\"300\"\n")} },
+			want: want{"set_per_s": 100}, throughput: 150},
 		{desc: "redis-benchmark before 6.2: no header, only rps", parser: "redis-benchmark",
 			out: func(t *testing.T) Output {
 				return Output{Stdout: []byte("\"SET\",\"83333.33\"\n\"GET\",\"90909.09\"\n")}
@@ -128,6 +132,9 @@ func TestParsersOnFixtures(t *testing.T) {
 				if _, ok := r.Declared[name]; !ok {
 					t.Errorf("%s has no declaration", name)
 				}
+			}
+			if r.Throughput <= 0 || tc.throughput > 0 && math.Abs(r.Throughput-tc.throughput) > 1e-9 {
+				t.Errorf("throughput %v, want %v", r.Throughput, tc.throughput)
 			}
 			for name, b := range tc.better {
 				if r.Declared[name].Better != b {

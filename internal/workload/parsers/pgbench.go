@@ -81,6 +81,7 @@ func parsePgbench(o Output) (Result, error) {
 		return r, fmt.Errorf("no \"tps = …\" line in pgbench's output (did it run to the end?); stdout ends: %s; stderr ends: %s", tail(o.Stdout), tail(o.Stderr))
 	}
 	r.add("tps", tps, results.BetterHigher, "tx/s")
+	r.Throughput = tps
 	op := r.op("transaction")
 	for _, m := range pgLine.FindAllSubmatch(o.Stdout, -1) {
 		v, _ := strconv.ParseFloat(string(m[2]), 64)

@@ -88,6 +88,19 @@ func parseRedisBenchmark(o Output) (Result, error) {
 			}
 		}
 	}
+	// Every test runs the same -n requests: all of them over the time of
+	// all is the harmonic mean of the rates.
+	var inv float64
+	n := 0
+	for name, v := range r.Figures {
+		if strings.HasSuffix(name, "_per_s") && v > 0 {
+			inv += 1 / v
+			n++
+		}
+	}
+	if n > 0 {
+		r.Throughput = float64(n) / inv
+	}
 	if len(r.Figures) == 0 {
 		return r, fmt.Errorf("no test line (\"SET\",\"12345.67\",...) in redis-benchmark's output: was it run with --csv? It ends: %s", tail(o.Stdout))
 	}

@@ -71,6 +71,7 @@ func parseWrk(o Output) (Result, error) {
 	}
 	rate, _ := strconv.ParseFloat(string(m[1]), 64)
 	r.add("requests_per_s", rate, results.BetterHigher, "req/s")
+	r.Throughput = rate
 	if m := wrkTransfer.FindSubmatch(o.Stdout); m != nil {
 		v, _ := strconv.ParseFloat(string(m[1]), 64)
 		scale := map[string]float64{"B": 1.0 / (1 << 20), "KB": 1.0 / 1024, "MB": 1, "GB": 1024, "TB": 1 << 20}[string(m[2])]
