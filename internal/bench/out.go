@@ -252,6 +252,7 @@ func GatherEnv(_ context.Context, fs kernel.FS) any {
 		e.MemTotal = uint64(si.Totalram) * uint64(si.Unit)
 	}
 	e.CPUModel, _ = kernel.CPUModel(fs.Proc())
+	e.BootID, _ = kernel.BootID(fs.Proc())
 	e.Cgroups = string(fs.Cgroups().Mode)
 	return e
 }
