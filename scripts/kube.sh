@@ -93,7 +93,17 @@ start() {
 	shift 2
 	local pre=()
 	[[ $netns != - ]] && pre=(nsenter --net=/run/netns/"$netns" --)
-	setsid "${pre[@]}" "$@" </dev/null >>"$LOGS/$name.log" 2>&1 &
+	(
+		# Inherit no descriptor beyond stdio: a daemon holding, say, the
+		# lock file of a `flock ... make kube-up` would hold that lock as
+		# long as the cluster lives.
+		local fd
+		for fd in /proc/$BASHPID/fd/*; do
+			fd=${fd##*/}
+			if ((fd > 2)); then eval "exec $fd>&-"; fi
+		done
+		exec setsid "${pre[@]}" "$@" </dev/null >>"$LOGS/$name.log" 2>&1
+	) &
 	echo $! >"$RUN/$name.pid"
 }
 
