@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +16,6 @@ import (
 	"ctrperf/internal/agent"
 	"ctrperf/internal/engine"
 	"ctrperf/internal/engine/daemon"
-	"ctrperf/internal/fsutil"
 	"ctrperf/internal/image"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/remote"
@@ -478,13 +476,9 @@ func (l localImages) Save(ctx context.Context, ids []string) (io.ReadCloser, err
 // there.
 func writeEnvHosts(dir string, hosts []results.HostInfo) error {
 	path := filepath.Join(dir, EnvFile)
-	var doc envDoc
-	if b, err := fsutil.ReadTrusted(path); err == nil {
-		if err := json.Unmarshal(b, &doc); err != nil {
-			return fmt.Errorf("parse %s: %w", path, err)
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("read %s: %w", path, err)
+	doc, err := readEnvDoc(path)
+	if err != nil {
+		return err
 	}
 	for _, h := range hosts {
 		i := slices.IndexFunc(doc.Hosts, func(o results.HostInfo) bool { return o.Name == h.Name })

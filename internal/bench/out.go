@@ -271,13 +271,9 @@ type envDoc struct {
 // invocation that ran beside others; kept across resumes).
 func writeEnv(dir string, machine any, engines map[string]engine.Info, conc *results.Concurrency) error {
 	path := filepath.Join(dir, EnvFile)
-	var doc envDoc
-	if b, err := fsutil.ReadTrusted(path); err == nil {
-		if err := json.Unmarshal(b, &doc); err != nil {
-			return fmt.Errorf("parse %s: %w", path, err)
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("read %s: %w", path, err)
+	doc, err := readEnvDoc(path)
+	if err != nil {
+		return err
 	}
 	if machine != nil && len(doc.Machine) == 0 {
 		b, err := json.Marshal(machine)
@@ -302,6 +298,19 @@ func writeEnv(dir string, machine any, engines map[string]engine.Info, conc *res
 		}
 	}
 	return writeJSON(path, doc)
+}
+
+// readEnvDoc reads OUT/env.json as it is so far (empty when there is none).
+func readEnvDoc(path string) (envDoc, error) {
+	var doc envDoc
+	if b, err := fsutil.ReadTrusted(path); err == nil {
+		if err := json.Unmarshal(b, &doc); err != nil {
+			return doc, fmt.Errorf("parse %s: %w", path, err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return doc, fmt.Errorf("read %s: %w", path, err)
+	}
+	return doc, nil
 }
 
 func writeJSON(path string, v any) error {

@@ -9,38 +9,21 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"ctrperf/internal/agent"
 	"ctrperf/internal/engine"
+	"ctrperf/internal/lab"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/remote"
 	"ctrperf/internal/testenv"
 )
 
-// The lab (make lab-up, scripts/lab.sh): two hosts of this machine reached
+// The lab (make lab-up, internal/lab): two hosts of this machine reached
 // over SSH. Tests named …Lab need it; CTRPERF_REQUIRE_LAB=1 makes its
-// absence a failure.
-const labConfig = "/var/lib/ctrperf/lab/ssh_config"
-
-func requireLab(t *testing.T) {
-	t.Helper()
-	why := ""
-	if _, err := os.Stat(labConfig); err != nil {
-		why = "no lab: " + err.Error() + " (make lab-up)"
-	} else if out, err := exec.Command("ssh", "-F", labConfig, "lab-sut", "true").CombinedOutput(); err != nil {
-		why = fmt.Sprintf("lab-sut does not answer: %v: %s (make lab-up)", err, out)
-	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("CTRPERF_REQUIRE_LAB") == "1" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
-}
+// absence a failure (lab.Require).
+const labConfig = lab.SSHConfig
 
 func dest(t *testing.T, s string) plan.Dest {
 	t.Helper()
@@ -78,7 +61,7 @@ func dial(t *testing.T, host string, o remote.SSHOptions) *remote.Host {
 }
 
 func TestDialCopiesTheBinaryOnceLab(t *testing.T) {
-	requireLab(t)
+	lab.Require(t)
 	testenv.Ctrperf(t)
 	// Start from a host without this binary.
 	onLab(t, "lab-sut", "rm -rf ~/"+remote.CacheDir)
@@ -138,7 +121,7 @@ func newKey(t *testing.T) string {
 }
 
 func TestUnknownHostKeyLab(t *testing.T) {
-	requireLab(t)
+	lab.Require(t)
 	testenv.Ctrperf(t)
 	known := filepath.Join(t.TempDir(), "known_hosts")
 	if err := os.WriteFile(known, nil, 0o600); err != nil {
@@ -162,7 +145,7 @@ func TestUnknownHostKeyLab(t *testing.T) {
 }
 
 func TestChangedHostKeyLab(t *testing.T) {
-	requireLab(t)
+	lab.Require(t)
 	testenv.Ctrperf(t)
 	other, err := os.ReadFile(newKey(t) + ".pub")
 	if err != nil {
@@ -187,7 +170,7 @@ func TestChangedHostKeyLab(t *testing.T) {
 }
 
 func TestAuthRefusedLab(t *testing.T) {
-	requireLab(t)
+	lab.Require(t)
 	testenv.Ctrperf(t)
 	cfg := labConfigWith(t, "/var/lib/ctrperf/lab/known_hosts", newKey(t))
 	_, err := remote.Dial(context.Background(), dest(t, "lab-sut"), remote.SSHOptions{Config: cfg})
@@ -198,7 +181,7 @@ func TestAuthRefusedLab(t *testing.T) {
 }
 
 func TestUnreachableLab(t *testing.T) {
-	requireLab(t)
+	lab.Require(t)
 	testenv.Ctrperf(t)
 	// An address of the lab's network that no host holds.
 	start := time.Now()
@@ -213,7 +196,7 @@ func TestUnreachableLab(t *testing.T) {
 }
 
 func TestNoDockerOnTheLoadHostLab(t *testing.T) {
-	requireLab(t)
+	lab.Require(t)
 	testenv.Ctrperf(t)
 	h := dial(t, "lab-load", remote.SSHOptions{})
 	if h.Hello.Engine != nil || h.Hello.EngineError == "" {
@@ -246,7 +229,7 @@ func TestNoDockerOnTheLoadHostLab(t *testing.T) {
 // deployment lives: the agent's watchdog tears it down and releases its
 // owner record; nothing of ctrperf is left on the host.
 func TestSSHCutMidRunLab(t *testing.T) {
-	requireLab(t)
+	lab.Require(t)
 	testenv.Ctrperf(t)
 	h := dial(t, "lab-sut", remote.SSHOptions{})
 	host := remote.NewEngine(h.Client, agent.EngineRef{Runtime: engine.RuntimeHost}, "", nil)
@@ -256,14 +239,14 @@ func TestSSHCutMidRunLab(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := tg.Containers[0].PID
-	// The lab shares this machine's pid namespace: the agent's parent is
-	// the session's sshd child.
-	sshd := parentOf(t, h.Hello.PID)
-	if comm := commOf(sshd); !strings.HasPrefix(comm, "sshd") {
-		t.Fatalf("parent of the agent (pid %d) is %d %q, not sshd", h.Hello.PID, sshd, comm)
-	}
-	if err := syscall.Kill(sshd, syscall.SIGKILL); err != nil {
+	// SIGKILL to the session's sshd processes, not to the agent: it sees
+	// its stdin end, as after a network cut.
+	sess, err := lab.CutSession(lab.Sut, "ctrperf agent", 10*time.Second)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if _, ok := sess.Commands[h.Hello.PID]; !ok {
+		t.Fatalf("cut session %+v does not run the agent %d", sess, h.Hello.PID)
 	}
 	select {
 	case <-h.Done():
@@ -292,23 +275,6 @@ func TestSSHCutMidRunLab(t *testing.T) {
 	}
 }
 
-func parentOf(t *testing.T, pid int) int {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	ppid, _ := strconv.Atoi(f[1])
-	return ppid
-}
-
-func commOf(pid int) string {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	return strings.TrimSpace(string(b))
-}
-
 func alive(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -324,7 +290,7 @@ func alive(pid int) bool {
 // /proc/<pid>/stat (the lab shares this machine's pid namespace) over 60 s
 // of sampling. Must stay under 1 % of a core.
 func TestAgentCPUWhileSamplingLab(t *testing.T) {
-	requireLab(t)
+	lab.Require(t)
 	testenv.Ctrperf(t)
 	h := dial(t, "lab-sut", remote.SSHOptions{})
 	o := remote.NewObserver(h.Client, "cpu", &engine.Target{})
@@ -360,4 +326,21 @@ func cpuTicks(t *testing.T, pid int) int64 {
 	u, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return u + st
+}
+
+// TestFarDiskFullLab fills the disk where the binary is cached on lab-sut:
+// the copy fails as a full disk, with its path.
+func TestFarDiskFullLab(t *testing.T) {
+	lab.Require(t)
+	testenv.Ctrperf(t)
+	onLab(t, "lab-sut", "rm -rf ~/"+remote.CacheDir)
+	lab.SmallFS(t, lab.Sut, "/root/.cache", 1<<20)
+	_, err := remote.Dial(context.Background(), dest(t, "lab-sut"), remote.SSHOptions{Config: labConfig})
+	if !errors.Is(err, remote.ErrDiskFull) || !strings.Contains(err.Error(), remote.CacheDir) {
+		t.Fatalf("dial with a full disk: %v", err)
+	}
+	t.Log(err)
+	if out := onLab(t, "lab-sut", "ls -A ~/"+remote.CacheDir+"/*/ 2>/dev/null || true"); strings.TrimSpace(out) != "" {
+		t.Errorf("the failed copy left %q", out)
+	}
 }

@@ -1,0 +1,133 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"ctrperf/internal/lab"
+	"ctrperf/internal/plan"
+	"ctrperf/internal/remote"
+	"ctrperf/internal/results"
+	"ctrperf/internal/testenv"
+)
+
+const labSSHConfig = lab.SSHConfig
+
+// cutOnMeasure kills the sshd child of the SUT host's agent session the
+// first time a run starts measuring: the SSH connection drops mid-run.
+type cutOnMeasure struct {
+	Discard
+	t     *testing.T
+	mu    sync.Mutex
+	hosts map[string]*remote.Host
+	done  bool
+	cut   int // the agent's pid whose session was cut
+}
+
+func (c *cutOnMeasure) Phase(p string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p != "measuring" || c.done {
+		return
+	}
+	c.done = true
+	h := c.hosts["lab-sut"]
+	if _, err := lab.CutSession(lab.Sut, "ctrperf agent", 10*time.Second); err != nil {
+		c.t.Errorf("cut lab-sut's session: %v", err)
+	}
+	c.cut = h.Hello.PID
+}
+
+// TestHostsSSHCutMidRunLab runs the web workload's bare-metal baseline on
+// lab-sut with the load on lab-load, and cuts the SUT's SSH session while
+// the first run measures: that run is failed, the second runs on a new
+// session, and nothing of ctrperf is left on lab-sut.
+func TestHostsSSHCutMidRunLab(t *testing.T) {
+	lab.Require(t)
+	testenv.Ctrperf(t)
+	src := `
+name: lab-cut
+workload: web
+ssh_config: ` + labSSHConfig + `
+hosts: {sut: lab-sut, load: lab-load}
+load: {rate: 20}
+app: {db: sqlite, hash_cost: 6}
+repetitions: 2
+warmup: 1s
+duration: 3s
+seed: 1
+baseline: bare-metal
+configurations:
+  - name: bare-metal
+    runtime: host
+`
+	p, err := ParsePlan(filepath.Join(t.TempDir(), "lab-cut.yaml"), []byte(src), plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := &cutOnMeasure{t: t, hosts: map[string]*remote.Host{}}
+	dial := func(ctx context.Context, d plan.Dest, o remote.SSHOptions) (*remote.Host, error) {
+		h, err := remote.Dial(ctx, d, o)
+		if err == nil {
+			pr.mu.Lock()
+			pr.hosts[d.Raw] = h
+			pr.mu.Unlock()
+		}
+		return h, err
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	sum, err := Run(context.Background(), p, Options{Out: out, Engines: &Engines{RunID: "lab-cut"}, HostDialer: dial, Progress: pr,
+		Observers: SystemObservers(), TeardownTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := readRecords(t, out)
+	if len(recs) != 2 || recs[0].Status != results.StatusFailed || recs[1].Status != results.StatusOK {
+		for _, r := range recs {
+			t.Logf("%s %s %s", r.RunID, r.Status, r.Error)
+		}
+		t.Fatalf("summary %+v: want the cut run failed and the next ok", sum)
+	}
+	t.Logf("cut run: %s", recs[0].Error)
+	if !strings.Contains(recs[0].Error, "lab-sut") {
+		t.Errorf("failed run's error %q does not name the host", recs[0].Error)
+	}
+	if r := recs[1]; r.Hosts == nil || r.Hosts.SUT.Hostname != "lab-sut" || r.Hosts.Load.Hostname != "lab-load" || r.System == nil || !hasNet(r.System, "eth0") {
+		t.Errorf("second run: hosts %+v, samples %v", r.Hosts, r.System != nil)
+	}
+	// The cut agent tore its run down and went; nothing is left.
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pr.cut)); err != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pr.cut)); err == nil {
+		t.Errorf("the cut agent %d still runs", pr.cut)
+	}
+	h := pr.hosts["lab-sut"]
+	check, err := exec.Command("ssh", "-F", labSSHConfig, "lab-sut", h.Binary+" clean --dry-run; ls /run/ctrperf/owners 2>/dev/null; pgrep -a -f __ticketd || true").CombinedOutput()
+	if err != nil {
+		t.Fatalf("check lab-sut: %v: %s", err, check)
+	}
+	if s := strings.TrimSpace(string(check)); s != "nothing to clean" {
+		t.Errorf("left on lab-sut:\n%s", s)
+	}
+}
+
+func hasNet(s *results.Series, iface string) bool {
+	for _, smp := range s.Samples {
+		if _, ok := smp.Net[iface]; ok {
+			return true
+		}
+	}
+	return false
+}
