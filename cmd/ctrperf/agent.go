@@ -4,9 +4,7 @@ import (
 	"context"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -57,11 +55,6 @@ func runAgent(cmd *cobra.Command, owners owner.Dir) error {
 	opt := agent.Options{
 		Facts: func(ctx context.Context) results.Machine {
 			m, _ := bench.GatherEnv(ctx, fs).(results.Machine)
-			if m.BootID == "" {
-				if b, err := os.ReadFile(filepath.Join(fs.Proc(), "sys/kernel/random/boot_id")); err == nil {
-					m.BootID = strings.TrimSpace(string(b))
-				}
-			}
 			return m
 		},
 		Docker: func(ctx context.Context) (*results.EngineInfo, error) {
