@@ -26,8 +26,7 @@ import (
 // ctrperf starts over SSH (internal/remote) and speaks internal/agent's
 // protocol to on stdin and stdout. People never type it.
 func newAgentCmd() *cobra.Command {
-	var heartbeat time.Duration
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:    "agent",
 		Short:  "Serve ctrperf's agent protocol on stdin/stdout (started by ctrperf over SSH)",
 		Hidden: true,
@@ -36,9 +35,6 @@ func newAgentCmd() *cobra.Command {
 			return runAgent(cmd, ownersDir(cmd))
 		},
 	}
-	cmd.Flags().DurationVar(&heartbeat, "heartbeat", 0, "unused; the caller's hello sets the heartbeat timeout")
-	_ = cmd.Flags().MarkHidden("heartbeat")
-	return cmd
 }
 
 func runAgent(cmd *cobra.Command, owners owner.Dir) error {
