@@ -525,7 +525,8 @@ images() {
 		[[ -x $CTRPERF ]] || die "$CTRPERF is missing: make build"
 		"$CTRPERF" images build pause >&2
 	fi
-	tmp=$(mktemp "$RUN/images.XXXXXX.tar")
+	# On disk, not in /run (often a small tmpfs): the images can be GBs.
+	tmp=$(mktemp "$STATE/images.XXXXXX.tar")
 	docker save -o "$tmp" "${refs[@]}"
 	for n in "${NODES[@]}"; do
 		ctr -a "$RUN/$n/containerd.sock" -n k8s.io images import "$tmp" >/dev/null
