@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -342,5 +343,44 @@ func TestFarDiskFullLab(t *testing.T) {
 	t.Log(err)
 	if out := onLab(t, "lab-sut", "ls -A ~/"+remote.CacheDir+"/*/ 2>/dev/null || true"); strings.TrimSpace(out) != "" {
 		t.Errorf("the failed copy left %q", out)
+	}
+}
+
+// TestCleanAfterAgentKilledLab kills the agent itself (no watchdog can
+// run): its owner record then names a dead owner, and `ctrperf clean` on
+// the host removes what its session deployed; while the agent lived, clean
+// kept it.
+func TestCleanAfterAgentKilledLab(t *testing.T) {
+	lab.Require(t)
+	testenv.Ctrperf(t)
+	h := dial(t, "lab-sut", remote.SSHOptions{})
+	host := remote.NewEngine(h.Client, agent.EngineRef{Runtime: engine.RuntimeHost}, "", nil)
+	tg, err := host.Deploy(context.Background(), engine.DeploySpec{RunID: "test-killed-001", Network: engine.NetworkHost, Data: engine.DataBind,
+		Services: []engine.Service{{Name: "idle", HostCommand: []string{agent.SelfBinary, "__idle"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := tg.Containers[0].PID
+	if out := onLab(t, "lab-sut", h.Binary+" clean --dry-run"); !strings.Contains(out, "live") || !strings.Contains(out, "test-killed-001") {
+		t.Errorf("clean --dry-run while the agent lives:\n%s", out)
+	}
+	if err := syscall.Kill(h.Hello.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-h.Done()
+	if !alive(svc) {
+		t.Fatalf("service %d died with the agent: nothing left to clean", svc)
+	}
+	out := onLab(t, "lab-sut", h.Binary+" clean")
+	t.Logf("clean on lab-sut after SIGKILL of the agent:\n%s", out)
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(svc) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if alive(svc) {
+		t.Errorf("service %d survived clean", svc)
+	}
+	if out := onLab(t, "lab-sut", h.Binary+" clean --dry-run"); strings.TrimSpace(out) != "nothing to clean" {
+		t.Errorf("after clean:\n%s", out)
 	}
 }
