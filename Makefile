@@ -62,6 +62,8 @@ help:
 	@echo "make uninstall remove what make install put into PREFIX (a changed isolate.yaml stays)"
 	@echo "make deb       $(DEB): the same files as a Debian package (nfpm, from tools/)"
 	@echo "make deb-check install the package in a clean ctrperf/debian-base container and run ctrperf doctor, plans list there (Docker)"
+	@echo "make kube-up   the lab Kubernetes cluster (2 nodes; KUBE_PROXY_MODE=iptables|nftables, KUBE_STATIC_CPU_NODE=kube-node-2); prints its kubeconfig"
+	@echo "make kube-down stop it and remove everything it made; make kube-images: ctrperf/* images into its nodes"
 	@echo "make clean     remove bin/ and out/ (images stay: ctrperf images rm --all)"
 
 # Static (CGO_ENABLED=0): the images ctrperf builds carry this binary FROM
