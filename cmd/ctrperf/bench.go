@@ -36,7 +36,11 @@ context switches, stress-ng), oltp (sysbench on MariaDB), cpu (sysbench cpu),
 noisy (tenants of which some turn hot), and app: your own service, from an
 image on the engine or a Dockerfile context built locally (never pulled),
 with a host command as the bare-metal baseline, driven by an HTTP scenario
-or the memcached protocol (examples/hello/plan.yaml), and command (your own
+or the memcached protocol (examples/hello/plan.yaml) or by your own load
+tool (load.command: redis-benchmark, pgbench, memtier_benchmark, wrk, k6)
+run where the load stands, {{host:app}} and {{port:app:PORT}} resolved from
+there, its figures read by a ready-made parser (load.parser) or your
+patterns (examples/redis/plan.yaml, examples/postgres/plan.yaml), and command (your own
 command, e.g. pgbench or a build, in a container of any local image and on
 the host: warm-ups, N timed executions, wall-time median/mean/σ/min/max and a
 figure parsed from its output). A configuration's isolate: knob runs

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 )
 
@@ -300,5 +301,34 @@ func TestClientServices(t *testing.T) {
 	var tm *ToolMissingError
 	if !errors.As(err, &tm) || tm.Program != "redis-benchmark-not-here" {
 		t.Errorf("missing client program: %v", err)
+	}
+}
+
+// TestClientExamplesValidate: the shipped examples of a client command
+// read as plans, full and quick, with the figures they promise.
+func TestClientExamplesValidate(t *testing.T) {
+	for _, ex := range []struct {
+		file    string
+		configs []string
+	}{
+		{"../../examples/redis/plan.yaml", []string{"bare-metal", "docker-published", "docker-published-noproxy", "docker-container-ip", "docker-host-net"}},
+		{"../../examples/postgres/plan.yaml", []string{"docker-layer", "docker-volume", "docker-bind"}},
+	} {
+		for _, quick := range []bool{false, true} {
+			p, err := plan.Load(ex.file, plan.Options{Schema: planSchema{}, Quick: quick})
+			if err != nil {
+				t.Fatalf("%s (quick %v): %v", ex.file, quick, err)
+			}
+			for _, name := range ex.configs {
+				c, ok := p.Config(name)
+				if !ok {
+					t.Fatalf("%s: no configuration %s", ex.file, name)
+				}
+				l := c.Decoded.Load.(AppLoad)
+				if l.Client == nil || l.Client.Client != clientHost {
+					t.Errorf("%s %s: load %+v", ex.file, name, l)
+				}
+			}
+		}
 	}
 }
