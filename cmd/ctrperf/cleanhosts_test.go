@@ -18,6 +18,8 @@ import (
 	"ctrperf/internal/exitcode"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/remote"
+	"ctrperf/internal/report"
+	"ctrperf/internal/results"
 	"ctrperf/internal/testenv"
 )
 
@@ -150,6 +152,69 @@ func TestCleanHostsLab(t *testing.T) {
 	for _, h := range []string{"lab-sut", "lab-load"} {
 		if !strings.Contains(stdout.String(), h+": nothing to clean") {
 			t.Errorf("%s: not clean:\n%s%s", h, stdout.String(), stderr.String())
+		}
+	}
+}
+
+// bench run of the built-in smoke plan moved to the lab by --hosts and
+// --ssh-config (the plan has no hosts:): every record names lab-sut for the
+// deployment and lab-load for the generator, env.json both hosts with their
+// clock offsets, the report says they are one kernel, and clean --hosts
+// finds nothing left on either host.
+func TestBenchRunHostsFlagLab(t *testing.T) {
+	const cfg = "/var/lib/ctrperf/lab/ssh_config"
+	if _, err := os.Stat(cfg); err != nil {
+		if os.Getenv("CTRPERF_REQUIRE_LAB") == "1" {
+			t.Fatalf("the lab is not up (%v; CTRPERF_REQUIRE_LAB=1): make lab-up", err)
+		}
+		t.Skipf("the lab is not up (%v): make lab-up", err)
+	}
+	bin := testenv.Ctrperf(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	run := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, append([]string{"--owners-dir", filepath.Join(dir, "owners")}, args...)...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("ctrperf %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+		}
+		return stdout.String()
+	}
+	run("bench", "run", "smoke", "--quick", "--only", "bare-metal", "--hosts", "sut=lab-sut,load=lab-load", "--ssh-config", cfg, "--quiet", "--out", out)
+	recs, err := results.ReadDir(out)
+	if err != nil || len(recs) != 3 {
+		t.Fatalf("%d records, %v", len(recs), err)
+	}
+	for _, r := range recs {
+		if r.Status != results.StatusOK || r.Hosts == nil || r.Hosts.SUT.Name != "lab-sut" || r.Hosts.SUT.Dest != "root@198.19.200.2:22" ||
+			r.Hosts.Load == nil || r.Hosts.Load.Name != "lab-load" || r.Hosts.Load.Dest != "root@198.19.200.3:22" {
+			t.Errorf("record %s: status %s %s, hosts %+v", r.RunID, r.Status, r.Error, r.Hosts)
+		}
+	}
+	env, err := results.ReadEnv(out)
+	if err != nil || len(env.Hosts) != 2 {
+		t.Fatalf("env.json hosts: %+v, %v", env, err)
+	}
+	for _, h := range env.Hosts {
+		if h.BootID == "" || h.Clock == nil || h.Clock.Samples == 0 || h.Clock.RTTMs <= 0 {
+			t.Errorf("env.json host %s: boot id %q clock %+v", h.Name, h.BootID, h.Clock)
+		}
+	}
+	planYAML, err := os.ReadFile(filepath.Join(out, "plan.yaml"))
+	if err != nil || !strings.Contains(string(planYAML), "sut: lab-sut") || !strings.Contains(string(planYAML), "ssh_config: "+cfg) {
+		t.Errorf("OUT/plan.yaml does not name the hosts:\n%s", planYAML)
+	}
+	if rep := run("report", out); !strings.Contains(rep, "lab-sut (sut)") || !strings.Contains(rep, report.OneKernel) {
+		t.Errorf("report:\n%s", rep)
+	}
+	cl := run("clean", "--hosts", "sut=lab-sut,load=lab-load", "--ssh-config", cfg, "--dry-run")
+	for _, h := range []string{"lab-sut", "lab-load"} {
+		if !strings.Contains(cl, h+": nothing to clean") {
+			t.Errorf("%s after the run:\n%s", h, cl)
 		}
 	}
 }
