@@ -226,6 +226,9 @@ func registerCompletions(root *cobra.Command) {
 		}
 		registerFlagCompletion(c, "only", completeOnly)
 	}
+	if c, _, err := root.Find([]string{"clean"}); err == nil && c != root {
+		registerFlagCompletion(c, "hosts", completePlanArg) // a plan; sut=…,load=… is typed
+	}
 	known := map[string][]string{
 		"ctrperf report":  report.Formats,
 		"ctrperf compare": report.CompareFormats,
