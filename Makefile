@@ -277,7 +277,7 @@ $(KUBE_BIN): tools/kube/go.mod tools/kube/go.sum $(wildcard tools/kube/*.go)
 # Start the cluster (two nodes, kube-proxy KUBE_PROXY_MODE=iptables|nftables,
 # KUBE_STATIC_CPU_NODE=kube-node-2 for a static CPU manager); prints the
 # kubeconfig path. Idempotent.
-kube-up: $(KUBE_BIN) build
+kube-up: $(KUBE_BIN) build engine
 	KUBE_PROXY_MODE=$(KUBE_PROXY_MODE) KUBE_STATIC_CPU_NODE=$(KUBE_STATIC_CPU_NODE) scripts/kube.sh up
 
 # Stop it and remove everything it made (a second call does nothing).
@@ -289,5 +289,5 @@ kube-status:
 
 # Every ctrperf/* image of the default Docker engine into each node (pods use
 # imagePullPolicy: Never).
-kube-images: build
+kube-images: build engine
 	scripts/kube.sh images
