@@ -114,12 +114,23 @@ configurations:
 		t.Errorf("the cut agent %d still runs", pr.cut)
 	}
 	h := pr.hosts["lab-sut"]
-	check, err := exec.Command("ssh", "-F", labSSHConfig, "lab-sut", h.Binary+" clean --dry-run; ls /run/ctrperf/owners 2>/dev/null; pgrep -a -f __ticketd || true").CombinedOutput()
+	check, err := exec.Command("ssh", "-F", labSSHConfig, "lab-sut", h.Binary+" clean --dry-run; ls /run/ctrperf/owners 2>/dev/null").CombinedOutput()
 	if err != nil {
 		t.Fatalf("check lab-sut: %v: %s", err, check)
 	}
 	if s := strings.TrimSpace(string(check)); s != "nothing to clean" {
 		t.Errorf("left on lab-sut:\n%s", s)
+	}
+	// No process of ctrperf's in lab-sut's namespaces (the lab shares this
+	// machine's pid namespace: pgrep there would see everyone's).
+	pids, err := lab.Processes(lab.Sut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range pids {
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.Contains(string(b), "ctrperf") {
+			t.Errorf("left on lab-sut: pid %d %q", pid, strings.ReplaceAll(string(b), "\x00", " "))
+		}
 	}
 }
 
