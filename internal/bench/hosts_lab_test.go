@@ -121,14 +121,15 @@ configurations:
 	if s := strings.TrimSpace(string(check)); s != "nothing to clean" {
 		t.Errorf("left on lab-sut:\n%s", s)
 	}
-	// No process of ctrperf's in lab-sut's namespaces (the lab shares this
+	// No agent nor service of ctrperf's in lab-sut's namespaces (the lab shares this
 	// machine's pid namespace: pgrep there would see everyone's).
 	pids, err := lab.Processes(lab.Sut)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, pid := range pids {
-		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.Contains(string(b), "ctrperf") {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if c := string(b); strings.Contains(c, remote.CacheDir) || strings.Contains(c, "__ticketd") {
 			t.Errorf("left on lab-sut: pid %d %q", pid, strings.ReplaceAll(string(b), "\x00", " "))
 		}
 	}
