@@ -97,23 +97,7 @@ func TestFilesystemErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("fs.yaml", []byte(fsPlanHead+tc.configs), Options{Schema: testSchema{}})
-			if err == nil {
-				t.Fatal("accepted")
-			}
-			var errs Errors
-			if !errors.As(err, &errs) {
-				t.Fatalf("error %T: %v", err, err)
-			}
-			for _, e := range errs {
-				var fe *FieldError
-				if errors.As(e, &fe) && strings.Contains(fe.Msg, tc.want) {
-					if fe.Line != tc.line {
-						t.Errorf("line %d, want %d: %v", fe.Line, tc.line, fe)
-					}
-					return
-				}
-			}
-			t.Errorf("no error containing %q in:\n%v", tc.want, err)
+			wantFieldError(t, err, tc.line, tc.want)
 		})
 	}
 }
@@ -131,4 +115,28 @@ func TestCheckMountOption(t *testing.T) {
 			t.Errorf("%s %s accepted", c[0], c[1])
 		}
 	}
+}
+
+// wantFieldError fails t unless err holds a *FieldError whose message
+// contains want, at line; it returns how many errors err holds.
+func wantFieldError(t *testing.T, err error, line int, want string) int {
+	t.Helper()
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	var errs Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("error %T: %v", err, err)
+	}
+	for _, e := range errs {
+		var fe *FieldError
+		if errors.As(e, &fe) && strings.Contains(fe.Msg, want) {
+			if fe.Line != line {
+				t.Errorf("line %d, want %d: %v", fe.Line, line, fe)
+			}
+			return len(errs)
+		}
+	}
+	t.Errorf("no error containing %q in:\n%v", want, err)
+	return len(errs)
 }
