@@ -418,8 +418,10 @@ up() {
 		down
 	fi
 
-	# A cluster half made is taken down again (error, Ctrl-C).
-	trap 'say "up failed: taking down what was made"; down; exit 1' ERR INT TERM
+	# A cluster half made is taken down again: any failure (set -e, die)
+	# or Ctrl-C ends the script through this EXIT trap.
+	trap 'rc=$?; if ((rc != 0)); then say "up failed: taking down what was made"; down; fi' EXIT
+	trap 'exit 130' INT TERM
 	local t0=$SECONDS
 	mkdir -p "$STATE" "$RUN" "$LOGS"
 	chmod 0700 "$STATE"
@@ -501,7 +503,7 @@ EOF
 	done
 
 	wait_for "all nodes Ready" "$KUBE_UP_TIMEOUT" all_ready
-	trap - ERR INT TERM
+	trap - EXIT INT TERM
 	say "up in $((SECONDS - t0)) s: ${NODES[*]} Ready (kube-proxy $KUBE_PROXY_MODE${KUBE_STATIC_CPU_NODE:+, static CPU manager on $KUBE_STATIC_CPU_NODE})"
 	echo "$KUBECONFIG_PATH"
 }
@@ -538,7 +540,6 @@ images() {
 # --- down -----------------------------------------------------------------------------
 
 down() {
-	trap - ERR
 	local t0=$SECONDS n p h
 	# Kubelets and proxies first, so that nothing restarts pods.
 	for n in "${NODES[@]}"; do
