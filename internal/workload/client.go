@@ -132,7 +132,7 @@ func parseClientFigure(parent *knobs, what string, m map[string]any) ClientFigur
 		switch {
 		case !figureName.MatchString(s):
 			return errors.New("want a metric name: lower-case letters, digits and _, starting with a letter (e.g. set_per_s)")
-		case slices.Contains(reservedMetrics, s) || strings.HasPrefix(s, "client_wall"):
+		case slices.Contains(reservedMetrics, s) || strings.HasPrefix(s, "wall_"):
 			return errors.New("ctrperf reports that name itself; choose another")
 		}
 		return nil
@@ -620,8 +620,8 @@ func (r *clientRunner) measurement(invs []invocation) *results.Measurement {
 			m.Notes = append(m.Notes, fmt.Sprintf("client command: run %d: the wall clock was stepped; its wall time is /proc/uptime's, to 10 ms", i+1))
 		}
 	}
-	m.Metrics["client_wall_s"] = stats.Median(walls)
-	m.Declared["client_wall_s"] = results.MetricInfo{Better: results.BetterLower, Unit: "s"}
+	m.Metrics["wall_client_s"] = stats.Median(walls)
+	m.Declared["wall_client_s"] = results.MetricInfo{Better: results.BetterLower, Unit: "s"}
 	if len(thr) > 0 {
 		m.Metrics[results.MetricThroughput] = stats.Median(thr)
 	}

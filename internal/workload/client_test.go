@@ -196,8 +196,8 @@ func TestClientRunnerFigures(t *testing.T) {
 			t.Errorf("%s = %v, want %v (metrics %v)", k, m.Metrics[k], v, m.Metrics)
 		}
 	}
-	if m.Declared["set_per_s"].Better != results.BetterHigher || m.Declared["wd_files"].Better != results.BetterLower || m.Metrics["client_wall_s"] <= 0 {
-		t.Errorf("declared %v, wall %v", m.Declared, m.Metrics["client_wall_s"])
+	if m.Declared["set_per_s"].Better != results.BetterHigher || m.Declared["wd_files"].Better != results.BetterLower || m.Metrics["wall_client_s"] <= 0 {
+		t.Errorf("declared %v, wall %v", m.Declared, m.Metrics["wall_client_s"])
 	}
 	if len(m.Operations) != 0 {
 		t.Errorf("operations without counts kept: %v", m.Operations)
