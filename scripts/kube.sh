@@ -614,6 +614,12 @@ status() {
 		if running "$p"; then echo "$p running (pid $(cat "$RUN/$p.pid"))"; else echo "$p not running"; rc=1; fi
 	done
 	[[ -f $STATE/settings ]] && echo "settings: $(cat "$STATE/settings")"
+	for n in "${NODES[@]}"; do
+		# kube-proxy's mode as it reports it (metrics port, in the node's netns).
+		if running "$n-kube-proxy"; then
+			echo "$n kube-proxy mode: $(nsenter --net=/run/netns/"$n" -- curl -sS -m 2 http://127.0.0.1:10249/proxyMode 2>&1)"
+		fi
+	done
 	if [[ -f $KUBECONFIG_PATH ]]; then kubectl get nodes -o wide || rc=1; else rc=1; fi
 	return $rc
 }
