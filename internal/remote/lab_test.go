@@ -371,7 +371,9 @@ func TestCleanAfterAgentKilledLab(t *testing.T) {
 	if !alive(svc) {
 		t.Fatalf("service %d died with the agent: nothing left to clean", svc)
 	}
-	out := onLab(t, "lab-sut", h.Binary+" clean")
+	// Only this run: the lab shares this machine's cgroups and pids, so a
+	// sweep of everything on lab-sut would judge this machine's runs too.
+	out := onLab(t, "lab-sut", h.Binary+" clean --run test-killed-001")
 	t.Logf("clean on lab-sut after SIGKILL of the agent:\n%s", out)
 	deadline := time.Now().Add(10 * time.Second)
 	for alive(svc) && time.Now().Before(deadline) {
@@ -380,7 +382,7 @@ func TestCleanAfterAgentKilledLab(t *testing.T) {
 	if alive(svc) {
 		t.Errorf("service %d survived clean", svc)
 	}
-	if out := onLab(t, "lab-sut", h.Binary+" clean --dry-run"); strings.TrimSpace(out) != "nothing to clean" {
+	if out := onLab(t, "lab-sut", h.Binary+" clean --dry-run --run test-killed-001"); strings.TrimSpace(out) != "nothing to clean" {
 		t.Errorf("after clean:\n%s", out)
 	}
 }
