@@ -203,7 +203,10 @@ func (v *mcVU) do(ctx context.Context, op string, timeout time.Duration) (n int6
 			v.bw.Reset(c)
 		}
 	}
-	stop := context.AfterFunc(ctx, func() { _ = v.conn.SetDeadline(aLongTimeAgo) })
+	// The hook gets this connection, not v.conn: a failed exchange closes
+	// it and clears v.conn while a cancel may be running the hook.
+	conn := v.conn
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(aLongTimeAgo) })
 	defer stop()
 	before := v.cr.n - int64(v.br.Buffered())
 	hit, err = v.exchange(op, deadline)
