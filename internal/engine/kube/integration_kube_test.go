@@ -19,8 +19,11 @@ import (
 	"testing"
 	"time"
 
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/image"
@@ -218,6 +221,9 @@ func TestDataKube(t *testing.T) {
 			if _, err := os.Stat(dir); !os.IsNotExist(err) {
 				t.Errorf("%s is still on the node: %v", dir, err)
 			}
+			if _, err := os.Stat(filepath.Join(HostPathRoot, k.Namespace())); !os.IsNotExist(err) {
+				t.Errorf("the session's directory on the node is still there: %v", err)
+			}
 			nothingLeft(t, cs, session)
 		})
 	}
@@ -384,4 +390,86 @@ func TestKillThenCleanKube(t *testing.T) {
 
 func asImageMissing(err error, target **ImageNotOnNodeError) bool {
 	return errors.As(err, target) && errors.Is(err, image.ErrMissing)
+}
+
+// TestRBACForbiddenKube: a service account that may do nothing gets a
+// not_run reason naming each verb and resource it lacks.
+func TestRBACForbiddenKube(t *testing.T) {
+	cs := requireKube(t)
+	ctx := context.Background()
+	ns := "ctrperf-rbactest-" + fmt.Sprintf("%x", time.Now().UnixNano()&0xffffff)
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = DeleteNamespace(context.Background(), cs, ns, 2*time.Minute) })
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nobody"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	exp := int64(600)
+	tok, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "nobody", &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, _, _, err := ClientConfig(kubeconfigForTests(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa := rest.AnonymousClientConfig(rc)
+	sa.BearerToken = tok.Status.Token
+	sacs, err := kubernetes.NewForConfig(sa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(ctx, Options{Session: "rbactest", Client: sacs, Config: sa})
+	var un *Unavailable
+	if !errors.As(err, &un) || !strings.Contains(un.Reason, "RBAC forbids") || !strings.Contains(un.Reason, "create namespaces") || !strings.Contains(un.Reason, "create pods/exec") {
+		t.Errorf("error %v", err)
+	}
+	t.Log(err)
+}
+
+// TestTerminatingNamespaceKube: a session namespace stuck terminating (a
+// finalizer nobody removes) is waited for, then a clear error naming it;
+// once it goes, the deploy works.
+func TestTerminatingNamespaceKube(t *testing.T) {
+	cs := requireKube(t)
+	ctx := context.Background()
+	session := testSession(t)
+	spec := plan.KubeSpec{Kubeconfig: kubeconfigForTests()}
+	k, err := New(ctx, Options{Spec: spec, Session: session, NamespaceTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.ensureNamespace(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "stuck", Finalizers: []string{"ctrperf.test/hold"}}}
+	if _, err := cs.CoreV1().ConfigMaps(k.Namespace()).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	release := func() {
+		c, err := cs.CoreV1().ConfigMaps(k.Namespace()).Get(ctx, "stuck", metav1.GetOptions{})
+		if err == nil {
+			c.Finalizers = nil
+			_, _ = cs.CoreV1().ConfigMaps(k.Namespace()).Update(ctx, c, metav1.UpdateOptions{})
+		}
+	}
+	t.Cleanup(func() { release(); _ = DeleteNamespace(context.Background(), cs, k.Namespace(), 2*time.Minute) })
+	if err := cs.CoreV1().Namespaces().Delete(ctx, k.Namespace(), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = k.Deploy(ctx, engine.DeploySpec{RunID: session + "-001", Network: plan.NetworkPodIP, Data: plan.DataLayer, Services: []engine.Service{memcachedService()}})
+	if err == nil || !strings.Contains(err.Error(), "is terminating since") || !strings.Contains(err.Error(), "did not go within 5s") {
+		t.Fatalf("error %v", err)
+	}
+	t.Log(err)
+	release()
+	tg, err := k.Deploy(ctx, engine.DeploySpec{RunID: session + "-002", Network: plan.NetworkPodIP, Data: plan.DataLayer, Services: []engine.Service{memcachedService()}})
+	if err != nil {
+		t.Fatalf("after the namespace went: %v", err)
+	}
+	if err := k.Teardown(ctx, tg); err != nil {
+		t.Fatal(err)
+	}
+	nothingLeft(t, cs, session)
 }

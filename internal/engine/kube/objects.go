@@ -416,11 +416,12 @@ func helperPod(ns, runID, name, node, image, script string) *corev1.Pod {
 					MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
 				}}},
 			}},
-			Volumes: []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: HostPathRoot, Type: &t}}}},
+			// The root's parent, so that the root itself can go when empty.
+			Volumes: []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path.Dir(HostPathRoot), Type: &t}}}},
 			Containers: []corev1.Container{{
 				Name: "helper", Image: image, ImagePullPolicy: corev1.PullNever,
 				Command:      []string{"/bin/sh", "-c", script},
-				VolumeMounts: []corev1.VolumeMount{{Name: "root", MountPath: HostPathRoot}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "root", MountPath: path.Dir(HostPathRoot)}},
 			}},
 		},
 	}

@@ -42,7 +42,8 @@ func (k *Kube) Teardown(ctx context.Context, t *engine.Target) error {
 		for _, n := range nodes {
 			// What the run wrote on the node's disk: the namespace's
 			// deletion does not remove a hostPath or local PV's files.
-			script := "rm -rf -- '" + HostPathRoot + "/" + k.ns + "/" + dnsLabel(t.RunID, 63) + "'"
+			nsDir := HostPathRoot + "/" + k.ns
+			script := "rm -rf -- '" + nsDir + "/" + dnsLabel(t.RunID, 63) + "' && { rmdir '" + nsDir + "' '" + HostPathRoot + "' 2>/dev/null || true; }"
 			if err := k.runHelper(ctx, t.RunID, "rm", n, script); err != nil {
 				errs = append(errs, fmt.Errorf("remove the run's data on node %s: %w", n, err))
 			}
