@@ -60,17 +60,22 @@ func (f *Facts) writeKube(tw *tabwriter.Writer) {
 		}
 		p("kubernetes", "%s at %s (context %s)", r.Version, r.Server, r.Context)
 		p("  kube-proxy", "%s", orText(r.ProxyMode, "unknown")+" ("+r.ProxyModeFrom+")")
-		for _, n := range r.Nodes {
+		// Keys no wider than the others' (one tabwriter aligns them all).
+		for i, n := range r.Nodes {
 			ready := "Ready"
 			if !n.Ready {
 				ready = "NotReady"
 			}
-			p("  node "+n.Name, "%s, %s, kubelet %s, %s, CPU manager %s", ready, n.Address, n.Kubelet, n.Runtime, orText(r.CPUManager[n.Name], "unreadable (/configz)"))
+			k := ""
+			if i == 0 {
+				k = "  nodes"
+			}
+			p(k, "%s %s, %s, kubelet %s, %s, CPU manager %s", n.Name, ready, n.Address, n.Kubelet, n.Runtime, orText(r.CPUManager[n.Name], "unreadable (/configz)"))
 		}
 		if len(r.Namespaces) > 0 {
 			ns := append([]string(nil), r.Namespaces...)
 			sort.Strings(ns)
-			p("  ctrperf namespaces", "%s (`ctrperf clean` removes those whose owner is gone)", strings.Join(ns, ", "))
+			p("  namespaces", "%s (ctrperf's; `ctrperf clean` removes those whose owner is gone)", strings.Join(ns, ", "))
 		}
 	}
 }

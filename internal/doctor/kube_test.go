@@ -34,7 +34,7 @@ func TestKubeReport(t *testing.T) {
 	f.writeKube(tw)
 	tw.Flush()
 	for _, want := range []string{"v1.37.2 at https://198.19.210.1:6443 (context lab)", "nftables (ConfigMap kube-system/kube-proxy)",
-		"Ready, 198.19.210.11, kubelet v1.37.2, containerd://1.6.20, CPU manager static", "NotReady, 198.19.210.12", "unreadable (/configz)",
+		"kube-node-1 Ready, 198.19.210.11, kubelet v1.37.2, containerd://1.6.20, CPU manager static", "kube-node-2 NotReady, 198.19.210.12", "unreadable (/configz)",
 		"https://10.0.0.1:6443 (context gone) does not answer: connection refused"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("no %q in:\n%s", want, b.String())
