@@ -146,8 +146,10 @@ lab-up: bootstrap
 lab-down:
 	@scripts/lab.sh down
 
+# LAB_IMAGES="ctrperf/pause ..." loads only those.
+LAB_IMAGES ?=
 lab-images: lab-up
-	@scripts/lab.sh images
+	@scripts/lab.sh images $(LAB_IMAGES)
 
 # The end-to-end tour. It starts afresh each time (real results belong in
 # out/bench, which `make bench` resumes instead).

@@ -8,7 +8,7 @@
 #   scripts/lab.sh status      # what runs, exit 1 when the lab is not up
 #   scripts/lab.sh leftovers   # list anything of the lab that exists; exit 1 if any
 #   scripts/lab.sh exec HOST CMD...   # run CMD inside HOST's namespaces
-#   scripts/lab.sh images      # docker save ctrperf/* | ssh lab-sut docker load
+#   scripts/lab.sh images [IMAGE...]  # docker save ctrperf/* (or IMAGE...) | ssh lab-sut docker load
 #
 # A host is a namespace holder process (`sleep infinity` under unshare) with a
 # network, a mount and a UTS namespace of its own:
@@ -79,10 +79,14 @@ pidof_file() {
 	local p
 	[[ -s $1 ]] || return 1
 	p=$(<"$1")
-	[[ $p =~ ^[0-9]+$ ]] && [[ -d /proc/$p ]] || return 1
-	# A zombie is gone already (its parent has not waited yet).
-	[[ $(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) != Z ]] || return 1
+	[[ $p =~ ^[0-9]+$ ]] && alive "$p" || return 1
 	echo "$p"
+}
+
+# alive PID: the process exists and is no zombie (which is gone already, its
+# parent has not waited yet).
+alive() {
+	[[ -d /proc/$1 ]] && [[ $(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) != Z ]]
 }
 
 # holder HOST: the pid of HOST's namespace holder, if it runs and still holds
@@ -136,7 +140,7 @@ stop_pid() {
 	local pid=$1 what=$2 secs=${3:-10} i
 	kill -TERM "$pid" 2>/dev/null || return 0
 	for ((i = 0; i < secs * 10; i++)); do
-		[[ -d /proc/$pid ]] && [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != Z ]] || { say "stopped $what (pid $pid)"; return 0; }
+		alive "$pid" || { say "stopped $what (pid $pid)"; return 0; }
 		sleep 0.1
 	done
 	kill -KILL "$pid" 2>/dev/null || true
@@ -420,10 +424,19 @@ down() {
 		fi
 		# Whatever else still runs in the host (ssh sessions, an agent,
 		# container shims) goes with it.
+		local killed=()
 		for p in $(ns_pids "$h"); do
 			local c
 			c=$(cmdline "$p")
-			kill -KILL "$p" 2>/dev/null && say "$h: killed pid $p (${c:0:60})" || true
+			kill -KILL "$p" 2>/dev/null && killed+=("$p") && say "$h: killed pid $p (${c:0:60})" || true
+		done
+		# SIGKILL is not death yet: wait (up to 10 s) until they are gone.
+		local i
+		for p in "${killed[@]}"; do
+			for ((i = 0; i < 100; i++)); do
+				alive "$p" || break
+				sleep 0.1
+			done
 		done
 		if pid=$(holder "$h"); then
 			stop_pid "$pid" "$h's namespace holder" 5
@@ -441,8 +454,14 @@ down() {
 	local cg d
 	for cg in /sys/fs/cgroup/*/"${CGROUP_PARENT#/}"; do
 		[[ -d $cg ]] || continue
-		# Deepest first: a cgroup is removed with rmdir once it is empty.
-		find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true
+		# Deepest first: a cgroup is removed with rmdir once it is empty
+		# (the kernel may take a moment after its last process exits).
+		local i
+		for ((i = 0; i < 50; i++)); do
+			find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true
+			[[ -d $cg ]] || break
+			sleep 0.1
+		done
 		[[ -d $cg ]] && say "cgroup $cg still exists (a process in it?)" || say "removed cgroup $cg"
 	done
 	for d in "$LAB" "$RUN"; do
@@ -497,10 +516,11 @@ leftovers() {
 	return 1
 }
 
-# images: ctrperf's images of the default engine into lab-sut's engine.
+# images [IMAGE...]: the given images of the default engine (default: every
+# tagged ctrperf/* image) into lab-sut's engine.
 images() {
-	local imgs
-	imgs=$(docker images --format '{{.Repository}}:{{.Tag}}' | grep '^ctrperf/' | grep -v ':<none>$' || true)
+	local imgs="$*"
+	[[ -n $imgs ]] || imgs=$(docker images --format '{{.Repository}}:{{.Tag}}' | grep '^ctrperf/' | grep -v ':<none>$' || true)
 	[[ -n $imgs ]] || die "no ctrperf/* images on the default engine: bin/ctrperf images build"
 	# shellcheck disable=SC2086
 	docker save $imgs | ssh -F "$SSH_CONFIG" lab-sut docker load
@@ -526,6 +546,6 @@ exec)
 	shift
 	lab_exec "$h" "$@"
 	;;
-images) images ;;
-*) die "usage: $0 up|down|status|leftovers|exec HOST CMD...|images" ;;
+images) images "$@" ;;
+*) die "usage: $0 up|down|status|leftovers|exec HOST CMD...|images [IMAGE...]" ;;
 esac

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"ctrperf/internal/kernel"
 )
 
 // Fixtures for the faults an SSH client of the lab must meet. Each undoes
@@ -271,17 +273,13 @@ type proc struct {
 
 // processTable reads pid, parent and name of every process.
 func processTable() ([]proc, error) {
-	ents, err := os.ReadDir("/proc")
+	pids, err := kfs.PIDs()
 	if err != nil {
 		return nil, err
 	}
 	var out []proc
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	for _, pid := range pids {
+		b, err := os.ReadFile(procPath(pid, "stat"))
 		if err != nil {
 			continue
 		}
@@ -330,22 +328,15 @@ func descendants(procs []proc, root int) []proc {
 }
 
 func cmdline(pid int) string {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+	args, _ := kfs.Cmdline(pid)
+	return strings.Join(args, " ")
 }
 
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	return len(f) > 0 && f[0] != "Z"
-}
+func alive(pid int) bool { return kernel.ProcAlive(kfs.Proc(), pid) }
 
 // socketInodes are the inodes of pid's open sockets.
 func socketInodes(pid int) []uint64 {
-	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	dir := procPath(pid, "fd")
 	ents, _ := os.ReadDir(dir)
 	var out []uint64
 	for _, e := range ents {
@@ -367,14 +358,15 @@ func socketInodes(pid int) []uint64 {
 func tcpConnections(pid int) (map[uint64]netip.AddrPort, error) {
 	out := map[uint64]netip.AddrPort{}
 	for _, f := range []string{"tcp", "tcp6"} {
-		fh, err := os.Open(fmt.Sprintf("/proc/%d/net/%s", pid, f))
+		path := procPath(pid, "net", f)
+		fh, err := os.Open(path)
 		if err != nil {
 			return nil, err
 		}
 		err = parseProcNetTCP(fh, out)
 		fh.Close()
 		if err != nil {
-			return nil, fmt.Errorf("/proc/%d/net/%s: %w", pid, f, err)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
 	return out, nil

@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"ctrperf/internal/kernel"
 )
 
 // What lab-up makes (scripts/lab.sh keeps the same names).
@@ -41,6 +43,14 @@ const (
 	netnsDir   = "/run/netns"                    // where `ip netns` names namespaces
 	hostKey    = "/etc/ssh/ssh_host_ed25519_key" // inside each host
 )
+
+// kfs is this machine's /proc (the one door to it, internal/kernel).
+var kfs = kernel.DefaultFS()
+
+// procPath is <proc>/<pid>/elem….
+func procPath(pid int, elem ...string) string {
+	return kfs.Proc(append([]string{strconv.Itoa(pid)}, elem...)...)
+}
 
 // Hosts are the lab's hosts.
 var Hosts = []string{Sut, Load}
@@ -106,7 +116,7 @@ func Holder(host string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w (make lab-up)", host, err)
 	}
-	a, err1 := os.Stat(fmt.Sprintf("/proc/%d/ns/net", pid))
+	a, err1 := os.Stat(procPath(pid, "ns", "net"))
 	b, err2 := os.Stat(filepath.Join(netnsDir, host))
 	if err := errors.Join(err1, err2); err != nil {
 		return 0, fmt.Errorf("%s: %w (make lab-up)", host, err)
@@ -139,11 +149,11 @@ func InHost(host string, pid int) (bool, error) {
 }
 
 func sameNS(a, b int, ns string) (bool, error) {
-	x, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", a, ns))
+	x, err := os.Readlink(procPath(a, "ns", ns))
 	if err != nil {
 		return false, err
 	}
-	y, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", b, ns))
+	y, err := os.Readlink(procPath(b, "ns", ns))
 	if err != nil {
 		return false, err
 	}
@@ -157,7 +167,7 @@ func Root(host, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(fmt.Sprintf("/proc/%d/root", h), path), nil
+	return filepath.Join(procPath(h, "root"), path), nil
 }
 
 // Command is a command to run inside host's mount, network and UTS
@@ -190,7 +200,7 @@ func Processes(host string) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	mnt, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", h))
+	mnt, err := os.Readlink(procPath(h, "ns", "mnt"))
 	if err != nil {
 		return nil, err
 	}
@@ -199,17 +209,13 @@ func Processes(host string) ([]int, error) {
 
 // pidsInNS lists the processes whose namespace of kind is ns ("mnt:[…]").
 func pidsInNS(kind, ns string) ([]int, error) {
-	ents, err := os.ReadDir("/proc")
+	all, err := kfs.PIDs()
 	if err != nil {
 		return nil, err
 	}
 	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", pid, kind)); err == nil && l == ns {
+	for _, pid := range all {
+		if l, err := os.Readlink(procPath(pid, "ns", kind)); err == nil && l == ns {
 			pids = append(pids, pid)
 		}
 	}
