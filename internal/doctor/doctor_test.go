@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"ctrperf/internal/engine/kube"
 	"ctrperf/internal/kernel"
 )
 
@@ -40,6 +41,7 @@ func gatherFixture(t *testing.T, root string, docker DockerProber, tools ...stri
 	t.Helper()
 	f, err := Gather(context.Background(), WithKernel(kernel.NewFS(kernel.Roots{Proc: root + "/proc", Sys: root + "/sys", Cgroup: root + "/sys/fs/cgroup"})), WithDevRoot(root+"/dev"),
 		WithLookPath(lookIn(tools...)), WithDocker(docker),
+		WithKube(func(context.Context) ([]kube.Report, []error) { return nil, nil }), // no cluster of this machine's in a fixture
 		WithClock(func() time.Time { return time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC) }))
 	if err != nil {
 		t.Fatal(err)
