@@ -42,7 +42,7 @@ type Facts struct {
 	Tools      []Tool     `json:"tools"`
 	// Kubernetes are the clusters runtime kubernetes can reach (kube.go).
 	Kubernetes []kube.Report `json:"kubernetes,omitempty"`
-	Warnings   []string   `json:"warnings,omitempty"`
+	Warnings   []string      `json:"warnings,omitempty"`
 	// Errors are collectors that failed; their part of Facts is empty.
 	Errors []string `json:"errors,omitempty"`
 }
