@@ -84,7 +84,7 @@ type benchRunFlags struct {
 	allowConcurrent bool
 	// kubeconfig is runtime kubernetes' kubeconfig when a plan names none.
 	kubeconfig string
-	hosts           hostFlags
+	hosts      hostFlags
 }
 
 // newBenchRunCmd builds `bench run`; engines gives the engine provider of a
