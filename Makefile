@@ -14,7 +14,7 @@ LDFLAGS     := -X ctrperf/internal/version.Version=$(VERSION) -X ctrperf/interna
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
 # Tests that need Docker, root or the lab say so in their name (…Docker,
 # …Root, …Lab).
-INTEGRATION := Docker|Root|Lab
+INTEGRATION := Docker|Root|Lab|Kube
 TEST_FLAGS  ?=
 PLANS       ?= $(wildcard plans/*.yaml)
 DEMO_OUT    ?= out/demo
