@@ -464,6 +464,10 @@ func TestTerminatingNamespaceKube(t *testing.T) {
 	}
 	t.Log(err)
 	release()
+	// The namespace controller retries with a back-off: give it its time.
+	if err := DeleteNamespace(ctx, cs, k.Namespace(), 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	tg, err := k.Deploy(ctx, engine.DeploySpec{RunID: session + "-002", Network: plan.NetworkPodIP, Data: plan.DataLayer, Services: []engine.Service{memcachedService()}})
 	if err != nil {
 		t.Fatalf("after the namespace went: %v", err)
