@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strconv"
@@ -89,6 +91,8 @@ func runAgent(cmd *cobra.Command, owners owner.Dir) error {
 			r := agent.CleanResult{Removed: removed, Found: own.Found()}
 			if err != nil {
 				r.Error = err.Error()
+			} else if !p.DryRun && p.RunID == "" {
+				reapDeadOwners(owners, list, cmd.ErrOrStderr())
 			}
 			return r, nil
 		},
@@ -97,4 +101,16 @@ func runAgent(cmd *cobra.Command, owners owner.Dir) error {
 		Log:    cmd.ErrOrStderr(),
 	}
 	return agent.Serve(ctx, os.Stdin, os.Stdout, opt)
+}
+
+// reapDeadOwners removes the records of dead owners once a full clean has
+// removed everything of theirs (here and on a host, through its agent).
+func reapDeadOwners(d owner.Dir, owners owner.Owners, errOut io.Writer) {
+	for _, s := range owners {
+		if !s.Live {
+			if err := d.Reap(s); err != nil {
+				fmt.Fprintf(errOut, "ctrperf clean: %v\n", err)
+			}
+		}
+	}
 }

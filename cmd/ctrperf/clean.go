@@ -114,14 +114,7 @@ func runClean(ctx context.Context, cmd *cobra.Command, f cleanFlags) error {
 		return fmt.Errorf("clean left something behind: %w", err)
 	}
 	if !f.dryRun && f.runID == "" {
-		// Everything of the dead owners is gone: their records go too.
-		for _, s := range owners {
-			if !s.Live {
-				if err := ownersDir(cmd).Reap(s); err != nil {
-					fmt.Fprintf(errOut, "ctrperf clean: %v\n", err)
-				}
-			}
-		}
+		reapDeadOwners(ownersDir(cmd), owners, errOut)
 	}
 	if len(removed) == 0 {
 		fmt.Fprintln(out, "nothing to clean")

@@ -385,4 +385,7 @@ func TestCleanAfterAgentKilledLab(t *testing.T) {
 	if out := onLab(t, "lab-sut", h.Binary+" clean --dry-run --run test-killed-001"); strings.TrimSpace(out) != "nothing to clean" {
 		t.Errorf("after clean:\n%s", out)
 	}
+	// The dead agent's record: a full clean reaps it (not run here, see
+	// above); the test removes it itself.
+	onLab(t, "lab-sut", "rm -f /run/ctrperf/owners/agent-test-testcleanafteragentkilledlab-*")
 }
