@@ -284,6 +284,9 @@ mount_script() {
 make_host() {
 	local h=$1 pid
 	if pid=$(holder "$h"); then
+		# Up already; its veth back on the bridge in case the bridge was
+		# remade (a deleted bridge lets go of its ports).
+		ip link set "${VETH[$h]}" master "$BRIDGE" up 2>/dev/null || true
 		return 0
 	fi
 	# A half-made host (holder gone, name left) is removed first, with the
