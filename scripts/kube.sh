@@ -6,6 +6,8 @@
 #   scripts/kube.sh status   # what runs; exit 1 if the cluster is not up
 #   scripts/kube.sh images   # import every ctrperf/* image of the default Docker engine into each node
 #
+# Up ends when every node is Ready and every kube-proxy has synced its rules.
+#
 # What it makes, all named ctrperf* or kube-node*:
 #   - etcd (Debian's etcd-server) on 127.0.0.1:32379, data in $STATE/etcd;
 #     kube-apiserver on $APISERVER_IP:6443 (the bridge's address: it refuses
@@ -503,6 +505,11 @@ EOF
 	done
 
 	wait_for "all nodes Ready" "$KUBE_UP_TIMEOUT" all_ready
+	# Services work once each kube-proxy has programmed its rules (its
+	# healthz answers 200 after the first sync).
+	for n in "${NODES[@]}"; do
+		wait_for "$n kube-proxy" 60 nsenter --net=/run/netns/"$n" -- curl -fsS -m 2 http://127.0.0.1:10256/healthz
+	done
 	trap - EXIT INT TERM
 	say "up in $((SECONDS - t0)) s: ${NODES[*]} Ready (kube-proxy $KUBE_PROXY_MODE${KUBE_STATIC_CPU_NODE:+, static CPU manager on $KUBE_STATIC_CPU_NODE})"
 	echo "$KUBECONFIG_PATH"

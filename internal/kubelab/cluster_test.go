@@ -89,7 +89,25 @@ func TestLabClusterKube(t *testing.T) {
 		}
 	})
 
+	t.Run("ProxyMode", func(t *testing.T) {
+		want := os.Getenv("KUBE_PROXY_MODE")
+		if want == "" {
+			want = "iptables"
+		}
+		for _, n := range []string{"kube-node-1", "kube-node-2"} {
+			// kube-proxy's metrics port, inside the node's network namespace
+			// (make kube-up has waited for its healthz).
+			out, err := exec.Command("nsenter", "--net=/run/netns/"+n, "--",
+				"curl", "-sS", "-m", "5", "http://127.0.0.1:10249/proxyMode").CombinedOutput()
+			if got := strings.TrimSpace(string(out)); err != nil || got != want {
+				t.Errorf("kube-proxy on %s: mode %q (%v), want %q", n, got, err, want)
+			}
+		}
+	})
 	t.Run("PodsServicesAndPaths", func(t *testing.T) { podsAndPaths(t) })
+	if node := os.Getenv("KUBE_STATIC_CPU_NODE"); node != "" {
+		t.Run("GuaranteedPodPinned", func(t *testing.T) { guaranteedPinned(t, node) })
+	}
 
 	start = time.Now()
 	sh(t, 5*time.Minute, "make", "--no-print-directory", "kube-down")
@@ -226,5 +244,66 @@ func eventually(d time.Duration, f func() error) error {
 			return err
 		}
 		time.Sleep(time.Second)
+	}
+}
+
+// guaranteedPinned runs a Guaranteed pod (one whole CPU) on the node whose
+// kubelet has cpuManagerPolicy: static (make kube-up
+// KUBE_STATIC_CPU_NODE=...) and finds its container's cpuset holding the one
+// CPU the CPU manager assigned it, not CPU 0 (reserved for the system).
+func guaranteedPinned(t *testing.T, node string) {
+	ns := fmt.Sprintf("ctrperf-kubetest-cpu-%d", os.Getpid())
+	manifest := fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata: {name: %[1]s, labels: {app.kubernetes.io/managed-by: ctrperf}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: pinned, namespace: %[1]s}
+spec:
+  nodeName: %[2]s
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: idle
+    image: ctrperf/ticketd:latest
+    imagePullPolicy: Never
+    command: [/ctrperf, __idle]
+    resources:
+      requests: {cpu: "1", memory: 64Mi}
+      limits: {cpu: "1", memory: 64Mi}
+`, ns, node)
+	apply := exec.Command(filepath.Join(repo, "bin/kube"), "kubectl", "--kubeconfig", Kubeconfig, "apply", "-f", "-")
+	apply.Stdin = strings.NewReader(manifest)
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	defer kubectl(t, "delete", "namespace", ns, "--wait=false")
+	if out, err := exec.Command(filepath.Join(repo, "bin/kube"), "kubectl", "--kubeconfig", Kubeconfig,
+		"wait", "-n", ns, "--for=condition=Ready", "pod/pinned", "--timeout=60s").CombinedOutput(); err != nil {
+		t.Fatalf("pod not Ready: %v\n%s\n%s", err, out, kubectl(t, "get", "events", "-n", ns))
+	}
+	if qos := kubectl(t, "get", "pod", "-n", ns, "pinned", "-o", "jsonpath={.status.qosClass}"); qos != "Guaranteed" {
+		t.Fatalf("QoS class %q, want Guaranteed", qos)
+	}
+	uid := kubectl(t, "get", "pod", "-n", ns, "pinned", "-o", "jsonpath={.metadata.uid}")
+	cpusets, _ := filepath.Glob(fmt.Sprintf("/sys/fs/cgroup/cpuset/%s/%s/kubepods/pod%s/*/cpuset.cpus", CgroupRoot, node, uid))
+	if len(cpusets) == 0 {
+		t.Fatalf("no cpuset cgroup of pod %s under /sys/fs/cgroup/cpuset/%s/%s/kubepods", uid, CgroupRoot, node)
+	}
+	var pinned bool
+	for _, f := range cpusets {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cpus := strings.TrimSpace(string(b))
+		t.Logf("%s: %s", f, cpus)
+		if cpus != "" && cpus != "0" && !strings.ContainsAny(cpus, ",-") {
+			pinned = true // the application container: one CPU, not the reserved one
+		}
+	}
+	if !pinned {
+		t.Errorf("no container of the Guaranteed pod has one exclusive CPU (other than 0)")
 	}
 }
