@@ -74,6 +74,7 @@ func TestLabClusterKube(t *testing.T) {
 	}
 	wasUp := len(before) > 0
 	t.Logf("before: %d objects of a cluster on the machine", len(before))
+	imported := nodeImages()
 
 	start := time.Now()
 	sh(t, 10*time.Minute, "make", "--no-print-directory", "kube-up")
@@ -124,8 +125,33 @@ func TestLabClusterKube(t *testing.T) {
 		t.Errorf("a second make kube-down left:\n%s", strings.Join(again, "\n"))
 	}
 	if wasUp {
+		// As it was: up, with the images its nodes had (others' tests use it).
 		sh(t, 10*time.Minute, "make", "--no-print-directory", "kube-up")
+		if len(imported) > 0 {
+			sh(t, 10*time.Minute, "scripts/kube.sh", append([]string{"images"}, imported...)...)
+		}
 	}
+}
+
+// nodeImages lists the ctrperf images imported into kube-node-1's
+// containerd that the Docker engine still has, as Docker names them, or
+// nothing when containerd does not answer.
+func nodeImages() []string {
+	out, err := exec.Command("ctr", "-a", RunDir+"/kube-node-1/containerd.sock", "-n", "k8s.io", "images", "ls", "-q").Output()
+	if err != nil {
+		return nil
+	}
+	var refs []string
+	for _, l := range strings.Fields(string(out)) {
+		ref, ok := strings.CutPrefix(l, "docker.io/")
+		if !ok || !strings.HasPrefix(ref, "ctrperf/") || ref == "ctrperf/pause:latest" {
+			continue
+		}
+		if exec.Command("docker", "image", "inspect", ref).Run() == nil { // still there to import again
+			refs = append(refs, ref)
+		}
+	}
+	return refs
 }
 
 // podsAndPaths runs ticketd (ctrperf's own FROM-scratch image, imported,
