@@ -472,6 +472,7 @@ func TestTerminatingNamespaceKube(t *testing.T) {
 	if err != nil {
 		t.Fatalf("after the namespace went: %v", err)
 	}
+	k.opt.NamespaceTimeout = 0 // the default again: a pod's deletion takes more than the 5 s this test gave the wait
 	if err := k.Teardown(ctx, tg); err != nil {
 		t.Fatal(err)
 	}
