@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -474,11 +475,20 @@ func TestDownUpLab(t *testing.T) {
 	Require(t)
 	image := probeImage(t)
 	ssh(t, Sut, "docker", "run", "-d", "--name", "ctrperf-labtest-down", "--label", "ctrperf.managed=true", image, "serve", ":8080")
-	session := exec.Command("ssh", "-F", SSHConfig, Load, "exec sleep 600")
+	// A session that is open (not still being made) when the lab goes.
+	session := exec.Command("ssh", "-F", SSHConfig, Load, "echo ready; exec sleep 600")
+	stdout, err := session.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := session.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer session.Process.Kill()
+	buf := make([]byte, 6)
+	if _, err := io.ReadFull(stdout, buf); err != nil || string(buf) != "ready\n" {
+		t.Fatalf("session to lab-load: %q %v", buf, err)
+	}
 	var nsLinks, pids []string
 	for _, h := range Hosts {
 		hp, err := Holder(h)
