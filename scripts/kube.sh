@@ -80,7 +80,9 @@ kubectl() { "$KUBE" kubectl --kubeconfig "$KUBECONFIG_PATH" "$@"; }
 
 ours() { # ours PID: the process is alive and one of the cluster's
 	local pid=$1
-	[[ -r /proc/$pid/cmdline ]] && tr '\0' ' ' </proc/"$pid"/cmdline 2>/dev/null | grep -q -- "$STATE"
+	# One grep, no pipeline: with pipefail, tr's SIGPIPE after grep -q found
+	# the path would read as "not ours".
+	grep -qaF -- "$STATE" /proc/"$pid"/cmdline 2>/dev/null
 }
 
 running() { # running NAME
@@ -606,7 +608,9 @@ kill_cgroups() {
 	for h in $(hierarchies); do
 		[[ -d $h/$CGROUP_ROOT ]] || continue
 		for ((i = 0; i < 50; i++)); do
-			pids=$(find "$h/$CGROUP_ROOT" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u)
+			# || true: cgroups vanish under find while their pods die (with
+			# pipefail and set -e that ended down halfway, silently).
+			pids=$(find "$h/$CGROUP_ROOT" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u || true)
 			[[ -n $pids ]] || break
 			kill -KILL $pids 2>/dev/null || true
 			sleep 0.1
