@@ -5,6 +5,10 @@ package main
 
 import (
 	"os"
+
+	// Runtime kubernetes (client-go) for bench.Engines: registered here,
+	// so that internal/bench does not link it.
+	_ "ctrperf/internal/runtimes"
 )
 
 func main() {

@@ -12,10 +12,8 @@ import (
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/engine/daemon"
-	"ctrperf/internal/engine/kube"
 	"ctrperf/internal/image"
 	"ctrperf/internal/observe"
-	"ctrperf/internal/plan"
 )
 
 // Engines is the EngineProvider over the real engines: the host runtime,
@@ -169,20 +167,6 @@ func (e *Engines) open(ctx context.Context, rt engine.Runtime, spec engine.Engin
 		info, err := e.host.Info(ctx)
 		return e.host, info, nil, err
 	case engine.RuntimeDocker:
-	case plan.RuntimeKubernetes:
-		// One engine per kubernetes: block; what would fail every run of
-		// it alike (no cluster, RBAC, another kube-proxy mode, no Ready
-		// node) is a not_run in its words.
-		k, err := kube.New(ctx, kube.Options{Spec: spec.Kube, Kubeconfig: e.Kubeconfig, Session: e.RunID})
-		var un *kube.Unavailable
-		if errors.As(err, &un) {
-			return nil, engine.Info{}, nil, runtimeUnavailable("kubernetes: " + un.Reason)
-		}
-		if err != nil {
-			return nil, engine.Info{}, nil, err
-		}
-		info, err := k.Info(ctx)
-		return k, info, nil, err
 	case engine.RuntimeVM:
 		why := "see `ctrperf doctor`"
 		if e.VM != nil {
@@ -190,7 +174,16 @@ func (e *Engines) open(ctx context.Context, rt engine.Runtime, spec engine.Engin
 		}
 		return nil, engine.Info{}, nil, runtimeUnavailable("ctrperf has no VM runtime: " + strings.TrimPrefix(why, "ctrperf has no VM runtime; "))
 	default:
-		return nil, engine.Info{}, nil, fmt.Errorf("unknown runtime %q", rt)
+		// A runtime registered by the program (runtimes.go): kubernetes.
+		if !rt.Known() {
+			return nil, engine.Info{}, nil, fmt.Errorf("unknown runtime %q", rt)
+		}
+		open := registeredOpener(rt)
+		if open == nil {
+			return nil, engine.Info{}, nil, runtimeUnavailable(fmt.Sprintf("%s: this program was built without runtime %s", rt, rt))
+		}
+		eng, info, err := open(ctx, spec, OpenOptions{RunID: e.RunID, Kubeconfig: e.Kubeconfig})
+		return eng, info, nil, err
 	}
 	def, err := e.defaultDaemon(ctx)
 	if err != nil {
