@@ -195,7 +195,7 @@ FUZZTIME ?=
 # executions); the decoders of plans, results and kernel files come first.
 FUZZ_TARGETS := ./internal/plan:FuzzParse:30000x ./internal/bench:FuzzParsePlan:3000x \
 	./internal/results:FuzzReadRepair:1000x ./internal/load:FuzzParseScenario:4000x \
-	./cmd/ctrperf:FuzzIsolateConfig:2000x ./internal/isolate:FuzzParamsValidate:10000x \
+	./internal/isolate:FuzzIsolateConfig:2000x ./internal/isolate:FuzzParamsValidate:10000x \
 	./internal/isolate:FuzzParseHexMask:5000x ./internal/plan:FuzzParseMemory:20000x \
 	./internal/engine/daemon:FuzzParseIPTablesSave:10000x ./internal/kernel:FuzzProcParsers:20000x
 fuzz:

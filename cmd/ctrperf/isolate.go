@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -23,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"go.yaml.in/yaml/v3"
 
 	"ctrperf/internal/exitcode"
 	"ctrperf/internal/isolate"
@@ -34,19 +31,11 @@ import (
 
 const isolateStateDir = isolate.DefaultStateDir
 
-// isolateOptions are the options of `isolate run`: the controller's
-// parameters (isolate.Params, where their defaults, ranges and help live)
-// and the command's own. Each is a flag (structFlags: its YAML key with
-// dashes, or its flag tag) and a key of the --config file.
-type isolateOptions struct {
-	isolate.Params `yaml:",inline"`
-	All            bool     `yaml:"all" help:"manage every running container, not only those labelled ctrperf.isolate"`
-	Labels         []string `yaml:"labels" flag:"label" help:"only manage containers that also carry this label (key or key=value; repeatable)"`
-	DryRun         bool     `yaml:"dry_run" help:"decide and log, change nothing"`
-	Metrics        string   `yaml:"metrics" help:"serve Prometheus metrics on HOST:PORT; :PORT or PORT binds loopback, a host that is not loopback is served with a warning (empty: off)"`
-	Log            string   `yaml:"log" help:"decision log, JSON lines (default STATE_DIR/decisions.jsonl)"`
-	StateDir       string   `yaml:"state_dir" help:"where the lock, checkpoint and status live"`
-}
+// isolateOptions are the options of `isolate run` (isolate.RunConfig: the
+// controller's parameters and the command's own). Each is a flag
+// (structFlags: its YAML key with dashes, or its flag tag) and a key of the
+// --config file.
+type isolateOptions = isolate.RunConfig
 
 // defaultIsolateOptions are the flags' defaults.
 func defaultIsolateOptions() isolateOptions {
@@ -158,32 +147,13 @@ func loadIsolateConfig(path string, o *isolateOptions, flags *pflag.FlagSet, fie
 	}
 	// The file's keys replace the flag defaults; keys it leaves out keep
 	// them (irq and rps stay on unless the file turns them off).
-	merged, err := decodeIsolateConfigOnto(b, *o)
+	merged, err := isolate.DecodeRunConfig(b, *o)
 	if err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
 	overrideFlags(flags, fields, &merged, *o) // flags given explicitly win over the file
 	*o = merged
 	return nil
-}
-
-// decodeIsolateConfig reads an `isolate run --config` file strictly: an
-// unknown key is an error, not a silently ignored typo. An empty file sets
-// nothing.
-func decodeIsolateConfig(b []byte) (isolateOptions, error) {
-	return decodeIsolateConfigOnto(b, isolateOptions{})
-}
-
-// decodeIsolateConfigOnto is decodeIsolateConfig over base: what the file
-// does not name keeps base's value.
-func decodeIsolateConfigOnto(b []byte, base isolateOptions) (isolateOptions, error) {
-	o := base
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&o); err != nil && !errors.Is(err, io.EOF) {
-		return isolateOptions{}, err
-	}
-	return o, nil
 }
 
 func runIsolate(cmd *cobra.Command, o isolateOptions, start isolateStarter) error {

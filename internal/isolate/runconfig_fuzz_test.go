@@ -1,4 +1,4 @@
-package main
+package isolate
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 // testdata/fuzz/FuzzIsolateConfig.
 func FuzzIsolateConfig(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		o, err := decodeIsolateConfig(data)
+		o, err := DecodeRunConfig(data, RunConfig{})
 		if err != nil {
 			return
 		}
@@ -21,7 +21,7 @@ func FuzzIsolateConfig(f *testing.F) {
 		if err != nil {
 			t.Fatalf("accepted options do not render: %v", err)
 		}
-		again, err := decodeIsolateConfig(b)
+		again, err := DecodeRunConfig(b, RunConfig{})
 		if err != nil {
 			t.Fatalf("rendered options do not decode: %v\n%s", err, b)
 		}
