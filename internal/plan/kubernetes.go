@@ -18,6 +18,7 @@ import (
 //	network: service            # pod-ip, service, nodeport, host-network
 //	data: emptydir              # layer, emptydir, emptydir-memory, hostpath, local-pv
 //	kubernetes: {context: lab, node: node-2, qos: guaranteed, proxy_mode: nftables}
+//	kubernetes: {client: pod, clients: 2, client_node: node-2}   # the load from 2 pods on node-2
 
 // RuntimeKubernetes runs the services as pods of a Kubernetes cluster.
 const RuntimeKubernetes Runtime = "kubernetes"
@@ -50,14 +51,25 @@ const (
 var (
 	kubeNetworks   = []string{string(NetworkPodIP), string(NetworkService), string(NetworkNodePort), string(NetworkHostNetwork)}
 	kubePlacements = []string{string(DataLayer), string(DataEmptyDir), string(DataEmptyDirMemory), string(DataHostPath), string(DataLocalPV)}
-	kubeKeys       = []string{"kubeconfig", "context", "proxy_mode", "qos", "node", "client", "client_node"}
+	kubeKeys       = []string{"kubeconfig", "context", "proxy_mode", "qos", "node", "client", "client_node", "clients"}
 	// KubeProxyModes are the kube-proxy modes a plan may require.
 	KubeProxyModes = []string{"iptables", "nftables", "ipvs"}
 	// KubeQoS are the QoS classes a plan may ask for.
 	KubeQoS = []string{"burstable", "guaranteed", "besteffort"}
 	// KubeClients are where the load generator runs.
 	KubeClients = []string{"host", "pod"}
+	// KubeClientWorkloads are the workloads whose driver runs in a
+	// generator pod (client: pod): ctrperf's own generator dialing the
+	// target's endpoint, nothing exec'd in a service, no file of this
+	// machine read, and a load that splits over pods (connections or an
+	// open-loop rate). The others' drivers run tools in the services or
+	// read the plan's files.
+	KubeClientWorkloads = []string{"kv", "web"}
 )
+
+// MaxKubeClients bounds kubernetes.clients: each generator is a pod of its
+// own, started for the run.
+const MaxKubeClients = 16
 
 // KubeSpec is a configuration's `kubernetes:` block. The zero value is the
 // current context of the kubeconfig kubectl would read, any node, the QoS
@@ -81,9 +93,23 @@ type KubeSpec struct {
 	// Client is where the load generator runs: host (ctrperf on this
 	// machine, the default) or pod.
 	Client string `json:"client,omitempty" yaml:"client,omitempty"`
-	// ClientNode places the load generator's pod (kv's load.client:
-	// container); empty: Node.
+	// ClientNode places the load generator's pods (client: pod) or kv's
+	// client container (load.client: container); empty: the scheduler's
+	// choice for client pods, Node for kv's container.
 	ClientNode string `json:"client_node,omitempty" yaml:"client_node,omitempty"`
+	// Clients is how many generator pods drive the load together with
+	// client: pod (0 is one): the workload's connections or open-loop
+	// rate split over them, so that the total offered load is the plan's,
+	// and their HdrHistograms merged into one measurement.
+	Clients int `json:"clients,omitempty" yaml:"clients,omitempty"`
+}
+
+// ClientPods is the number of generator pods of client: pod (0 without).
+func (k KubeSpec) ClientPods() int {
+	if k.Client != "pod" {
+		return 0
+	}
+	return max(k.Clients, 1)
 }
 
 // IsZero says whether the block asks for nothing.
@@ -93,7 +119,7 @@ func (k KubeSpec) IsZero() bool { return k == KubeSpec{} }
 // distinct block is an engine of its own (the cluster, and what the
 // engine checks once, such as the kube-proxy mode a plan requires).
 func (k KubeSpec) Key() string {
-	return fmt.Sprintf("kube(%s|%s|%s|%s|%s|%s|%s)", k.Kubeconfig, k.Context, k.ProxyMode, k.QoS, k.Node, k.Client, k.ClientNode)
+	return fmt.Sprintf("kube(%s|%s|%s|%s|%s|%s|%s|%d)", k.Kubeconfig, k.Context, k.ProxyMode, k.QoS, k.Node, k.Client, k.ClientNode, k.Clients)
 }
 
 // KubeNetwork says whether m is a network path of runtime kubernetes only.
@@ -121,6 +147,20 @@ func (d *decoder) setKube(k *Knobs, key string, n *yaml.Node, field string) {
 		dst, allowed = &k.Kube.Client, KubeClients
 	case "client_node":
 		dst = &k.Kube.ClientNode
+	case "clients":
+		if v, ok := d.integer(n, field); ok {
+			if v < 1 || v > MaxKubeClients {
+				d.errorf(n, field, "%d: expected a number of generator pods between 1 and %d", v, MaxKubeClients)
+				return
+			}
+			// One pod is the default: stored as 0, so that writing it
+			// changes neither the engine, the record nor the plan's hash.
+			k.Kube.Clients = int(v)
+			if v == 1 {
+				k.Kube.Clients = 0
+			}
+		}
+		return
 	default:
 		d.unknownSub(n, field, key, kubeKeys)
 		return
@@ -201,10 +241,47 @@ func (d *decoder) checkKube(c *Configuration) bool {
 	if c.Kube.QoS == "besteffort" && (c.Resources.CPUs != 0 || c.Resources.MemoryBytes != 0) {
 		d.errorf(c.node("kubernetes.qos"), field("kubernetes.qos"), "besteffort sets no requests or limits; remove resources.cpus and resources.memory or use burstable")
 	}
-	if c.Kube.Client == "pod" {
-		d.errorf(c.node("kubernetes.client"), field("kubernetes.client"), "pod: merged load generators in pods are not implemented yet; use host (ctrperf on this machine, the default), or kv's load.client: container, one generator in a pod of the run (placed by kubernetes.client_node)")
-	}
 	return true
+}
+
+// checkKubeClient checks client: pod against the workload and its load:
+// the generator pods run the workload's own driver in `ctrperf agent`,
+// each with its share of the load. What cannot work so is refused at its
+// line: a workload whose driver execs in the services or reads this
+// machine's files, a capacity search (its steps would need every pod's
+// SLO verdict), kv's own client container, instances, a load host, and
+// fewer connections than pods.
+func (d *decoder) checkKubeClient(workload string, c *Configuration) {
+	if c.Runtime != RuntimeKubernetes {
+		return // checkKube refused the block
+	}
+	field := func(k string) string { return join(c.Origin, k) }
+	if _, set := c.nodes["kubernetes.clients"]; set && c.Kube.Client != "pod" {
+		d.errorf(c.node("kubernetes.clients"), field("kubernetes.clients"), "generator pods need kubernetes.client: pod (with client host the generator is ctrperf on this machine, one process)")
+		return
+	}
+	if c.Kube.Client != "pod" {
+		return
+	}
+	at := c.node("kubernetes.client")
+	switch {
+	case !contains(KubeClientWorkloads, workload):
+		d.errorf(at, field("kubernetes.client"), "pod: workload %s's driver cannot run in a generator pod (it runs tools in the services or reads files of this machine); client: pod takes %s", workload, strings.Join(KubeClientWorkloads, ", "))
+		return
+	case c.Load["search"] != nil:
+		d.errorf(c.node("load.search"), field("load.search"), "a capacity search with kubernetes.client: pod: its steps would need the verdict of every generator pod; search with client: host, or give load.rate")
+	case workload == "kv" && c.Load["client"] == "container":
+		d.errorf(c.node("load.client"), field("load.client"), "container with kubernetes.client: pod: kv's client container is one generator in a pod of the run, client: pod starts generator pods of their own; choose one")
+	case c.Instances > 1:
+		d.errorf(c.node("instances"), field("instances"), "%d instances with kubernetes.client: pod: the generator pods drive one deployment; use instances: 1", c.Instances)
+	case !c.Hosts.Load.Local():
+		d.errorf(c.node("kubernetes.client"), field("kubernetes.client"), "pod with hosts.load %s: the generator runs in pods of the cluster, not on a load host; choose one", c.Hosts.Load.Raw)
+	}
+	if n := c.Kube.ClientPods(); n > 1 {
+		if conc, ok := c.Load["concurrency"].(int); ok && conc > 0 && conc < n {
+			d.errorf(c.node("kubernetes.clients"), field("kubernetes.clients"), "%d generator pods for load.concurrency %d: each pod drives at least one connection; use at most %d pods", n, conc, conc)
+		}
+	}
 }
 
 // TakesNetwork says whether runtime r has network mode m.
@@ -247,6 +324,9 @@ func (k KubeSpec) describe() string {
 		if kv[1] != "" {
 			parts = append(parts, kv[0]+"="+kv[1])
 		}
+	}
+	if k.Clients > 1 {
+		parts = append(parts, fmt.Sprintf("clients=%d", k.Clients))
 	}
 	if len(parts) == 0 {
 		return ""

@@ -104,7 +104,8 @@ func TestKubernetesRefusals(t *testing.T) {
 		{"besteffort with limits", "  - {name: b, runtime: kubernetes, resources: {cpus: 1}, kubernetes: {qos: besteffort}}\n", 6, `besteffort sets no requests or limits`},
 		{"unknown key", "  - {name: b, runtime: kubernetes, kubernetes: {nodes: n1}}\n", 6, `unknown key; did you mean "node"?`},
 		{"bad proxy mode", "  - {name: b, runtime: kubernetes, kubernetes: {proxy_mode: userspace}}\n", 6, `"userspace" is not valid; expected one of "iptables", "nftables", "ipvs"`},
-		{"client pod", "  - {name: b, runtime: kubernetes, kubernetes: {client: pod}}\n", 6, `not implemented yet`},
+		{"client pod of a workload that execs", "  - {name: b, runtime: kubernetes, kubernetes: {client: pod}}\n", 6, `pod: workload testweb's driver cannot run in a generator pod`},
+		{"clients without client pod", "  - name: b\n    runtime: kubernetes\n    kubernetes: {clients: 2}\n", 8, `generator pods need kubernetes.client: pod`},
 		{"client node elsewhere", "  - {name: b, runtime: docker, kubernetes: {client_node: n2}}\n", 6, `the kubernetes block needs runtime kubernetes`},
 		{"isolate", "  - {name: b, runtime: kubernetes, isolate: {policy: shield}}\n", 6, `isolate`},
 	}
@@ -112,6 +113,105 @@ func TestKubernetesRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("kube.yaml", []byte(kubePlanHead+tc.configs), Options{Schema: testSchema{}})
 			if n := wantFieldError(t, err, tc.line, tc.want); n > 1 && tc.name != "filesystem" {
+				t.Errorf("more than one error: %v", err)
+			}
+		})
+	}
+}
+
+const kubeKVHead = "name: kube\nworkload: kv\nbaseline: base\nconfigurations:\n  - {name: base, runtime: host}\n"
+
+// TestPlanClientPods (runtime kubernetes; no "Kube" in the name, which
+// marks the lab cluster's integration tests): client: pod with clients: N for the workloads
+// whose driver runs in a generator pod; one pod is the default and
+// writing it changes nothing (engine, record, hash).
+func TestPlanClientPods(t *testing.T) {
+	src := kubeKVHead +
+		"  - {name: one, runtime: kubernetes, kubernetes: {client: pod}}\n" +
+		"  - {name: one-written, runtime: kubernetes, kubernetes: {client: pod, clients: 1}}\n" +
+		"  - name: three\n    runtime: kubernetes\n    network: service\n    load: {concurrency: 6}\n" +
+		"    kubernetes: {client: pod, clients: 3, client_node: n2}\n"
+	p, err := Parse("kube.yaml", []byte(src), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, _ := p.Config("one")
+	written, _ := p.Config("one-written")
+	three, _ := p.Config("three")
+	if one.Kube.ClientPods() != 1 || written.Kube != one.Kube || one.Engine.Key() != written.Engine.Key() {
+		t.Errorf("one pod: %+v (%d pods) vs written %+v", one.Kube, one.Kube.ClientPods(), written.Kube)
+	}
+	if !reflect.DeepEqual(one.KnobMap(), written.KnobMap()) {
+		t.Errorf("clients: 1 changed the record's knobs: %v vs %v", written.KnobMap(), one.KnobMap())
+	}
+	want := KubeSpec{Client: "pod", Clients: 3, ClientNode: "n2"}
+	if three.Kube != want || three.Kube.ClientPods() != 3 || three.Engine.Key() == one.Engine.Key() {
+		t.Errorf("three: %+v, key %q", three.Kube, three.Engine.Key())
+	}
+	if d := three.describeKnobs(); !strings.Contains(d, "client=pod,client_node=n2,clients=3") {
+		t.Errorf("describe: %s", d)
+	}
+	if (KubeSpec{Clients: 3}).ClientPods() != 0 {
+		t.Error("client host has no generator pods")
+	}
+	canon, err := p.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(canon), "clients: 3") || strings.Count(string(canon), "clients:") != 1 {
+		t.Fatalf("canonical form:\n%s", canon)
+	}
+	again, err := Parse("canon.yaml", canon, Options{})
+	if err != nil {
+		t.Fatalf("canonical form does not parse: %v\n%s", err, canon)
+	}
+	if c, _ := again.Config("three"); c.Kube != want {
+		t.Errorf("after canonical: %+v", c.Kube)
+	}
+	h1, err := p.Hash()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same plan with the one-pod default left out hashes the same.
+	p2, err := Parse("kube.yaml", []byte(strings.Replace(src, "client: pod, clients: 1}", "client: pod}", 1)), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h2, _ := p2.Hash(); h1 != h2 {
+		t.Errorf("clients: 1 changed the hash: %s vs %s", h1, h2)
+	}
+	// clients is part of the hash otherwise.
+	p3, err := Parse("kube.yaml", []byte(strings.Replace(src, "clients: 3", "clients: 2", 1)), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h3, _ := p3.Hash(); h1 == h3 {
+		t.Error("clients: 2 and 3 hash alike")
+	}
+}
+
+// TestPlanClientPodRefusals: what client: pod cannot do is refused
+// at its line.
+func TestPlanClientPodRefusals(t *testing.T) {
+	cases := []struct {
+		name, configs string
+		line          int
+		want          string
+	}{
+		{"clients out of range", "  - name: b\n    runtime: kubernetes\n    kubernetes: {client: pod, clients: 17}\n", 8, `17: expected a number of generator pods between 1 and 16`},
+		{"clients zero", "  - name: b\n    runtime: kubernetes\n    kubernetes: {client: pod, clients: 0}\n", 8, `0: expected a number of generator pods between 1 and 16`},
+		{"clients on docker", "  - {name: b, runtime: docker, kubernetes: {clients: 2}}\n", 6, `the kubernetes block needs runtime kubernetes`},
+		{"client pod on host", "  - {name: b, runtime: host, kubernetes: {client: pod}}\n", 6, `the kubernetes block needs runtime kubernetes`},
+		{"search", "  - name: b\n    runtime: kubernetes\n    load: {search: {slo: {p99_ms: 5}}}\n    kubernetes: {client: pod}\n", 8, `a capacity search with kubernetes.client: pod`},
+		{"kv client container", "  - name: b\n    runtime: kubernetes\n    load: {client: container}\n    kubernetes: {client: pod}\n", 8, `kv's client container is one generator in a pod of the run`},
+		{"instances", "  - name: b\n    runtime: kubernetes\n    instances: 2\n    kubernetes: {client: pod}\n", 8, `2 instances with kubernetes.client: pod`},
+		{"fewer connections than pods", "  - name: b\n    runtime: kubernetes\n    load: {concurrency: 2}\n    kubernetes: {client: pod, clients: 3}\n", 9, `3 generator pods for load.concurrency 2`},
+		{"load host", "  - name: b\n    runtime: kubernetes\n    hosts: {load: lab-load}\n    kubernetes: {client: pod}\n", 9, `pod with hosts.load lab-load`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("kube.yaml", []byte(kubeKVHead+tc.configs), Options{})
+			if n := wantFieldError(t, err, tc.line, tc.want); n > 1 {
 				t.Errorf("more than one error: %v", err)
 			}
 		})

@@ -392,6 +392,7 @@ func (d *decoder) parse(data []byte, opt Options) *Plan {
 		p.applyHosts(c, opt)
 		c.applyDefaults()
 		d.checkKnobs(c)
+		d.checkKubeClient(p.Workload, c)
 		c.Dir = p.Dir
 		if knownWorkload {
 			d.decodeKnobs(p.Workload, c, planNodes)
