@@ -18,6 +18,9 @@
 #     inside, 198.19.210.1N) holding that node's containerd (Debian's, its
 #     own config, root, state and socket), kubelet and kube-proxy, pods on a
 #     CNI bridge ctrperf-cni0 with addresses from the node's pod CIDR;
+#     kube-proxy's metrics (and /proxyMode) on the node's address :10249;
+#     kube-node-2's kubelet with the static CPU manager (KUBE_STATIC_CPU_NODE,
+#     "none" for no such node), CPU 0 reserved;
 #   - routes: this machine reaches every pod CIDR and the service CIDR through
 #     the nodes, nodes reach each other's pods directly over the bridge;
 #   - an iptables chain CTRPERF-KUBE in filter/FORWARD (Docker's FORWARD
@@ -61,7 +64,11 @@ CNI_BRIDGE=ctrperf-cni0
 PAUSE_IMAGE=ctrperf/pause:latest
 
 KUBE_PROXY_MODE=${KUBE_PROXY_MODE:-iptables}
-KUBE_STATIC_CPU_NODE=${KUBE_STATIC_CPU_NODE:-}
+# The node whose kubelet runs the static CPU manager (Guaranteed pods with
+# whole CPUs get them exclusively): kube-node-2 unless set; "none" for no
+# such node. Empty (make's default) is kube-node-2.
+KUBE_STATIC_CPU_NODE=${KUBE_STATIC_CPU_NODE:-kube-node-2}
+if [[ $KUBE_STATIC_CPU_NODE == none ]]; then KUBE_STATIC_CPU_NODE=; fi
 KUBE_UP_TIMEOUT=${KUBE_UP_TIMEOUT:-180} # seconds for all nodes to be Ready
 
 # Kubelet sets these kernel tunables at start (setupKernelTunables); up
@@ -327,7 +334,11 @@ EOF
 EOF
 	local cpu=""
 	if [[ $n == "$KUBE_STATIC_CPU_NODE" ]]; then
-		# Guaranteed pods get whole CPUs; CPU 0 stays for everything else.
+		# Guaranteed pods with whole CPUs get them exclusively (the static
+		# policy needs a reservation > 0: CPU 0, never handed out, so that
+		# on 2 CPUs CPU 1 is the one to pin; allocatable CPU is then 1).
+		# The other pods of the node share what is not pinned; the other
+		# node's pods and this machine's processes still run anywhere.
 		cpu=$'cpuManagerPolicy: static\nreservedSystemCPUs: "0"'
 	fi
 	cat >"$d/kubelet.yaml" <<EOF
@@ -365,7 +376,9 @@ hostnameOverride: $n
 mode: $KUBE_PROXY_MODE
 clusterCIDR: $CLUSTER_CIDR
 healthzBindAddress: 127.0.0.1:10256
-metricsBindAddress: 127.0.0.1:10249
+# On the node's address, as a cluster that exposes kube-proxy's metrics
+# does: /proxyMode then tells ctrperf (doctor, every record) the mode.
+metricsBindAddress: ${NODE_IP[$n]}:10249
 # Leave the machine-wide conntrack settings alone.
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 EOF
@@ -626,9 +639,9 @@ status() {
 	done
 	[[ -f $STATE/settings ]] && echo "settings: $(cat "$STATE/settings")"
 	for n in "${NODES[@]}"; do
-		# kube-proxy's mode as it reports it (metrics port, in the node's netns).
+		# kube-proxy's mode as it reports it (metrics port, node address).
 		if running "$n-kube-proxy"; then
-			echo "$n kube-proxy mode: $(nsenter --net=/run/netns/"$n" -- curl -sS -m 2 http://127.0.0.1:10249/proxyMode 2>&1)"
+			echo "$n kube-proxy mode: $(curl -sS -m 2 "http://${NODE_IP[$n]}:10249/proxyMode" 2>&1)"
 		fi
 	done
 	if [[ -f $KUBECONFIG_PATH ]]; then kubectl get nodes -o wide || rc=1; else rc=1; fi

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -95,18 +96,28 @@ func TestLabClusterKube(t *testing.T) {
 		if want == "" {
 			want = "iptables"
 		}
-		for _, n := range []string{"kube-node-1", "kube-node-2"} {
-			// kube-proxy's metrics port, inside the node's network namespace
-			// (make kube-up has waited for its healthz).
-			out, err := exec.Command("nsenter", "--net=/run/netns/"+n, "--",
-				"curl", "-sS", "-m", "5", "http://127.0.0.1:10249/proxyMode").CombinedOutput()
+		for i, n := range []string{"kube-node-1", "kube-node-2"} {
+			// kube-proxy's metrics port on the node's address, where
+			// ctrperf reads it (make kube-up has waited for its healthz).
+			url := fmt.Sprintf("http://%s%d:10249/proxyMode", NodeNet, 11+i)
+			out, err := exec.Command("curl", "-sS", "-m", "5", url).CombinedOutput()
 			if got := strings.TrimSpace(string(out)); err != nil || got != want {
-				t.Errorf("kube-proxy on %s: mode %q (%v), want %q", n, got, err, want)
+				t.Errorf("kube-proxy on %s (%s): mode %q (%v), want %q", n, url, got, err, want)
 			}
+		}
+		// And as ctrperf reports it.
+		out := sh(t, time.Minute, "bin/ctrperf", "doctor")
+		if !strings.Contains(out, "kube-proxy") || !regexp.MustCompile(`kube-proxy\s+`+want+` \(http://`).MatchString(out) {
+			t.Errorf("ctrperf doctor does not report kube-proxy %s from a node's /proxyMode:\n%s", want, out)
 		}
 	})
 	t.Run("PodsServicesAndPaths", func(t *testing.T) { podsAndPaths(t) })
-	if node := os.Getenv("KUBE_STATIC_CPU_NODE"); node != "" {
+	// kube-node-2 runs the static CPU manager unless told otherwise (as
+	// make kube-up reads KUBE_STATIC_CPU_NODE: empty is kube-node-2).
+	if node := os.Getenv("KUBE_STATIC_CPU_NODE"); node != "none" {
+		if node == "" {
+			node = "kube-node-2"
+		}
 		t.Run("GuaranteedPodPinned", func(t *testing.T) { guaranteedPinned(t, node) })
 	}
 

@@ -405,7 +405,7 @@ func TestProxyModeGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in, _ := k.Info(context.Background()); in.Kube.ProxyMode != "nftables" || in.Kube.ProxyModeFrom != "ConfigMap kube-system/kube-proxy" {
+	if in, _ := k.Info(context.Background()); in.Kube.ProxyMode != "nftables" || in.Kube.ProxyModeFrom != "ConfigMap kube-system/kube-proxy (config.conf)" {
 		t.Errorf("mode %q from %q", in.Kube.ProxyMode, in.Kube.ProxyModeFrom)
 	}
 }

@@ -4,42 +4,54 @@ import (
 	"bufio"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
 	authv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"ctrperf/internal/kernel"
 )
 
-// readProxyMode finds the kube-proxy mode in force, from what the cluster
+// readProxyMode finds the kube-proxy mode in force, from what a cluster
 // really exposes, in this order:
 //
 //  1. kube-proxy's /proxyMode on a node's metrics port (10249), which
-//     names the mode the running proxier uses (reached directly, then
-//     through the API server's node proxy);
-//  2. the kube-proxy ConfigMap of kube-system (kubeadm's), whose mode: is
-//     what kube-proxy was started with ("" there means iptables).
+//     names the mode the running proxier uses: reached directly, then
+//     through the API server's node proxy (a metrics address on the node's
+//     IP or 0.0.0.0, as the lab and many clusters bind it; kube-proxy's
+//     default, 127.0.0.1, answers neither);
+//  2. a kube-proxy ConfigMap of kube-system (kubeadm's kube-proxy, EKS's
+//     kube-proxy-config, ...), whose KubeProxyConfiguration's mode: is what
+//     kube-proxy was started with ("" there means iptables);
+//  3. the --proxy-mode flag of kube-proxy's pods in kube-system (a
+//     DaemonSet or static pods started with flags, not a config file).
 //
-// It returns the mode ("" when nothing said) and where it came from.
+// At most maxProxyProbes nodes are asked (the mode is the cluster's, and a
+// firewalled node costs a timeout). It returns the mode ("" when nothing
+// said) and where it came from, or why it is unknown.
 func (k *Kube) readProxyMode(ctx context.Context, nodes []corev1.Node) (mode, from string) {
 	probe := k.opt.ProxyModeProbe
 	if probe == nil {
 		probe = httpProxyMode
 	}
 	var tried []string
+	asked := 0
 	for _, n := range nodes {
 		ip := nodeInfo(n).Address
-		if ip == "" {
+		if ip == "" || asked == maxProxyProbes {
 			continue
 		}
+		asked++
 		m, err := probe(ctx, ip)
 		if err == nil && m != "" {
 			return m, fmt.Sprintf("http://%s/proxyMode (node %s)", net.JoinHostPort(ip, "10249"), n.Name)
@@ -54,18 +66,106 @@ func (k *Kube) readProxyMode(ctx context.Context, nodes []corev1.Node) (mode, fr
 			}
 		}
 	}
-	cm, err := k.cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
-	if err == nil {
-		for _, v := range cm.Data {
-			if m, ok := modeFromConfig(v); ok {
-				return m, "ConfigMap kube-system/kube-proxy"
+	var why []string
+	if len(tried) > 0 {
+		why = append(why, "no node answered on 10249/proxyMode ("+strings.Join(tried, "; ")+")")
+	} else {
+		why = append(why, "no node address to ask on 10249/proxyMode")
+	}
+	m, src, err := proxyModeFromConfigMaps(ctx, k.cs)
+	if m != "" {
+		return m, src
+	}
+	why = append(why, err.Error())
+	m, src, err = proxyModeFromPods(ctx, k.cs)
+	if m != "" {
+		return m, src
+	}
+	why = append(why, err.Error())
+	return "", "unknown: " + strings.Join(why, "; ")
+}
+
+// maxProxyProbes bounds the nodes readProxyMode asks.
+const maxProxyProbes = 3
+
+// proxyModeFromConfigMaps reads mode: from kube-system's kube-proxy*
+// ConfigMaps.
+func proxyModeFromConfigMaps(ctx context.Context, cs kubernetes.Interface) (mode, from string, err error) {
+	var cms []corev1.ConfigMap
+	list, lerr := cs.CoreV1().ConfigMaps("kube-system").List(ctx, metav1.ListOptions{})
+	if lerr == nil {
+		cms = list.Items
+	} else if cm, gerr := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{}); gerr == nil {
+		cms = []corev1.ConfigMap{*cm}
+	} else {
+		return "", "", fmt.Errorf("kube-system's kube-proxy ConfigMaps unread (%s)", describe(lerr, "list", "configmaps"))
+	}
+	sort.Slice(cms, func(i, j int) bool { return cms[i].Name < cms[j].Name })
+	for _, cm := range cms {
+		if !strings.HasPrefix(cm.Name, "kube-proxy") {
+			continue
+		}
+		for _, key := range sortedKeys(cm.Data) {
+			if m, ok := modeFromConfig(cm.Data[key]); ok {
+				return m, fmt.Sprintf("ConfigMap kube-system/%s (%s)", cm.Name, key), nil
 			}
 		}
 	}
-	if len(tried) > 0 {
-		return "", "unknown: no node answered on 10249/proxyMode (" + strings.Join(tried, "; ") + ") and kube-system has no kube-proxy ConfigMap"
+	return "", "", errors.New("kube-system has no kube-proxy ConfigMap with a KubeProxyConfiguration")
+}
+
+// proxyModeFromPods reads --proxy-mode from the command line of kube-proxy's
+// pods in kube-system; a kube-proxy without the flag and without --config
+// runs its default, iptables.
+func proxyModeFromPods(ctx context.Context, cs kubernetes.Interface) (mode, from string, err error) {
+	pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", "", fmt.Errorf("kube-system's pods unread (%s)", describe(err, "list", "pods"))
 	}
-	return "", "unknown: no node address and no kube-proxy ConfigMap"
+	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Name < pods.Items[j].Name })
+	for _, p := range pods.Items {
+		if !strings.HasPrefix(p.Name, "kube-proxy") && p.Labels["k8s-app"] != "kube-proxy" {
+			continue
+		}
+		for _, c := range p.Spec.Containers {
+			if m, ok := modeFromFlags(append(append([]string(nil), c.Command...), c.Args...)); ok {
+				return m, fmt.Sprintf("the command line of pod kube-system/%s", p.Name), nil
+			}
+		}
+	}
+	return "", "", errors.New("no kube-proxy pod in kube-system names --proxy-mode")
+}
+
+// modeFromFlags finds --proxy-mode in a kube-proxy command line; without
+// it and without --config (whose file ctrperf cannot read), the mode is
+// kube-proxy's default on Linux, iptables. Arguments may be joined in a
+// shell command ("kube-proxy --proxy-mode=ipvs ...").
+func modeFromFlags(argv []string) (string, bool) {
+	var words []string
+	for _, a := range argv {
+		words = append(words, strings.Fields(a)...)
+	}
+	isProxy, config := false, false
+	for i, w := range words {
+		if strings.HasSuffix(w, "kube-proxy") {
+			isProxy = true
+		}
+		switch {
+		case strings.HasPrefix(w, "--proxy-mode="):
+			if m := strings.Trim(strings.TrimPrefix(w, "--proxy-mode="), `"'`); m != "" {
+				return m, true
+			}
+			return "iptables", true
+		case w == "--proxy-mode" && i+1 < len(words):
+			return strings.Trim(words[i+1], `"'`), true
+		case w == "--config" || strings.HasPrefix(w, "--config="):
+			config = true
+		}
+	}
+	if isProxy && !config {
+		return "iptables", true
+	}
+	return "", false
 }
 
 func validMode(m string) bool {
