@@ -258,6 +258,12 @@ type DriveParams struct {
 	Window     workload.Window  `json:"window"`
 	Target     Target           `json:"target"`
 	LoadCPUSet string           `json:"load_cpuset,omitempty"`
+	// StartAtUnixNano, when set, is the barrier of generators driven
+	// together (client pods): the agent starts the driver (its warm-up,
+	// then its window) at this instant of its own wall clock, so that
+	// every generator's measured window starts at once. A start in the
+	// past starts at once; EventStarted says when the window began.
+	StartAtUnixNano int64 `json:"start_at_unix_ns,omitempty"`
 }
 
 // Started is EventStarted's data: the measured window began at UnixNano

@@ -559,6 +559,9 @@ func (s *session) drive(ctx context.Context, id uint64, p DriveParams) outcome {
 		Started:    func() { s.event(id, EventStarted, Started{UnixNano: time.Now().UnixNano()}) },
 		Progress:   func(msg string) { s.event(id, EventProgress, msg) },
 		LoadCPUSet: p.LoadCPUSet}
+	if err := waitStart(ctx, p.StartAtUnixNano); err != nil {
+		return fail(err)
+	}
 	m, err := w.Drive(ctx, env)
 	if err != nil {
 		return fail(err)
@@ -567,6 +570,33 @@ func (s *session) drive(ctx context.Context, id uint64, p DriveParams) outcome {
 		return fail(errors.New("the workload returned no measurement"))
 	}
 	return ok(m)
+}
+
+// maxStartAhead bounds how far ahead a drive's barrier may be: further
+// is a caller's clock gone wrong, not a barrier.
+const maxStartAhead = 5 * time.Minute
+
+// waitStart waits for a drive's barrier (DriveParams.StartAtUnixNano) on
+// this host's wall clock.
+func waitStart(ctx context.Context, at int64) error {
+	if at == 0 {
+		return nil
+	}
+	d := time.Until(time.Unix(0, at))
+	if d > maxStartAhead {
+		return &Error{Code: CodeBadParams, Message: fmt.Sprintf("drive: start_at_unix_ns is %s ahead of this host's clock (at most %s)", d.Round(time.Millisecond), maxStartAhead)}
+	}
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (s *session) clean(ctx context.Context, p CleanParams) outcome {
