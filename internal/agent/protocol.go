@@ -129,6 +129,11 @@ type HelloParams struct {
 	// Heartbeat is how long the agent waits without any message before its
 	// watchdog tears the session down (0: only the end of the stream does).
 	Heartbeat time.Duration `json:"heartbeat_ns,omitempty"`
+	// Build, when set, is the sha256 of the caller's ctrperf binary: an
+	// agent whose own binary differs refuses the session (CodeVersion).
+	// An agent pod's binary comes from an image built earlier; the same
+	// protocol version does not make it the same ctrperf.
+	Build string `json:"build,omitempty"`
 }
 
 // HelloResult is the agent's answer: its version and its host.
@@ -144,6 +149,8 @@ type HelloResult struct {
 	EngineError string              `json:"engine_error,omitempty"`
 	PID         int                 `json:"pid"`
 	Executable  string              `json:"executable"`
+	// Build is the sha256 of the agent's binary, when hello asked (Build).
+	Build string `json:"build,omitempty"`
 }
 
 // ClockResult is the agent's wall clock when it answered.
@@ -232,8 +239,18 @@ type ObserveParams struct {
 	// Key names the sampler set for observe.stop.
 	Key        string              `json:"key"`
 	Containers []observe.Container `json:"containers,omitempty"`
+	// Pods are Kubernetes pods of the agent's node whose cgroups the agent
+	// finds itself (the caller knows a pod's UID, not the node's cgroup
+	// layout): see ResolvePods.
+	Pods []PodCgroup `json:"pods,omitempty"`
 	// Interval between samples (0: the observer's default, 1 s).
 	Interval time.Duration `json:"interval_ns,omitempty"`
+}
+
+// PodCgroup names a pod whose cgroup is sampled as the series Name.
+type PodCgroup struct {
+	Name string `json:"name"`
+	UID  string `json:"uid"`
 }
 
 // ObserveStarted is when sampling began, on the host's wall clock.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/kernel"
 	"ctrperf/internal/lifecycle"
 	"ctrperf/internal/observe"
 	"ctrperf/internal/owner"
@@ -51,6 +52,13 @@ type Options struct {
 	// Engines opens the host's engines; the docker runtime only when
 	// Docker found an engine.
 	Engines Engines
+	// Kernel is where the host's /proc and cgroups are read for
+	// observe.start's pods (the zero FS: the real mounts; an agent pod
+	// reads its node's, mounted at other paths).
+	Kernel kernel.FS
+	// Build is the sha256 of the agent's own binary (selfbin.Read), which
+	// a hello that names the caller's build must match; nil: no check.
+	Build func() (string, error)
 	// Observer makes the sampler set of observe.start.
 	Observer func(cs []observe.Container, interval time.Duration, onSample func(results.Sample)) Observer
 	// Workload resolves a workload by name (workload.Get).
@@ -313,6 +321,17 @@ func (s *session) doHello(ctx context.Context, m *Message) outcome {
 		return fail(&Error{Code: CodeFailed, Message: "hello twice in one session"})
 	}
 	res := HelloResult{Version: Version, PID: os.Getpid()}
+	if p.Build != "" && s.opt.Build != nil {
+		own, err := s.opt.Build()
+		if err != nil {
+			return fail(fmt.Errorf("hello: this agent's own binary: %w", err))
+		}
+		if own != p.Build {
+			return fail(&Error{Code: CodeVersion, Message: fmt.Sprintf("this agent is another ctrperf build (%s) than its caller (%s), though both speak protocol %d: the agent's binary is not the one that started it",
+				short(own), short(p.Build), Version)})
+		}
+		res.Build = own
+	}
 	res.Executable, _ = os.Executable()
 	if s.opt.Self != nil {
 		if p, err := s.opt.Self(); err == nil {
@@ -502,7 +521,15 @@ func (s *session) observeStart(ctx context.Context, id uint64, p ObserveParams) 
 	if p.Key == "" {
 		return fail(&Error{Code: CodeBadParams, Message: "observe.start without a key"})
 	}
-	o := s.opt.Observer(p.Containers, p.Interval, func(smp results.Sample) { s.event(id, EventSample, smp) })
+	cs := p.Containers
+	if len(p.Pods) > 0 {
+		pods, err := s.podCgroups(p.Pods)
+		if err != nil {
+			return fail(err)
+		}
+		cs = append(append([]observe.Container(nil), cs...), pods...)
+	}
+	o := s.opt.Observer(cs, p.Interval, func(smp results.Sample) { s.event(id, EventSample, smp) })
 	start := time.Now()
 	if err := o.Start(s.ctx); err != nil {
 		return fail(err)
@@ -514,6 +541,29 @@ func (s *session) observeStart(ctx context.Context, id uint64, p ObserveParams) 
 	s.observers[p.Key] = o
 	s.mu.Unlock()
 	return ok(ObserveStarted{UnixNano: start.UnixNano()})
+}
+
+// podCgroups finds the pods' cgroups on this node (ResolvePods), below
+// the kubepods of the agent's own cgroup.
+func (s *session) podCgroups(pods []PodCgroup) ([]observe.Container, error) {
+	fs := s.opt.Kernel
+	self, err := kernel.ProcCgroups(fs.Proc(), os.Getpid())
+	if err != nil {
+		return nil, fmt.Errorf("observe pods: the agent's own cgroup: %w", err)
+	}
+	l := fs.Cgroups()
+	root, err := KubepodsRoot(l, self)
+	if err != nil {
+		return nil, fmt.Errorf("observe pods: %w", err)
+	}
+	return ResolvePods(l, root, pods)
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
 }
 
 func (s *session) observeStop(p ObserveStop) outcome {

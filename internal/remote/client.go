@@ -59,6 +59,10 @@ type ClientOptions struct {
 	ClockRounds int
 	// Closer is closed by Close after the shutdown (the SSH process).
 	Closer io.Closer
+	// Build, when set, is this ctrperf's binary's sha256 (selfbin.Read):
+	// an agent whose binary differs refuses hello with agent.CodeVersion
+	// (an agent pod's binary comes from an image, which may be stale).
+	Build string
 }
 
 // NewClient says hello over r and w, estimates the clock offset and starts
@@ -73,7 +77,7 @@ func NewClient(ctx context.Context, r io.Reader, w io.Writer, o ClientOptions) (
 	if hb == 0 {
 		hb = 2 * time.Second
 	}
-	hp := agent.HelloParams{Version: agent.Version, Session: o.Session}
+	hp := agent.HelloParams{Version: agent.Version, Session: o.Session, Build: o.Build}
 	if hb > 0 {
 		hp.Heartbeat = 3 * hb
 	}

@@ -238,6 +238,7 @@ type Observer struct {
 	c          *Client
 	key        string
 	containers []observe.Container
+	pods       []agent.PodCgroup
 	// Started is when sampling began, on the host's clock.
 	Started int64
 }
@@ -259,10 +260,18 @@ func NewObserver(c *Client, key string, t *engine.Target) *Observer {
 	return o
 }
 
+// SamplePods adds pods whose cgroups the agent finds on its node by UID
+// (an agent pod of runtime kubernetes: agent.ResolvePods); a pod it does
+// not find there fails Start.
+func (o *Observer) SamplePods(pods []agent.PodCgroup) *Observer {
+	o.pods = append(o.pods, pods...)
+	return o
+}
+
 // Start begins sampling on the host.
 func (o *Observer) Start(ctx context.Context) error {
 	var st agent.ObserveStarted
-	if err := o.c.Call(ctx, agent.MethodObserveStart, agent.ObserveParams{Key: o.key, Containers: o.containers}, &st, nil); err != nil {
+	if err := o.c.Call(ctx, agent.MethodObserveStart, agent.ObserveParams{Key: o.key, Containers: o.containers, Pods: o.pods}, &st, nil); err != nil {
 		return fmt.Errorf("samplers on %s: %w", o.c.Name, err)
 	}
 	o.Started = st.UnixNano
