@@ -136,6 +136,28 @@ func TestAppDecodeGood(t *testing.T) {
 	}
 }
 
+// kubeConfigs is a bare-metal baseline and one pod.
+const kubeConfigs = `configurations:
+  - name: host
+    runtime: host
+  - name: pod
+    runtime: kubernetes
+`
+
+// TestAppUserOnPods: a numeric user is what a pod takes (a name is
+// refused, TestAppDecodeBad), and a name is still fine on Docker.
+func TestAppUserOnPods(t *testing.T) {
+	dir := appDir(t)
+	for _, body := range []string{
+		appPlanHead + "app:\n  image: a:b\n  port: 80\n  host_command: [x]\n  user: \"999\"\n" + kubeConfigs,
+		appPlanHead + "app:\n  image: a:b\n  port: 80\n  host_command: [x]\n  user: www-data\nconfigurations:\n  - name: host\n    runtime: host\n  - name: docker\n    runtime: docker\n",
+	} {
+		if _, err := parseAppPlan(t, dir, body); err != nil {
+			t.Errorf("%v; plan:\n%s", err, body)
+		}
+	}
+}
+
 // Every bad knob is refused when the plan is read, at the line that set it.
 func TestAppDecodeBad(t *testing.T) {
 	dir := appDir(t)
@@ -172,6 +194,11 @@ func TestAppDecodeBad(t *testing.T) {
 		{"sidecar without a name", "  image: a:b\n  port: 80\n  host_command: [x]\n  sidecars:\n    - image: db:1\n      host_command: [db]\n", "", configs, "app.sidecars[0]: no name"},
 		{"sidecar knob typo at its line", "  image: a:b\n  port: 80\n  host_command: [x]\n  sidecars:\n    - name: db\n      imag: db:1\n", "", configs, "plan.yaml:10:"},
 		{"split without sidecars", "  image: a:b\n  port: 80\n  host_command: [x]\n", "", "configurations:\n  - name: host\n    runtime: host\n    topology: split\n", "the app has none"},
+		{"a user name on kubernetes, at its line", "  image: a:b\n  port: 80\n  host_command: [x]\n  user: www-data\n", "", kubeConfigs,
+			`plan.yaml:8: configurations[1] (pod): configuration "pod": workload app: app.user = "www-data": runtime kubernetes runs a container as a numeric uid`},
+		{"a sidecar's user name on kubernetes, at its line", "  image: a:b\n  port: 80\n  host_command: [x]\n  sidecars:\n    - name: db\n      image: db:1\n      host_command: [db]\n      user: mysql\n", "",
+			"configurations:\n  - name: host\n    runtime: host\n    topology: split\n  - name: pod\n    runtime: kubernetes\n    topology: split\n",
+			`plan.yaml:12: configurations[1] (pod): configuration "pod": workload app: app.sidecars[0].user = "mysql": runtime kubernetes runs a container as a numeric uid`},
 	}
 	for _, r := range rows {
 		t.Run(r.desc, func(t *testing.T) {

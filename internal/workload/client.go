@@ -16,7 +16,9 @@ import (
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/image"
+	"ctrperf/internal/labels"
 	"ctrperf/internal/load"
+	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 	"ctrperf/internal/stats"
 	"ctrperf/internal/workload/parsers"
@@ -295,6 +297,9 @@ func (c ClientLoad) clientServices(cfg Config) ([]engine.Service, error) {
 	}
 	s := sleeperService(clientService, cfg)
 	s.Resources = engine.Resources{} // the configuration's limits are the app's
+	// The load generator: runtime kubernetes places it on
+	// kubernetes.client_node.
+	s.Labels = map[string]string{labels.Role: "client"}
 	if c.Image != "" {
 		s.Image = image.Resolve(c.Image)
 	}
@@ -309,7 +314,10 @@ func (c ClientLoad) clientServices(cfg Config) ([]engine.Service, error) {
 // and its own ports.
 func clientBindings(t *engine.Target, client string) (engine.Bindings, error) {
 	sb := engine.ServiceBinding{Ports: map[int]int{}}
-	shared := t.Runtime.Traits().Processes || t.Network == engine.NetworkHost
+	// On a shared network the endpoint is the app's own address; on a
+	// cluster a client pod dials what the endpoint names (pod IP,
+	// ClusterIP, NodePort, the node's address), the path under test.
+	shared := t.Runtime.Traits().Processes || t.Network == engine.NetworkHost || plan.KubeNetwork(t.Network)
 	if client == clientContainer && !shared {
 		for _, c := range t.Containers {
 			if c.Service == "app" && c.IP != "" {

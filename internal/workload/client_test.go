@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/labels"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 )
@@ -124,6 +125,14 @@ func TestClientBindingsPerNetwork(t *testing.T) {
 			Endpoints: []engine.Endpoint{{Service: "app", Port: 6379, Addr: "172.18.0.2:6379"}}, Containers: app("172.18.0.2")}, clientContainer, "172.18.0.2 6379 172.18.0.2:6379"},
 		{"client container with --net=host: loopback", engine.Target{Runtime: engine.RuntimeDocker, Network: engine.NetworkHost,
 			Endpoints: []engine.Endpoint{{Service: "app", Port: 6379, Addr: "127.0.0.1:40002"}}}, clientContainer, "127.0.0.1 40002 127.0.0.1:40002"},
+		{"client pod, pod-ip: the pod's IP", engine.Target{Runtime: plan.RuntimeKubernetes, Network: plan.NetworkPodIP,
+			Endpoints: []engine.Endpoint{{Service: "app", Port: 6379, Addr: "198.19.64.12:6379"}}, Containers: app("198.19.64.12")}, clientContainer, "198.19.64.12 6379 198.19.64.12:6379"},
+		{"client pod, service: the ClusterIP, not the pod's IP", engine.Target{Runtime: plan.RuntimeKubernetes, Network: plan.NetworkService,
+			Endpoints: []engine.Endpoint{{Service: "app", Port: 6379, Addr: "198.19.96.20:6379"}}, Containers: app("198.19.64.12")}, clientContainer, "198.19.96.20 6379 198.19.96.20:6379"},
+		{"client pod, nodeport: the node's address and the NodePort", engine.Target{Runtime: plan.RuntimeKubernetes, Network: plan.NetworkNodePort,
+			Endpoints: []engine.Endpoint{{Service: "app", Port: 6379, Addr: "198.18.8.2:30123"}}, Containers: app("198.19.64.12")}, clientContainer, "198.18.8.2 30123 198.18.8.2:30123"},
+		{"client on this machine, service: the ClusterIP", engine.Target{Runtime: plan.RuntimeKubernetes, Network: plan.NetworkService,
+			Endpoints: []engine.Endpoint{{Service: "app", Port: 6379, Addr: "198.19.96.20:6379"}}, Containers: app("198.19.64.12")}, clientHost, "198.19.96.20 6379 198.19.96.20:6379"},
 	}
 	for _, r := range rows {
 		t.Run(r.desc, func(t *testing.T) {
@@ -289,6 +298,11 @@ func TestClientServices(t *testing.T) {
 	}
 	if len(svcs) != 2 || svcs[1].Name != clientService || svcs[1].Resources != (engine.Resources{}) || svcs[1].Image != baseImage() || svcs[0].Resources.CPUs != 1 {
 		t.Fatalf("services %+v", svcs)
+	}
+	// Marked as the load generator: runtime kubernetes puts it on
+	// kubernetes.client_node.
+	if svcs[1].Labels[labels.Role] != "client" || svcs[0].Labels[labels.Role] != "" {
+		t.Errorf("labels %v, %v", svcs[0].Labels, svcs[1].Labels)
 	}
 
 	hostLoad := "  command: [redis-benchmark-not-here, -h, '{{host:app}}']\n  parser: redis-benchmark\n"
