@@ -28,18 +28,24 @@ import (
 // ctrperf starts over SSH (internal/remote) and speaks internal/agent's
 // protocol to on stdin and stdout. People never type it.
 func newAgentCmd() *cobra.Command {
-	return &cobra.Command{
+	var roots kernel.Roots
+	cmd := &cobra.Command{
 		Use:    "agent",
 		Short:  "Serve ctrperf's agent protocol on stdin/stdout (started by ctrperf over SSH)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runAgent(cmd, ownersDir(cmd))
+			return runAgent(cmd, ownersDir(cmd), kernel.NewFS(roots))
 		},
 	}
+	// An agent pod reads its node's kernel where the pod mounts it.
+	cmd.Flags().StringVar(&roots.Proc, "proc-root", kernel.ProcMount, "the host's proc mount")
+	cmd.Flags().StringVar(&roots.Sys, "sys-root", kernel.SysMount, "the host's sys mount")
+	cmd.Flags().StringVar(&roots.Cgroup, "cgroup-root", kernel.CgroupMount, "the host's cgroup mount")
+	return cmd
 }
 
-func runAgent(cmd *cobra.Command, owners owner.Dir) error {
+func runAgent(cmd *cobra.Command, owners owner.Dir, fs kernel.FS) error {
 	// A dropped SSH connection closes stdout: a write must fail, not kill
 	// the agent with SIGPIPE before its watchdog tears the session down.
 	signal.Ignore(syscall.SIGPIPE, syscall.SIGHUP)
@@ -49,7 +55,6 @@ func runAgent(cmd *cobra.Command, owners owner.Dir) error {
 	// are named after the agent's pid (a run id prefix of the caller's
 	// session comes with each deploy).
 	engines := &bench.Engines{RunID: "ctrperf-agent-" + strconv.Itoa(os.Getpid())}
-	fs := kernel.DefaultFS()
 	opt := agent.Options{
 		Facts: func(ctx context.Context) results.Machine {
 			m, _ := bench.GatherEnv(ctx, fs).(results.Machine)
@@ -68,7 +73,7 @@ func runAgent(cmd *cobra.Command, owners owner.Dir) error {
 		},
 		Engines: engines,
 		Observer: func(cs []observe.Container, interval time.Duration, onSample func(results.Sample)) agent.Observer {
-			opts := []observe.Option{observe.WithContainers(cs), observe.WithOnSample(onSample)}
+			opts := []observe.Option{observe.WithKernel(fs), observe.WithContainers(cs), observe.WithOnSample(onSample)}
 			if interval > 0 {
 				opts = append(opts, observe.WithInterval(interval))
 			}
@@ -95,6 +100,11 @@ func runAgent(cmd *cobra.Command, owners owner.Dir) error {
 				reapDeadOwners(owners, list, cmd.ErrOrStderr())
 			}
 			return r, nil
+		},
+		Kernel: fs,
+		Build: func() (string, error) {
+			b, err := selfbin.Read()
+			return b.Hash, err
 		},
 		Self:   selfbin.Path,
 		Owners: &owners,
