@@ -24,6 +24,9 @@ type KubeNode struct {
 	Kubelet string `json:"kubelet,omitempty"`
 	Runtime string `json:"runtime,omitempty"` // the container runtime and its version
 	Kernel  string `json:"kernel,omitempty"`
+	// CPUManager is the kubelet's cpuManagerPolicy (none, static), read
+	// from its /configz through the API server; "" when unreadable.
+	CPUManager string `json:"cpu_manager,omitempty"`
 }
 
 // KubePod is one pod of a run.
@@ -33,4 +36,11 @@ type KubePod struct {
 	Node    string `json:"node,omitempty"`
 	IP      string `json:"ip,omitempty"`
 	QoS     string `json:"qos,omitempty"` // Guaranteed, Burstable, BestEffort, as the API server set it
+	// CPUSet is the CPUs its container could run on when it started (its
+	// cgroup's cpuset.cpus): under the static CPU manager a Guaranteed
+	// pod's exclusive CPUs, else the node's shared pool. Read only where
+	// this machine sees the node's cgroups (the lab); CPUSetNote says why
+	// not otherwise.
+	CPUSet     string `json:"cpuset,omitempty"`
+	CPUSetNote string `json:"cpuset_note,omitempty"`
 }

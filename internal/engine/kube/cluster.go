@@ -117,24 +117,11 @@ func Describe(ctx context.Context, c Cluster) Report {
 	r.ProxyMode, r.ProxyModeFrom = k.readProxyMode(ctx, nodes.Items)
 	r.CPUManager = map[string]string{}
 	for _, n := range nodes.Items {
-		r.Nodes = append(r.Nodes, nodeInfo(n))
-		b, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes/" + n.Name + "/proxy/configz").DoRaw(ctx)
-		if err != nil {
-			r.CPUManager[n.Name] = ""
-			continue
-		}
-		var cz struct {
-			KubeletConfig struct {
-				CPUManagerPolicy string `json:"cpuManagerPolicy"`
-			} `json:"kubeletconfig"`
-		}
-		if json.Unmarshal(b, &cz) == nil {
-			p := cz.KubeletConfig.CPUManagerPolicy
-			if p == "" {
-				p = "none"
-			}
-			r.CPUManager[n.Name] = p
-		}
+		ni := nodeInfo(n)
+		kc, _ := readKubeletConfig(ctx, c.Client, n.Name)
+		ni.CPUManager = kc.CPUManagerPolicy
+		r.Nodes = append(r.Nodes, ni)
+		r.CPUManager[n.Name] = kc.CPUManagerPolicy
 	}
 	if nss, err := Namespaces(ctx, c.Client); err == nil {
 		for _, n := range nss {
@@ -143,4 +130,42 @@ func Describe(ctx context.Context, c Cluster) Report {
 		sort.Strings(r.Namespaces)
 	}
 	return r
+}
+
+// KubeletConfig is what ctrperf reads of a node's kubelet configuration.
+type KubeletConfig struct {
+	// CPUManagerPolicy is none or static ("none" when the kubelet leaves
+	// it unset, its default).
+	CPUManagerPolicy string `json:"cpuManagerPolicy"`
+	// CgroupRoot and CgroupDriver say where the node's pods' cgroups are
+	// (cgroupfs: <root>/kubepods/...; systemd: kubepods.slice/...).
+	CgroupRoot   string `json:"cgroupRoot"`
+	CgroupDriver string `json:"cgroupDriver"`
+}
+
+// readKubeletConfig reads a node's kubelet configuration from its
+// /configz, through the API server's node proxy (nodes/proxy: an admin's
+// right; RBAC may refuse it).
+func readKubeletConfig(ctx context.Context, cs kubernetes.Interface, node string) (KubeletConfig, error) {
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	b, err := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes/" + node + "/proxy/configz").DoRaw(cctx)
+	if err != nil {
+		return KubeletConfig{}, fmt.Errorf("node %s's /configz: %s", node, describe(err, "get", "nodes/proxy"))
+	}
+	return parseConfigz(b)
+}
+
+func parseConfigz(b []byte) (KubeletConfig, error) {
+	var cz struct {
+		KubeletConfig KubeletConfig `json:"kubeletconfig"`
+	}
+	if err := json.Unmarshal(b, &cz); err != nil {
+		return KubeletConfig{}, fmt.Errorf("kubelet /configz: %w", err)
+	}
+	kc := cz.KubeletConfig
+	if kc.CPUManagerPolicy == "" {
+		kc.CPUManagerPolicy = "none"
+	}
+	return kc, nil
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -187,7 +189,7 @@ func (k *Kube) deployService(ctx context.Context, t *engine.Target, spec engine.
 	if err != nil {
 		return fmt.Errorf("service %q: %w", s.Name, err)
 	}
-	ps := podSpec{Namespace: k.ns, RunID: spec.RunID, Network: spec.Network, Data: spec.Data, Kube: k.opt.Spec, Node: k.opt.Spec.Node}
+	ps := podSpec{Namespace: k.ns, RunID: spec.RunID, Network: spec.Network, Data: spec.Data, Kube: k.opt.Spec, Node: k.opt.Spec.Node, Nodes: k.staticNodes}
 	if s.Labels[labels.Role] == "client" && k.opt.Spec.ClientNode != "" {
 		ps.Node = k.opt.Spec.ClientNode // the load generator's pod
 	}
@@ -227,7 +229,12 @@ func (k *Kube) deployService(ctx context.Context, t *engine.Target, spec engine.
 	ip := running.Status.PodIP
 	t.Containers = append(t.Containers, engine.Container{ID: string(running.UID), Name: running.Name, Service: s.Name, IP: ip})
 	st.mu.Lock()
-	st.pods = append(st.pods, results.KubePod{Service: s.Name, Name: running.Name, Node: running.Spec.NodeName, IP: ip, QoS: string(running.Status.QOSClass)})
+	kp := results.KubePod{Service: s.Name, Name: running.Name, Node: running.Spec.NodeName, IP: ip, QoS: string(running.Status.QOSClass)}
+	st.mu.Unlock()
+	kc, known := k.kubelets[running.Spec.NodeName]
+	kp.CPUSet, kp.CPUSetNote = podCPUSet(k.opt.Kernel, kc, known, running)
+	st.mu.Lock()
+	st.pods = append(st.pods, kp)
 	st.mu.Unlock()
 	b[s.Name] = engine.ServiceBinding{Host: ip, PortsIdentity: true, DataDir: s.DataDir}
 	if i == 0 {
@@ -523,3 +530,63 @@ func (k *Kube) Exec(ctx context.Context, t *engine.Target, service string, argv 
 }
 
 func sortStrings(s []string) { sort.Strings(s) }
+
+// podCPUSet reads the CPUs a running pod's (first) container may use, its
+// cgroup's cpuset, where this machine sees the node's cgroups: the lab's
+// nodes are this machine, a real cluster's are not. The pod's UID in the
+// path makes sure the cgroup is that pod's and no other machine's. It
+// returns the CPU list, or why there is none.
+func podCPUSet(fs kernel.FS, kc KubeletConfig, known bool, pod *corev1.Pod) (cpus, note string) {
+	if len(pod.Status.ContainerStatuses) == 0 {
+		return "", "no container status"
+	}
+	cid := pod.Status.ContainerStatuses[0].ContainerID
+	if i := strings.Index(cid, "://"); i >= 0 {
+		cid = cid[i+3:]
+	}
+	if cid == "" {
+		return "", "no container ID"
+	}
+	root := kc.CgroupRoot
+	if !known {
+		root = "/" // the kubelet's default
+	}
+	l := fs.Cgroups()
+	file := "cpuset.cpus"
+	if l.Mode == kernel.V2 {
+		file = "cpuset.cpus.effective"
+	}
+	uid := string(pod.UID)
+	var rels []string
+	if kc.CgroupDriver == "systemd" {
+		u := strings.ReplaceAll(uid, "-", "_")
+		for _, q := range []string{"", "burstable", "besteffort"} {
+			slice := "kubepods.slice"
+			podSlice := "kubepods-pod" + u + ".slice"
+			if q != "" {
+				slice += "/kubepods-" + q + ".slice"
+				podSlice = "kubepods-" + q + "-pod" + u + ".slice"
+			}
+			rels = append(rels, path.Join(root, slice, podSlice, "*"+cid+".scope"))
+		}
+	} else {
+		for _, q := range []string{"", "burstable", "besteffort"} {
+			rels = append(rels, path.Join(root, "kubepods", q, "pod"+uid, cid))
+		}
+	}
+	for _, rel := range rels {
+		matches, _ := filepath.Glob(filepath.Join(l.Path("cpuset", rel), file))
+		for _, f := range matches {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return "", fmt.Sprintf("%s: %v", f, err)
+			}
+			return strings.TrimSpace(string(b)), ""
+		}
+	}
+	why := fmt.Sprintf("the node's cgroups are not on this machine (no cpuset cgroup of pod %s, container %.12s, under %s)", uid, cid, l.Path("cpuset", root))
+	if !known {
+		why += "; its kubelet's cgroupRoot was unread"
+	}
+	return "", why
+}

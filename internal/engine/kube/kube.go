@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/kernel"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 )
@@ -67,6 +68,12 @@ type Options struct {
 	// LocalPVSize is the capacity a local PV declares (default 10 GiB; a
 	// local PV's capacity is a label, not a quota).
 	LocalPVSize int64
+	// ReadKubelet reads a node's kubelet configuration (tests replace it);
+	// nil: its /configz through the API server (none with a fake client).
+	ReadKubelet func(ctx context.Context, node string) (KubeletConfig, error)
+	// Kernel is where a node's cgroups are read from when this machine is
+	// that node (the lab): a pod's cpuset (zero: the real kernel).
+	Kernel kernel.FS
 }
 
 // Kube is the engine of one kubernetes: block on one cluster.
@@ -80,6 +87,11 @@ type Kube struct {
 	info      *engine.Info
 	proxyMode string
 	proxyFrom string
+	// kubelets are the nodes' kubelet configurations, where readable.
+	kubelets map[string]KubeletConfig
+	// staticNodes, for qos guaranteed without kubernetes.node, are the
+	// nodes whose kubelet runs the static CPU manager: the pods go there.
+	staticNodes []string
 }
 
 var _ engine.Engine = (*Kube)(nil)
@@ -204,10 +216,67 @@ func (k *Kube) check(ctx context.Context) error {
 	}
 	info := engine.Info{Runtime: string(plan.RuntimeKubernetes), Name: k.context, Version: v.GitVersion,
 		Kube: &results.KubeInfo{Context: k.context, Server: k.server, Namespace: k.ns, ProxyMode: k.proxyMode, ProxyModeFrom: k.proxyFrom}}
+	k.kubelets = map[string]KubeletConfig{}
+	var unread []string
 	for _, n := range nodes.Items {
-		info.Kube.Nodes = append(info.Kube.Nodes, nodeInfo(n))
+		ni := nodeInfo(n)
+		if kc, err := k.readKubelet(cctx, n.Name); err == nil {
+			k.kubelets[n.Name], ni.CPUManager = kc, kc.CPUManagerPolicy
+		} else {
+			unread = append(unread, err.Error())
+		}
+		info.Kube.Nodes = append(info.Kube.Nodes, ni)
+	}
+	if err := k.placeGuaranteed(nodes.Items, unread); err != nil {
+		return err
 	}
 	k.info = &info
+	return nil
+}
+
+func (k *Kube) readKubelet(ctx context.Context, node string) (KubeletConfig, error) {
+	switch {
+	case k.opt.ReadKubelet != nil:
+		return k.opt.ReadKubelet(ctx, node)
+	case k.rc == nil:
+		return KubeletConfig{}, errors.New("no REST config to reach the kubelets' /configz")
+	}
+	return readKubeletConfig(ctx, k.cs, node)
+}
+
+// placeGuaranteed: kubernetes.qos guaranteed asks for pinned CPUs, which
+// only a kubelet with the static CPU manager gives. A named node whose
+// kubelet runs another policy makes the block not_run; without a named
+// node the pods go to the nodes that run it (none: not_run). Where no
+// kubelet configuration could be read, the placement is left to the plan.
+func (k *Kube) placeGuaranteed(nodes []corev1.Node, unread []string) error {
+	if k.opt.Spec.QoS != "guaranteed" || len(k.kubelets) == 0 {
+		return nil
+	}
+	if n := k.opt.Spec.Node; n != "" {
+		if kc, ok := k.kubelets[n]; ok && kc.CPUManagerPolicy != "static" {
+			return &Unavailable{Reason: fmt.Sprintf("kubernetes.qos guaranteed on node %s (kubernetes.node), whose kubelet runs cpuManagerPolicy %s: its Guaranteed pods would not be pinned to CPUs of their own; use a node with the static CPU manager (the lab's kube-node-2)", n, kc.CPUManagerPolicy)}
+		}
+		return nil
+	}
+	var policies []string
+	for _, n := range nodes {
+		kc, ok := k.kubelets[n.Name]
+		if !ok {
+			continue
+		}
+		if kc.CPUManagerPolicy == "static" {
+			k.staticNodes = append(k.staticNodes, n.Name)
+		}
+		policies = append(policies, n.Name+" "+kc.CPUManagerPolicy)
+	}
+	if len(k.staticNodes) == 0 {
+		why := ""
+		if len(unread) > 0 {
+			why = "; unread: " + strings.Join(unread, "; ")
+		}
+		return &Unavailable{Reason: fmt.Sprintf("kubernetes.qos guaranteed: no node's kubelet runs the static CPU manager (%s%s), so no Guaranteed pod would be pinned (the lab: make kube-up KUBE_STATIC_CPU_NODE=kube-node-2)", strings.Join(policies, ", "), why)}
+	}
 	return nil
 }
 

@@ -233,6 +233,8 @@ func TestResourcesAndQoS(t *testing.T) {
 		{"burstable", plan.Resources{CPUs: 1, MemoryBytes: mem}, "burstable", corev1.PodQOSBurstable, ""},
 		{"burstable too small", plan.Resources{CPUs: 0.1, MemoryBytes: mem}, "burstable", "", "which is Guaranteed"},
 		{"besteffort", plan.Resources{}, "besteffort", corev1.PodQOSBestEffort, ""},
+		{"none under guaranteed: BestEffort (a service given no resources)", plan.Resources{}, "guaranteed", corev1.PodQOSBestEffort, ""},
+		{"none under burstable", plan.Resources{}, "burstable", corev1.PodQOSBestEffort, ""},
 		{"besteffort with limits", plan.Resources{CPUs: 1}, "besteffort", "", "no requests or limits"},
 		{"cpuset", plan.Resources{CPUSet: "0"}, "", "", "do not exist for a pod"},
 	} {

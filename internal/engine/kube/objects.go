@@ -137,6 +137,9 @@ type podSpec struct {
 	Kube      plan.KubeSpec
 	// Node pins the pod (kubernetes.node, or where a local PV lives).
 	Node string
+	// Nodes, without Node, are the nodes the pod may go to (qos
+	// guaranteed: those whose kubelet runs the static CPU manager).
+	Nodes []string
 	// Claim is the PersistentVolumeClaim of a local-pv placement.
 	Claim string
 }
@@ -203,12 +206,16 @@ func Pod(ps podSpec, s engine.Service, cmd, entry []string, env map[string]strin
 			AutomountServiceAccountToken:  new(false),
 		},
 	}
-	if node := ps.Node; node != "" {
+	nodes := ps.Nodes
+	if ps.Node != "" {
+		nodes = []string{ps.Node}
+	}
+	if len(nodes) > 0 {
 		// Through the scheduler (not nodeName), so that a pod that cannot
 		// go there is Pending with the scheduler's reason.
 		pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+				MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: nodes}},
 			}}},
 		}}
 	}
@@ -262,10 +269,17 @@ func dataVolume(ps podSpec, s engine.Service) (corev1.Volume, error) {
 //   - burstable: the limits as given, a CPU request of 100m (or the
 //     limit, if smaller) and the memory request equal to its limit;
 //   - besteffort: none.
+//
+// A service the workload gives no resources (a load generator's pod, a
+// noisy tenant left unpinned) is BestEffort whatever the class: the
+// configuration's resources are its other services'.
 func Resources(r plan.Resources, qos string) (corev1.ResourceRequirements, error) {
 	var out corev1.ResourceRequirements
 	if r.CPUSet != "" || r.CPUShares != 0 {
 		return out, fmt.Errorf("cpuset and cpu_shares do not exist for a pod (use cpus, and kubernetes.qos guaranteed for pinned CPUs)")
+	}
+	if r == (plan.Resources{}) {
+		return out, nil
 	}
 	if qos == "besteffort" {
 		if r.CPUs != 0 || r.MemoryBytes != 0 {
