@@ -352,7 +352,7 @@ func (o *hostObserver) Stop() *results.Series {
 // host through its agent.
 func (r *runner) driverOf(cfg *plan.Configuration, rn *run) workload.Workload {
 	if cfg.Hosts.Load.Local() {
-		return r.wl
+		return r.kubeClients(cfg, rn, r.wl) // generator pods with kubernetes.client: pod (kubeclient.go)
 	}
 	if r.hosts == nil {
 		r.hosts = newHostSet(r)

@@ -1,0 +1,548 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	"ctrperf/internal/agent"
+	"ctrperf/internal/engine"
+	"ctrperf/internal/lifecycle"
+	"ctrperf/internal/load"
+	"ctrperf/internal/plan"
+	"ctrperf/internal/remote"
+	"ctrperf/internal/results"
+	"ctrperf/internal/workload"
+)
+
+// Runtime kubernetes with kubernetes.client: pod: the load generator runs
+// as N pods of ctrperf's own image (kubernetes.clients, placed on
+// kubernetes.client_node), each a `ctrperf agent` that the engine starts
+// (engine.NodeAgents) and that runs the workload's own driver against the
+// target's endpoints, which are addresses of the cluster (pod IP, ClusterIP,
+// a node's NodePort, a node's address for hostNetwork) and so what a pod
+// dials. The plan's load is split over the pods (clientShares): together
+// they offer what one generator would. The pods start behind a barrier:
+// each drive is sent with the same instant of this machine's clock, moved
+// to the pod's by its clock offset, at which the agent starts the driver;
+// the windows then begin together, give or take each pod's connection
+// set-up (their actual starts and the skew are recorded). Their
+// measurements merge into one (mergeClientPods): histograms added,
+// counts and rates summed, never an average of percentiles.
+
+// kubeClients is the run's driver: r.wl, or the generator pods when the
+// configuration asks for them (hosts.go's driverOf, for a local load: the
+// plan refuses a load host with client: pod).
+func (r *runner) kubeClients(cfg *plan.Configuration, rn *run, wl workload.Workload) workload.Workload {
+	if cfg.Runtime != plan.RuntimeKubernetes || cfg.Kube.ClientPods() == 0 {
+		return wl
+	}
+	return &clientPods{Workload: wl, cfg: cfg, runID: rn.id, session: r.session}
+}
+
+// clientPods drives the workload from generator pods.
+type clientPods struct {
+	workload.Workload
+	cfg     *plan.Configuration
+	runID   string
+	session string
+	// lead is how long before the barrier the drives are sent (0: from
+	// the pods' round trips, see barrierLead).
+	lead time.Duration
+}
+
+// clientPodsUnavailable is a configuration whose generator pods cannot
+// exist here: every repetition would fail alike (not_run).
+type clientPodsUnavailable struct{ reason string }
+
+func (e *clientPodsUnavailable) Error() string     { return e.reason }
+func (e *clientPodsUnavailable) NotRunnable() bool { return true }
+
+// clientPod is one generator: its agent's streams and session.
+type clientPod struct {
+	k      int // 1-based
+	conn   *engine.AgentConn
+	client *remote.Client
+	offset time.Duration // the pod's clock minus this machine's
+}
+
+func (p *clientPod) name() string {
+	if p.conn == nil {
+		return fmt.Sprintf("client pod %d", p.k)
+	}
+	return fmt.Sprintf("client pod %d (%s on %s)", p.k, p.conn.Pod, p.conn.Node)
+}
+
+// Drive starts the pods, drives them together and merges what they
+// measured. Every pod started is closed before it returns.
+func (d *clientPods) Drive(ctx context.Context, env workload.Env) (*results.Measurement, error) {
+	na, ok := env.Engine.(engine.NodeAgents)
+	if !ok {
+		return nil, &clientPodsUnavailable{fmt.Sprintf("kubernetes.client: pod: the engine (%T) starts no agent pods", env.Engine)}
+	}
+	n := d.cfg.Kube.ClientPods()
+	shares, split, err := clientShares(d.cfg, n)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	pods := make([]*clientPod, n)
+	defer closeClientPods(ctx, pods)
+	if err := d.start(ctx, na, pods); err != nil {
+		return nil, err
+	}
+
+	lead := d.lead
+	if lead == 0 {
+		lead = barrierLead(pods)
+	}
+	at := time.Now().Add(lead)
+	var (
+		mu      sync.Mutex
+		waiting = n
+		starts  = make([]time.Time, n)
+		wg      sync.WaitGroup
+	)
+	ms := make([]*results.Measurement, n)
+	errs := make([]error, n)
+	for i, p := range pods {
+		knobs := workload.KnobsOf(d.cfg)
+		knobs.Load = shares[i]
+		params := agent.DriveParams{RunID: d.runID, Workload: d.Name(), Knobs: knobs, Resources: d.cfg.Resources,
+			Window: env.Window, Target: agent.WireTarget(env.Target), StartAtUnixNano: at.Add(p.offset).UnixNano()}
+		started := func(unixNano int64) {
+			mu.Lock()
+			defer mu.Unlock()
+			starts[i] = time.Unix(0, unixNano).Add(-p.offset)
+			waiting--
+			if waiting == 0 && env.Started != nil {
+				env.Started() // every pod's window has begun
+			}
+		}
+		progress := func(msg string) {
+			if env.Progress != nil {
+				env.Progress(fmt.Sprintf("client pod %d: %s", p.k, msg))
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m, err := p.client.Drive(ctx, params, started, progress)
+			ms[i] = m
+			if err != nil {
+				errs[i] = fmt.Errorf("%s of %d: %w", p.name(), n, err)
+				cancel(errs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	// The first failure is the cause; the others were most likely
+	// cancelled by it.
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return nil, cause
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	m, err := mergeClientPods(ms)
+	if err != nil {
+		return nil, err
+	}
+	noteClientPods(m, pods, starts, at, split)
+	return m, nil
+}
+
+// start starts the n agents at once and opens a session to each (hello,
+// clock offset). The first failure cancels the others; the error names
+// the pod.
+func (d *clientPods) start(ctx context.Context, na engine.NodeAgents, pods []*clientPod) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for i := range pods {
+		p := &clientPod{k: i + 1}
+		pods[i] = p
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fail := func(err error) {
+				err = fmt.Errorf("%s of %d: %w", p.name(), len(pods), err)
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				cancel(err)
+			}
+			conn, err := na.StartAgent(ctx, engine.AgentRequest{Role: engine.AgentClient, Node: d.cfg.Kube.ClientNode, RunID: d.runID, Index: i})
+			if err != nil {
+				fail(fmt.Errorf("start: %w", err))
+				return
+			}
+			mu.Lock()
+			p.conn = conn
+			mu.Unlock()
+			c, err := remote.NewClient(ctx, conn.Stdout, conn.Stdin, remote.ClientOptions{Name: p.name(), Session: d.session,
+				Closer: closerFunc(conn.Close)})
+			if err != nil {
+				fail(err)
+				return
+			}
+			mu.Lock()
+			p.client = c
+			p.offset = time.Duration(c.Clock.OffsetMs * float64(time.Millisecond))
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return errors.Join(errs...)
+}
+
+// closerFunc is an AgentConn's Close as the io.Closer a remote.Client
+// closes after its shutdown.
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
+
+// closeClientPods ends every agent started: its session (the agent stops
+// its driver), then its pod. Detached from the run's context, which may
+// be cancelled already.
+func closeClientPods(ctx context.Context, pods []*clientPod) {
+	cctx, cancel := lifecycle.Detached(ctx, 2*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, p := range pods {
+		if p == nil || p.conn == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if p.client != nil {
+				_ = p.client.Close(cctx) // closes the conn too
+				return
+			}
+			_ = p.conn.Close()
+		}()
+	}
+	wg.Wait()
+}
+
+// barrierLead is how far ahead of now the barrier is set: time for the
+// drive requests to reach every pod (each a round trip or less), with a
+// floor for the agents' scheduling.
+func barrierLead(pods []*clientPod) time.Duration {
+	var rtt time.Duration
+	for _, p := range pods {
+		rtt = max(rtt, time.Duration(p.client.Clock.RTTMs*float64(time.Millisecond)))
+	}
+	return min(max(500*time.Millisecond, 10*rtt), 10*time.Second)
+}
+
+// clientShares are the load knobs of each of n generator pods: the
+// plan's connections (closed loop) or rate (open loop) divided so that
+// the pods together offer the plan's load, each pod with its own seed
+// (the same seed would give every pod the same arrivals and keys). The
+// string says how the load was split, for the record.
+func clientShares(cfg *plan.Configuration, n int) ([]map[string]any, string, error) {
+	out := make([]map[string]any, n)
+	for i := range out {
+		out[i] = maps.Clone(cfg.Load)
+		if out[i] == nil {
+			out[i] = map[string]any{}
+		}
+	}
+	var (
+		open              bool
+		rate              float64
+		conns, ops        int64
+		maxInFlight       int
+		seed              uint64
+		closedKey, opsKey = "concurrency", ""
+	)
+	switch l := cfg.Decoded.Load.(type) {
+	case workload.KVLoad:
+		if l.Search != nil || l.Client != "host" {
+			return nil, "", &clientPodsUnavailable{"kv with kubernetes.client: pod takes neither load.search nor load.client: container"}
+		}
+		open, rate, conns, ops, maxInFlight, seed, opsKey = l.Mode == "open", l.Rate, l.Concurrency, l.Ops, l.MaxInFlight, l.Seed, "ops"
+	case workload.WebLoad:
+		if l.Search != nil {
+			return nil, "", &clientPodsUnavailable{"web with kubernetes.client: pod takes no load.search"}
+		}
+		open, rate, conns, maxInFlight, seed = l.Rate > 0, l.Rate, int64(l.Concurrency), l.MaxInFlight, l.Seed
+	default:
+		return nil, "", &clientPodsUnavailable{fmt.Sprintf("kubernetes.client: pod: the load of workload %T does not split over generator pods", cfg.Decoded.Load)}
+	}
+	var desc []string
+	if open {
+		each := rate / float64(n)
+		if each < load.MinRate {
+			return nil, "", &clientPodsUnavailable{fmt.Sprintf("load.rate %g over %d generator pods is %g per pod, below the generator's least rate %g", rate, n, each, load.MinRate)}
+		}
+		inflight := (maxInFlight + n - 1) / n
+		for i := range out {
+			out[i]["rate"] = each
+			out[i]["max_inflight"] = int64(inflight)
+		}
+		desc = append(desc, fmt.Sprintf("open loop: rate %g/s as %d × %g/s, max_inflight %d as %d × %d", rate, n, each, maxInFlight, n, inflight))
+	} else {
+		if conns < int64(n) {
+			return nil, "", &clientPodsUnavailable{fmt.Sprintf("load.concurrency %d over %d generator pods: each pod drives at least one connection", conns, n)}
+		}
+		cs := splitWhole(conns, n)
+		for i := range out {
+			out[i][closedKey] = cs[i]
+		}
+		desc = append(desc, fmt.Sprintf("closed loop: concurrency %d as %s", conns, joinInts(cs)))
+		if opsKey != "" && ops > 0 {
+			per := splitWhole(ops, n)
+			for i := range out {
+				out[i][opsKey] = per[i]
+			}
+			desc = append(desc, fmt.Sprintf("ops %d as %s", ops, joinInts(per)))
+		}
+	}
+	for i := range out {
+		out[i]["seed"] = int64(seed) + int64(i)
+	}
+	desc = append(desc, fmt.Sprintf("seeds %d to %d", seed, seed+uint64(n)-1))
+	return out, fmt.Sprintf("load split over %d generator pods (%s)", n, strings.Join(desc, "; ")), nil
+}
+
+// splitWhole divides v into n whole shares that differ by one at most,
+// the larger first.
+func splitWhole(v int64, n int) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = v / int64(n)
+		if int64(i) < v%int64(n) {
+			out[i]++
+		}
+	}
+	return out
+}
+
+func joinInts(vs []int64) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = strconv.FormatInt(v, 10)
+	}
+	return strings.Join(s, "+")
+}
+
+// ClientPodMetric names generator pod k's (1-based) copy of a metric in a
+// merged measurement: client_pod_2_throughput_per_s.
+func ClientPodMetric(k int, metric string) string {
+	return "client_pod_" + strconv.Itoa(k) + "_" + metric
+}
+
+// Metrics whose merged value is computed from the merged operations, not
+// from the pods' values.
+var latencyMetrics = map[string]float64{results.MetricP50Ms: 50, results.MetricP90Ms: 90, results.MetricP95Ms: 95,
+	results.MetricP99Ms: 99, results.MetricP999Ms: 99.9, results.MetricMaxMs: 100, results.MetricMinMs: 0, results.MetricMeanMs: -1}
+
+// mergeClientPods adds the measurements of generators that drove one
+// deployment side by side over one window into the run's one:
+//   - operations of the same label merged (results.OperationMerger):
+//     counts and errors summed, HdrHistograms added, so quantiles are
+//     those of every request of every pod;
+//   - latency metrics (p50_ms … max_ms, mean_ms) computed again from the
+//     merged histograms, never averaged (the worst pod's where no pod had
+//     histograms); error_rate from the merged counts;
+//   - elapsed_s the slowest pod's; server_* (the server's own counters,
+//     which every pod read over the same window) the largest reading;
+//   - every other metric (rates, counts) summed: the pods' loads add up;
+//   - per second: counts summed, the max the worst, percentiles left out
+//     (a second's percentiles do not merge without its histogram);
+//   - each pod's throughput and p99 (from its own histograms) under
+//     client_pod_<k>_<metric>.
+func mergeClientPods(ms []*results.Measurement) (*results.Measurement, error) {
+	out := &results.Measurement{Metrics: map[string]float64{}}
+	var ops results.OperationMerger
+	latency := map[string]bool{}
+	for i, m := range ms {
+		if m == nil {
+			return nil, fmt.Errorf("client pod %d of %d returned no measurement", i+1, len(ms))
+		}
+		out.DurationS = max(out.DurationS, m.DurationS)
+		if err := ops.Add(m.Operations); err != nil {
+			return nil, fmt.Errorf("client pod %d: %w", i+1, err)
+		}
+		for name, v := range m.Metrics {
+			_, lat := latencyMetrics[name]
+			switch {
+			case lat:
+				if !latency[name] {
+					out.Metrics[name] = v
+				} else if name == results.MetricMinMs {
+					out.Metrics[name] = min(out.Metrics[name], v)
+				} else {
+					out.Metrics[name] = max(out.Metrics[name], v)
+				}
+				latency[name] = true
+			case name == results.MetricElapsed, strings.HasPrefix(name, "server_"), strings.HasSuffix(name, "_ms"):
+				out.Metrics[name] = max(out.Metrics[name], v)
+			case name == results.MetricErrorRate:
+				// from the merged counts below
+			default:
+				out.Metrics[name] += v
+			}
+		}
+		if ld := m.Load; ld != nil {
+			if out.Load == nil {
+				out.Load = &results.LoadStats{Mode: ld.Mode}
+			}
+			out.Load.AddRates(ld)
+			out.Load.Concurrency += ld.Concurrency
+			out.Load.CPUSeconds += ld.CPUSeconds
+			out.Load.LatenessP50Ms = max(out.Load.LatenessP50Ms, ld.LatenessP50Ms)
+			out.Load.KeepWorstLateness(ld)
+		}
+		if len(m.Tools) > 0 && out.Tools == nil {
+			out.Tools = map[string]string{}
+		}
+		maps.Copy(out.Tools, m.Tools)
+		for _, n := range m.Notes {
+			out.Notes = append(out.Notes, fmt.Sprintf("client pod %d: %s", i+1, n))
+		}
+		for j, s := range m.PerSecond {
+			if j >= len(out.PerSecond) {
+				out.PerSecond = append(out.PerSecond, results.Second{T: s.T})
+			}
+			o := &out.PerSecond[j]
+			o.Count += s.Count
+			o.Errors += s.Errors
+			o.MaxMs = max(o.MaxMs, s.MaxMs)
+		}
+	}
+	var err error
+	if out.Operations, err = ops.Operations(); err != nil {
+		return nil, err
+	}
+	all, err := mergedHistogram(out.Operations)
+	if err != nil {
+		return nil, err
+	}
+	if all != nil && all.TotalCount() > 0 {
+		for name := range latency {
+			out.Metrics[name] = histMetric(all, latencyMetrics[name])
+		}
+	} else if len(latency) > 0 {
+		out.Notes = append(out.Notes, "the pods reported latency figures without histograms: each is the worst pod's")
+	}
+	if _, had := firstMetric(ms, results.MetricErrorRate); had {
+		var n, e int64
+		for _, op := range out.Operations {
+			n += op.Count
+			e += op.ErrorCount()
+		}
+		if n > 0 {
+			out.Metrics[results.MetricErrorRate] = float64(e) / float64(n)
+		}
+	}
+	for i, m := range ms {
+		if v, ok := m.Metrics[results.MetricThroughput]; ok {
+			out.Metrics[ClientPodMetric(i+1, results.MetricThroughput)] = v
+		}
+		h, err := mergedHistogram(m.Operations)
+		if err != nil {
+			return nil, fmt.Errorf("client pod %d: %w", i+1, err)
+		}
+		if h != nil && h.TotalCount() > 0 {
+			out.Metrics[ClientPodMetric(i+1, results.MetricP99Ms)] = histMetric(h, 99)
+		}
+	}
+	out.Metrics["client_pods"] = float64(len(ms))
+	return out, nil
+}
+
+func firstMetric(ms []*results.Measurement, name string) (float64, bool) {
+	for _, m := range ms {
+		if v, ok := m.Metrics[name]; ok {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+// mergedHistogram is every operation's histogram added (nil: none has one).
+func mergedHistogram(ops map[string]*results.Operation) (*hdrhistogram.Histogram, error) {
+	all := results.NewHistogram()
+	found := false
+	for _, label := range slices.Sorted(maps.Keys(ops)) {
+		op := ops[label]
+		if op == nil || op.Histogram == "" {
+			continue
+		}
+		oh, err := results.DecodeHistogram(op.Histogram)
+		if err != nil {
+			return nil, fmt.Errorf("operation %s: %w", label, err)
+		}
+		all.Merge(oh)
+		found = true
+	}
+	if !found {
+		return nil, nil
+	}
+	return all, nil
+}
+
+// histMetric is a figure of a microsecond histogram in milliseconds: the
+// quantile q (0: the min, 100: the max, -1: the mean).
+func histMetric(h *hdrhistogram.Histogram, q float64) float64 {
+	switch q {
+	case -1:
+		return h.Mean() / 1000
+	case 0:
+		return float64(h.Min()) / 1000
+	case 100:
+		return float64(h.Max()) / 1000
+	}
+	return float64(h.ValueAtQuantile(q)) / 1000
+}
+
+// noteClientPods records where the pods ran, how the load was split, and
+// when each pod's window began relative to the first (this machine's
+// clock, through each pod's offset).
+func noteClientPods(m *results.Measurement, pods []*clientPod, starts []time.Time, at time.Time, split string) {
+	var where []string
+	for _, p := range pods {
+		where = append(where, fmt.Sprintf("%s on %s (clock offset %+.3f ms ± %.3f)", p.conn.Pod, p.conn.Node, p.client.Clock.OffsetMs, p.client.Clock.RTTMs/2))
+	}
+	m.Notes = append(m.Notes, fmt.Sprintf("load generated by %d pods of ctrperf's image in the cluster (ctrperf agent): %s", len(pods), strings.Join(where, ", ")),
+		split+"; the total offered load is the plan's")
+	first, last := starts[0], starts[0]
+	for _, s := range starts {
+		if s.Before(first) {
+			first = s
+		}
+		if s.After(last) {
+			last = s
+		}
+	}
+	skew := last.Sub(first)
+	m.Metrics["client_pods_start_skew_ms"] = float64(skew) / 1e6
+	var offs []string
+	for i, s := range starts {
+		offs = append(offs, fmt.Sprintf("pod %d +%.1f ms", i+1, float64(s.Sub(first))/1e6))
+	}
+	m.Notes = append(m.Notes, fmt.Sprintf("generator pods started behind a barrier (their drivers at one instant, warm-up first): measured windows began within %.1f ms of each other (%s); figures are summed over the pods' windows, latencies from their merged histograms",
+		float64(skew)/1e6, strings.Join(offs, ", ")))
+	if late := first.Sub(at); late < 0 {
+		m.Notes = append(m.Notes, fmt.Sprintf("a pod's window began %.1f ms before the barrier by this machine's clock: its clock offset is off by as much", float64(-late)/1e6))
+	}
+	slices.Sort(m.Notes)
+}
