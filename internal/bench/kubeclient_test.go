@@ -38,8 +38,10 @@ var (
 	_ engine.NodeAgents = (*podAgents)(nil)
 )
 
-func (a *podAgents) Info(context.Context) (engine.Info, error) { return engine.Info{Name: "fake-cluster"}, nil }
-func (a *podAgents) Ping(context.Context) error                { return nil }
+func (a *podAgents) Info(context.Context) (engine.Info, error) {
+	return engine.Info{Name: "fake-cluster"}, nil
+}
+func (a *podAgents) Ping(context.Context) error { return nil }
 func (a *podAgents) Deploy(context.Context, engine.DeploySpec) (*engine.Target, error) {
 	return nil, errors.New("not here")
 }
@@ -97,8 +99,8 @@ type podDriver struct {
 	i int
 }
 
-func (podDriver) Name() string                                      { return "kv" }
-func (podDriver) Decode(k workload.Knobs) (any, any, error)         { return workload.KV{}.Decode(k) }
+func (podDriver) Name() string                                       { return "kv" }
+func (podDriver) Decode(k workload.Knobs) (any, any, error)          { return workload.KV{}.Decode(k) }
 func (podDriver) Services(workload.Config) ([]engine.Service, error) { return nil, nil }
 func (d podDriver) Drive(ctx context.Context, env workload.Env) (*results.Measurement, error) {
 	d.a.mu.Lock()
