@@ -57,7 +57,7 @@ help:
 	@echo "make lab-up    two SSH hosts on this machine, lab-sut (its own Docker engine) and lab-load; prints the ssh_config (scripts/lab.sh)"
 	@echo "make lab-down  remove everything lab-up made (a second call does nothing)"
 	@echo "make lab-images  load the default engine's ctrperf/* images into lab-sut's engine"
-	@echo "make bench     run every plan in plans/ (PLANS=... to choose)"
+	@echo "make bench     run every plan in plans/ (PLANS=... to choose), then the Go benchmarks of GO_BENCHES (the lab agent's CPU)"
 	@echo "make install   binary, man pages, bash/zsh/fish completions, plans (share/ctrperf/plans), the ctrperf-isolate systemd unit and /etc/ctrperf/isolate.yaml into PREFIX ($(PREFIX); DESTDIR=... to stage)"
 	@echo "make uninstall remove what make install put into PREFIX (a changed isolate.yaml stays)"
 	@echo "make deb       $(DEB): the same files as a Debian package (nfpm, from tools/)"
@@ -245,7 +245,12 @@ reliability: engine
 
 # Every plan, one output directory each; a directory that already holds
 # results is resumed (finished runs are kept). Extend PLANS or add plan
-# families here as they land.
+# families here as they land. Then the measurements written as Go
+# benchmarks, GO_BENCHES as PKG:NAME, one iteration each, their figures
+# printed (-v: with their logs): the lab agent's own CPU while it samples
+# (60 s, under 1 % of a core; skipped when the lab is down, failed under
+# CTRPERF_REQUIRE_LAB=1). GO_BENCHES= leaves them out.
+GO_BENCHES ?= ./internal/remote:AgentCPUWhileSamplingLab
 bench: build engine
 	@set -e; for p in $(PLANS); do \
 		o=out/bench/$$(basename $$p .yaml); \
@@ -254,6 +259,10 @@ bench: build engine
 		else $(BIN) bench run $$p --out $$o; fi; \
 		$(BIN) report $$o; \
 		$(BIN) report $$o --format html; \
+	done
+	@set -e; for b in $(GO_BENCHES); do \
+		echo "== go benchmark $${b#*:} ($${b%%:*})"; \
+		$(GO) test -count=1 -run '^$$' -bench "^Benchmark$${b#*:}\$$" -benchtime 1x -v $${b%%:*}; \
 	done
 
 clean:
