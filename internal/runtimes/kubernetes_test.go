@@ -11,10 +11,10 @@ import (
 	"ctrperf/internal/plan"
 )
 
-// TestKubernetesRegistered: with this package linked, bench opens runtime
+// TestClusterRuntimeRegistered: with this package linked, bench opens runtime
 // kubernetes through engine/kube: a kubeconfig that does not exist is
 // kube's own not_run reason, not bench's "built without".
-func TestKubernetesRegistered(t *testing.T) {
+func TestClusterRuntimeRegistered(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "no-such-kubeconfig")
 	e := &bench.Engines{RunID: "ctrperf-test"}
 	_, _, err := e.Engine(context.Background(), plan.RuntimeKubernetes, engine.EngineSpec{Kube: plan.KubeSpec{Kubeconfig: missing}})
