@@ -41,13 +41,13 @@ DEB_VERSION ?= $(shell v=$$(git describe --tags --match 'v[0-9]*' 2>/dev/null); 
 DEB_STAGE   := out/deb/root
 DEB         := out/deb/ctrperf_$(DEB_VERSION)_$(DEB_ARCH).deb
 
-.PHONY: all build example bootstrap engine images demo test vet staticcheck unit fuzz integration slowest reliability bench clean help install uninstall deb deb-check
+.PHONY: all build example bootstrap engine images demo test vet staticcheck unit fuzz integration integration-docker integration-kube slowest reliability bench clean help install uninstall deb deb-check
 
 all: build
 
 help:
 	@echo "make demo      install what is missing, get an engine, build images, run plans/smoke.yaml --quick, report"
-	@echo "make test      vet, staticcheck, unit tests (-race), fuzzing (10 decoders, about 15 s in all), integration tests with real Docker"
+	@echo "make test      vet, staticcheck, unit tests (-race), fuzzing (10 decoders), beside them the lab cluster's tests, then integration tests with real Docker; ends with each phase's time and the 10 slowest tests"
 	@echo "make reliability  $(KILL_TRIALS) SIGKILL trials of bench run (smoke, network, storage --quick), each followed by ctrperf clean; nothing of ctrperf may be left (KILL_SEED=... replays)"
 	@echo "make build     $(BIN) (version $(VERSION))"
 	@echo "make example   the static binary of examples/hello (Benchmark your own application, README.md)"
@@ -161,8 +161,24 @@ demo: build engine
 	$(BIN) report $(DEMO_OUT) --format html
 	@echo "demo: open $(DEMO_OUT)/report.html in a browser; ctrperf report $(DEMO_OUT) --format md for markdown"
 
-test: engine vet staticcheck unit fuzz integration
-	@$(MAKE) --no-print-directory slowest
+# The phases of `make test`, each timed into $(PHASES) and listed at the end
+# next to the ten slowest tests. The cluster's tests (integration-kube) run
+# beside vet, staticcheck, unit and fuzz, which touch no machine state, and
+# are done before the Docker tests start (see integration-kube). A phase
+# that fails stops the ones after it, as make's prerequisites did.
+PHASES = $(TEST_OUT)/phases.tsv
+test: engine
+	@mkdir -p $(TEST_OUT); rm -f $(PHASES) $(TEST_OUT)/*.json $(TEST_OUT)/*.log
+	@phase() { local name=$$1 beside=$$2 t0=$$SECONDS rc; shift 2; "$$@"; rc=$$?; \
+		printf '%s\t%d\t%s\n' "$$name" $$((SECONDS - t0)) "$$beside" >> $(PHASES); return $$rc; }; \
+	t0=$$SECONDS; rc=0; \
+	phase integration-kube "beside vet, staticcheck, unit, fuzz" \
+		$(MAKE) --no-print-directory integration-kube > $(TEST_OUT)/integration-kube.log 2>&1 & kube=$$!; \
+	for p in vet staticcheck unit fuzz; do phase $$p "" $(MAKE) --no-print-directory $$p || { rc=1; break; }; done; \
+	wait $$kube || rc=1; echo "== integration-kube"; cat $(TEST_OUT)/integration-kube.log; \
+	if [ $$rc = 0 ]; then phase integration "" $(MAKE) --no-print-directory integration-docker || rc=1; fi; \
+	printf 'total\t%d\t\n' $$((SECONDS - t0)) >> $(PHASES); \
+	$(MAKE) --no-print-directory slowest; exit $$rc
 
 vet:
 	$(GO) vet ./...
@@ -215,19 +231,41 @@ TEST_KILL_SEED ?= 1795462702794119269
 # time nothing (a MariaDB of their own, a package install in a container):
 # they run beside the others instead of after them.
 INTEGRATION_BESIDE := ctrperf/workloads/ticketd/internal/store ctrperf/packaging
-integration: engine
+# `make integration` is both groups, the cluster's first; `make test` runs
+# integration-kube earlier, beside the static checks and unit tests.
+integration: integration-kube integration-docker
+
+# Every integration test but the cluster's (…Kube: integration-kube).
+integration-docker: engine
 	@mkdir -p $(TEST_OUT)
 	@set -o pipefail; export CTRPERF_KILL_SEED=$${CTRPERF_KILL_SEED:-$(TEST_KILL_SEED)}; \
 	beside="$(INTEGRATION_BESIDE)"; rest=$$($(GO) list ./... | grep -vxF "$${beside// /$$'\n'}"); \
-	$(GO) test -json -race -count=1 -p 1 -timeout 25m -run '$(INTEGRATION)' $(TEST_FLAGS) $$beside \
+	$(GO) test -json -race -count=1 -p 1 -timeout 25m -run '$(INTEGRATION)' -skip 'Kube' $(TEST_FLAGS) $$beside \
 		> $(TEST_OUT)/integration-beside.json 2>&1 & pid=$$!; \
-	$(GO) test -json -race -count=1 -p 1 -timeout 25m -run '$(INTEGRATION)' $(TEST_FLAGS) $$rest \
+	$(GO) test -json -race -count=1 -p 1 -timeout 25m -run '$(INTEGRATION)' -skip 'Kube' $(TEST_FLAGS) $$rest \
 		| tee $(TEST_OUT)/integration.json | $(TESTSUMMARY) -slowest 0; rc=$$?; \
 	wait $$pid; rc2=$$?; $(TESTSUMMARY) -slowest 0 < $(TEST_OUT)/integration-beside.json || rc2=1; \
 	[ $$rc = 0 ] && [ $$rc2 = 0 ]
 
+# The cluster's tests (…Kube), one package at a time, in the packages that
+# have any (KUBE_PACKAGES, from the test files' names). They use the lab
+# cluster and no Docker test may run meanwhile: the Docker tests' leftover
+# checks count cgroups, mounts and links named ctrperf (the cluster's pods
+# make cgroups under /ctrperf-kube and mounts under /run/ctrperf/kube;
+# TestLabClusterKube takes the cluster down and up), and
+# TestKillThenCleanKube runs a full `ctrperf clean`. So `make test` runs
+# them beside vet, staticcheck, unit and fuzz (no machine state: fakes,
+# fixtures, decoders), and the Docker tests after both.
+KUBE_PACKAGES = $(shell grep -rlE --include='*_test.go' '^func Test[A-Za-z0-9_]*Kube' cmd internal workloads packaging \
+	| xargs -r -n1 dirname | sort -u | sed 's|^|./|')
+integration-kube: engine
+	@mkdir -p $(TEST_OUT)
+	@set -o pipefail; pkgs="$(KUBE_PACKAGES)"; [ -n "$$pkgs" ] || exit 0; \
+	$(GO) test -json -race -count=1 -p 1 -timeout 25m -run 'Kube' $(TEST_FLAGS) $$pkgs \
+		| tee $(TEST_OUT)/integration-kube.json | $(TESTSUMMARY) -slowest 0
+
 slowest:
-	@cat $(TEST_OUT)/*.json 2>/dev/null | $(TESTSUMMARY) -only-slowest -slowest 10
+	@cat $(TEST_OUT)/*.json 2>/dev/null | $(TESTSUMMARY) -only-slowest -slowest 10 -phases $(PHASES)
 
 # SIGKILL trials: `ctrperf bench run` of plans/smoke.yaml, network.yaml (a
 # private engine with userland_proxy: false, the client namespace) and

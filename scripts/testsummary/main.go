@@ -6,6 +6,11 @@
 //
 //	go test -json ./... | go run ./scripts/testsummary -slowest 10
 //	cat unit.json integration.json | go run ./scripts/testsummary -only-slowest
+//	… | go run ./scripts/testsummary -only-slowest -phases out/test/phases.tsv
+//
+// -phases names a file of phase wall times, one phase a line: name, TAB,
+// seconds, TAB, what ran beside it (may be empty); they are listed after the
+// slowest tests (`make test` writes it).
 package main
 
 import (
@@ -133,9 +138,48 @@ func (s *summary) finish(slowest int) {
 	}
 }
 
+// phases writes the phase times of file (name TAB seconds TAB beside), if
+// it exists.
+func phases(out io.Writer, file string) error {
+	b, err := os.ReadFile(file)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Split(l, "\t")
+		if len(f) < 2 || l == "" {
+			continue
+		}
+		line := fmt.Sprintf("  %16s  %s", f[0], fmtSeconds(f[1]))
+		if len(f) > 2 && f[2] != "" {
+			line += "  (" + f[2] + ")"
+		}
+		lines = append(lines, line)
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	fmt.Fprintf(out, "\nwall time of each phase:\n%s\n", strings.Join(lines, "\n"))
+	return nil
+}
+
+// fmtSeconds prints a count of seconds as 1m23s (83 s), or as it came.
+func fmtSeconds(v string) string {
+	d, err := time.ParseDuration(strings.TrimSpace(v) + "s")
+	if err != nil {
+		return v
+	}
+	return fmt.Sprintf("%7s (%s s)", d.String(), strings.TrimSpace(v))
+}
+
 func main() {
 	slowest := flag.Int("slowest", 10, "list this many of the slowest top-level tests at the end")
 	only := flag.Bool("only-slowest", false, "print only the list of the slowest tests (of several saved streams, say)")
+	phaseFile := flag.String("phases", "", "a file of phase times (name TAB seconds TAB beside) to list after the slowest tests")
 	flag.Parse()
 	s := newSummary(os.Stdout)
 	if *only {
@@ -148,6 +192,12 @@ func main() {
 	}
 	s.out = os.Stdout
 	s.finish(*slowest)
+	if *phaseFile != "" {
+		if err := phases(os.Stdout, *phaseFile); err != nil {
+			fmt.Fprintln(os.Stderr, "testsummary:", err)
+			os.Exit(1)
+		}
+	}
 	if err := sc.Err(); err != nil {
 		fmt.Fprintln(os.Stderr, "testsummary:", err)
 		os.Exit(1)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -48,5 +50,27 @@ func TestSummary(t *testing.T) {
 	}
 	if !s.failed {
 		t.Error("a failed test did not fail the summary")
+	}
+}
+
+func TestPhases(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "phases.tsv")
+	if err := os.WriteFile(file, []byte("vet\t12\t\nintegration-kube\t250\tbeside vet, unit\ntotal\t700\t\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := phases(&out, file); err != nil {
+		t.Fatal(err)
+	}
+	want := "\nwall time of each phase:\n" +
+		"               vet      12s (12 s)\n" +
+		"  integration-kube    4m10s (250 s)  (beside vet, unit)\n" +
+		"             total   11m40s (700 s)\n"
+	if out.String() != want {
+		t.Errorf("phases:\n%q\nwant\n%q", out.String(), want)
+	}
+	out.Reset()
+	if err := phases(&out, filepath.Join(t.TempDir(), "none")); err != nil || out.Len() != 0 {
+		t.Errorf("a missing file: %q, %v", out.String(), err)
 	}
 }
