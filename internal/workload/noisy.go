@@ -18,6 +18,7 @@ import (
 	"ctrperf/internal/kernel"
 	"ctrperf/internal/labels"
 	"ctrperf/internal/load"
+	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 )
 
@@ -28,6 +29,13 @@ import (
 // (a much higher rate, or closed-loop saturation). Every tenant opts in to
 // the isolate controller (label ctrperf.isolate=true), so the same plan
 // measures the neighbours' latency with the controller off and on.
+//
+// On runtime kubernetes the tenants are pods (placed by kubernetes.node,
+// their QoS class from resources and kubernetes.qos), dialed at their pod
+// IPs by the same generator on this machine; app.hot_resources: none
+// leaves the hot tenants without requests or limits (BestEffort: the
+// static CPU manager's shared pool), seed 002's "leave the hot instances
+// unpinned" next to quiet tenants that are Guaranteed and pinned.
 
 // Label prefixes of the tenants' operations and service names.
 const (
@@ -52,7 +60,17 @@ func (Noisy) Name() string { return "noisy" }
 type NoisyApp struct {
 	Tenants  int // ticketd containers
 	HashCost int // log2 PBKDF2 iterations of a login: the CPU per request
+	// HotResources is what the hot tenants get of the configuration's
+	// resources: "same" (every tenant alike, the default) or "none" (no
+	// limits or requests: unpinned, BestEffort on Kubernetes).
+	HotResources string
 }
+
+// Values of app.hot_resources.
+const (
+	NoisyHotSame = "same"
+	NoisyHotNone = "none"
+)
 
 // NoisyLoad are the load knobs.
 type NoisyLoad struct {
@@ -73,7 +91,7 @@ type NoisyLoad struct {
 // Defaults: three tenants, one turning hot after a third of the window with
 // two closed-loop clients (saturation); 4 ms logins at 10 per second each.
 var (
-	DefaultNoisyApp  = NoisyApp{Tenants: 3, HashCost: 14}
+	DefaultNoisyApp  = NoisyApp{Tenants: 3, HashCost: 14, HotResources: NoisyHotSame}
 	DefaultNoisyLoad = NoisyLoad{Rate: 10, Hot: 1, HotAfterFrac: 1.0 / 3, HotConcurrency: 2, Timeout: 10 * time.Second, Seed: 1}
 )
 
@@ -83,6 +101,7 @@ func ParseNoisyApp(m map[string]any) (NoisyApp, error) {
 	k := newKnobs("app", m)
 	whole(k, "tenants", &a.Tenants, 1, 64)
 	whole(k, "hash_cost", &a.HashCost, 4, 24)
+	k.enum("hot_resources", &a.HotResources, NoisyHotSame, NoisyHotNone)
 	return a, k.err()
 }
 
@@ -151,16 +170,34 @@ func (Noisy) Decode(c Knobs) (any, any, error) {
 	if aerr == nil && lerr == nil && l.Hot >= a.Tenants {
 		errs = append(errs, knobError("load.hot", "load.hot = %d but app.tenants = %d: at least one tenant must stay quiet, its latency is what is measured", l.Hot, a.Tenants))
 	}
-	if !c.Runtime.Traits().Isolate {
-		errs = append(errs, fmt.Errorf("noisy needs runtime docker, not %q: its tenants are containers that the isolate controller places", c.Runtime))
-	}
-	if c.Network != "" && c.Network != engine.NetworkContainerIP {
+	switch {
+	case c.Runtime == plan.RuntimeKubernetes:
+		// Pods, dialed at their IPs: a Service or NodePort would put
+		// kube-proxy's translation (softirq work on a node, charged to no
+		// tenant) between the generator and each tenant, and hostNetwork
+		// would have every tenant bind the same port of its node.
+		if c.Network != "" && c.Network != plan.NetworkPodIP {
+			errs = append(errs, knobError("network", "noisy dials each tenant's pod IP; network %q would %s: use network: pod-ip", c.Network, noisyKubeNetworkWhy(c.Network)))
+		}
+	case !c.Runtime.Traits().Isolate:
+		errs = append(errs, fmt.Errorf("noisy needs runtime docker or kubernetes, not %q: its tenants are containers (which the isolate controller places) or pods", c.Runtime))
+	case c.Network != "" && c.Network != engine.NetworkContainerIP:
 		errs = append(errs, fmt.Errorf("noisy dials each tenant's container IP; network %q would route through docker-proxy, a CPU consumer outside every tenant's cgroup (a hidden tenant): use network: container-ip", c.Network))
+	}
+	if aerr == nil && lerr == nil && a.HotResources == NoisyHotNone && l.Hot == 0 {
+		errs = append(errs, knobError("app.hot_resources", "none with load.hot 0: there is no hot tenant to leave without resources"))
 	}
 	if c.Topology != "" && c.Topology != "combined" {
 		errs = append(errs, fmt.Errorf("topology %q: noisy tenants are single containers (combined)", c.Topology))
 	}
 	return a, l, errors.Join(errs...)
+}
+
+func noisyKubeNetworkWhy(m engine.NetworkMode) string {
+	if m == plan.NetworkHostNetwork {
+		return "have every tenant listen on the same port of its node's network"
+	}
+	return "put kube-proxy's translation on a node, CPU charged to no tenant (a hidden tenant), between the generator and each tenant"
 }
 
 // tenantNames are the service names: the quiet tenants, then the hot ones.
@@ -182,14 +219,20 @@ func (Noisy) Services(c Config) ([]engine.Service, error) {
 	web.HashCost, web.SeedUsers, web.SeedProjects, web.SeedTickets = a.HashCost, 1, 1, 0
 	quiet, hot := tenantNames(a, l)
 	var out []engine.Service
-	for _, name := range append(quiet, hot...) {
-		out = append(out, engine.Service{
+	for i, name := range append(quiet, hot...) {
+		s := engine.Service{
 			Name: name, Image: image.Resolve(WebImageTicketd), Ports: []int{webPort}, DataDir: webDataDir,
 			Command:   ticketdArgsFor(name, c, web, "sqlite:ticketd.db"),
 			Resources: c.Resources,
 			Ready:     &engine.ReadyCheck{Port: webPort, HTTPPath: "/healthz", Timeout: 3 * time.Minute},
-			Labels:    map[string]string{labels.Isolate: "true"},
-		})
+		}
+		if i >= len(quiet) && a.HotResources == NoisyHotNone {
+			s.Resources = engine.Resources{}
+		}
+		if c.Runtime.Traits().Isolate {
+			s.Labels = map[string]string{labels.Isolate: "true"}
+		}
+		out = append(out, s)
 	}
 	return out, nil
 }

@@ -7,12 +7,16 @@ import (
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/labels"
+	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 )
 
 func TestNoisyKnobs(t *testing.T) {
 	docker := func(app, ld map[string]any) Config {
 		return Config{Runtime: engine.RuntimeDocker, Network: engine.NetworkContainerIP, App: app, Load: ld}
+	}
+	kube := func(n engine.NetworkMode, app map[string]any) Config {
+		return Config{Runtime: plan.RuntimeKubernetes, Network: n, App: app}
 	}
 	tests := []struct {
 		desc    string
@@ -43,7 +47,17 @@ func TestNoisyKnobs(t *testing.T) {
 		{"hot tenants without extra load", docker(nil, map[string]any{"hot_concurrency": 0}), "never turn hot", nil},
 		{"unknown knob names the known ones", docker(nil, map[string]any{"hot_ratio": 1}), "load.hot_ratio: unknown knob", nil},
 		{"zero tenants", docker(map[string]any{"tenants": 0}, nil), "app.tenants = 0: out of range", nil},
-		{"host runtime refused", Config{Runtime: engine.RuntimeHost, Network: engine.NetworkHost}, "needs runtime docker", nil},
+		{"host runtime refused", Config{Runtime: engine.RuntimeHost, Network: engine.NetworkHost}, "needs runtime docker or kubernetes", nil},
+		{"kubernetes, pod IPs", kube(plan.NetworkPodIP, map[string]any{"hot_resources": "none"}), "", func(t *testing.T, a NoisyApp, _ NoisyLoad) {
+			if a.HotResources != NoisyHotNone {
+				t.Errorf("got %+v", a)
+			}
+		}},
+		{"kubernetes Service refused: kube-proxy is a hidden tenant", kube(plan.NetworkService, nil), "use network: pod-ip", nil},
+		{"kubernetes NodePort refused", kube(plan.NetworkNodePort, nil), "kube-proxy's translation", nil},
+		{"kubernetes hostNetwork refused: one port per node", kube(plan.NetworkHostNetwork, nil), "the same port of its node", nil},
+		{"hot_resources of no hot tenant", docker(map[string]any{"hot_resources": "none"}, map[string]any{"hot": 0}), "no hot tenant", nil},
+		{"hot_resources unknown value", docker(map[string]any{"hot_resources": "half"}, nil), "hot_resources", nil},
 		{"published port refused: docker-proxy is a hidden tenant", Config{Runtime: engine.RuntimeDocker, Network: engine.NetworkPublished}, "use network: container-ip", nil},
 	}
 	for _, tt := range tests {
@@ -84,6 +98,39 @@ func TestNoisyServices(t *testing.T) {
 	}
 	if got := strings.Join(names, ","); got != "tenant1,tenant2,hot1,hot2" {
 		t.Errorf("services %s", got)
+	}
+}
+
+// TestNoisyTenantPods: on Kubernetes the tenants are pods with the
+// configuration's resources, no isolate label (no controller follows
+// pods), and with hot_resources none the hot ones have none (BestEffort).
+func TestNoisyTenantPods(t *testing.T) {
+	res := engine.Resources{CPUs: 1, MemoryBytes: 256 << 20}
+	for _, tc := range []struct {
+		hotRes  string
+		hotWant engine.Resources
+	}{{"", res}, {"same", res}, {"none", engine.Resources{}}} {
+		app := map[string]any{"tenants": 2}
+		if tc.hotRes != "" {
+			app["hot_resources"] = tc.hotRes
+		}
+		c := decoded(t, Noisy{}, Config{Runtime: plan.RuntimeKubernetes, Network: plan.NetworkPodIP, App: app, Load: map[string]any{"hot": 1}})
+		c.Resources = res
+		svcs, err := Noisy{}.Services(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(svcs) != 2 || svcs[0].Name != "tenant1" || svcs[1].Name != "hot1" {
+			t.Fatalf("services %+v", svcs)
+		}
+		if svcs[0].Resources != res || svcs[1].Resources != tc.hotWant {
+			t.Errorf("hot_resources %q: quiet %+v, hot %+v, want hot %+v", tc.hotRes, svcs[0].Resources, svcs[1].Resources, tc.hotWant)
+		}
+		for _, s := range svcs {
+			if _, ok := s.Labels[labels.Isolate]; ok {
+				t.Errorf("%s carries the isolate label on kubernetes", s.Name)
+			}
+		}
 	}
 }
 
