@@ -158,6 +158,9 @@ func (d *clientPods) Drive(ctx context.Context, env workload.Env) (*results.Meas
 		return nil, err
 	}
 	noteClientPods(m, pods, starts, at, split)
+	if env.LoadCPUSet != "" {
+		m.Notes = append(m.Notes, fmt.Sprintf("load_cpuset %s pins a generator on this machine: the generator pods were not pinned (their CPUs are the pod's)", env.LoadCPUSet))
+	}
 	return m, nil
 }
 
