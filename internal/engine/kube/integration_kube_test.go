@@ -25,10 +25,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"ctrperf/internal/agent"
 	"ctrperf/internal/engine"
 	"ctrperf/internal/image"
 	"ctrperf/internal/labels"
 	"ctrperf/internal/plan"
+	"ctrperf/internal/remote"
+	"ctrperf/internal/results"
 	"ctrperf/internal/testenv"
 )
 
@@ -478,3 +481,75 @@ func TestTerminatingNamespaceKube(t *testing.T) {
 	}
 	nothingLeft(t, cs, session)
 }
+
+// The sampler agent on the node of a service pod: StartAgent makes the
+// agent pod on kube-node-2 and execs `ctrperf agent` in it; through its
+// streams the agent protocol samples the service pod's cgroup, found on
+// that node by the pod's UID; it burns CPU under a limit, so its CPU and
+// throttling are not zero. The teardown leaves nothing of the session.
+func TestSamplerAgentKube(t *testing.T) {
+	cs := requireKube(t)
+	session := testSession(t)
+	k := kubeEngine(t, session, plan.KubeSpec{Node: "kube-node-2"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	burn := engine.Service{Name: "burn", Image: image.Resolve(image.DebianBase.Name),
+		Entrypoint: []string{"/bin/sh", "-c", "while :; do :; done"}, Resources: engine.Resources{CPUs: 0.2}}
+	tg, err := k.Deploy(ctx, engine.DeploySpec{RunID: session + "-r1", Network: plan.NetworkPodIP, Data: plan.DataLayer, Services: []engine.Service{burn}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := k.Teardown(context.Background(), tg); err != nil {
+			t.Error(err)
+		}
+		nothingLeft(t, cs, session)
+	}()
+	node := k.NodeOf(tg, "burn")
+	if node != "kube-node-2" {
+		t.Fatalf("NodeOf(burn) = %q, want kube-node-2", node)
+	}
+	t0 := time.Now()
+	conn, err := k.StartAgent(ctx, engine.AgentRequest{Role: engine.AgentSampler, Node: node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conn.Node != node || conn.Pod != k.ns+"/"+SamplerPodName(node) {
+		t.Errorf("agent on %s in %s", conn.Node, conn.Pod)
+	}
+	c, err := remote.NewClient(ctx, conn.Stdout, conn.Stdin, remote.ClientOptions{Name: conn.Pod, Session: session, Closer: closerFunc(conn.Close)})
+	if err != nil {
+		conn.Close()
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	t.Logf("agent %s on %s answered in %s (pid %d, %s)", conn.Pod, conn.Node, time.Since(t0).Round(time.Millisecond), c.Hello.PID, c.Hello.Executable)
+	o := remote.NewObserver(c, "k1", tg).SamplePods([]agent.PodCgroup{{Name: "burn", UID: tg.Containers[0].ID}})
+	if err := o.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3500 * time.Millisecond)
+	s := o.Stop()
+	if len(s.Unavailable) > 0 {
+		t.Logf("unavailable: %v", s.Unavailable)
+	}
+	var cpu, throttled float64
+	for _, smp := range s.Samples {
+		cpu += smp.Containers["burn"].CPUPercent
+		throttled += smp.Containers["burn"].ThrottledPeriods
+		if smp.CPU["all"] == (results.CPUPercent{}) {
+			t.Errorf("sample at %.1f s has no node CPU", smp.T)
+		}
+	}
+	t.Logf("%d samples: burn %.1f%% CPU and %.0f throttled periods summed", len(s.Samples), cpu, throttled)
+	if len(s.Samples) < 3 || cpu <= 0 || throttled <= 0 {
+		t.Errorf("samples of the pod's cgroup: %d samples, CPU %.1f, throttled periods %.0f; want ≥3 samples with both above zero (%+v)", len(s.Samples), cpu, throttled, s.Unavailable)
+	}
+	if err := c.Close(context.Background()); err != nil {
+		t.Errorf("close: %v", err)
+	}
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
