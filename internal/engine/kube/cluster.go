@@ -141,6 +141,19 @@ type KubeletConfig struct {
 	// (cgroupfs: <root>/kubepods/...; systemd: kubepods.slice/...).
 	CgroupRoot   string `json:"cgroupRoot"`
 	CgroupDriver string `json:"cgroupDriver"`
+	// CPUManagerReconcilePeriod is how often the static CPU manager
+	// brings the other containers' cpusets in line with what it pinned
+	// ("10s" by default).
+	CPUManagerReconcilePeriod string `json:"cpuManagerReconcilePeriod"`
+}
+
+// reconcilePeriod is the CPU manager's reconcile period (10 s when unset
+// or unreadable).
+func (kc KubeletConfig) reconcilePeriod() time.Duration {
+	if d, err := time.ParseDuration(kc.CPUManagerReconcilePeriod); err == nil && d > 0 {
+		return d
+	}
+	return 10 * time.Second
 }
 
 // readKubeletConfig reads a node's kubelet configuration from its

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -127,5 +128,75 @@ func TestGuaranteedPlacement(t *testing.T) {
 	delete(policies, "node-2")
 	if _, err := open(f, plan.KubeSpec{QoS: "guaranteed"}); err != nil {
 		t.Errorf("policies unreadable: placement left to the plan, got %v", err)
+	}
+}
+
+// TestSettleCPUSets: after a deploy that pinned a Guaranteed pod, the
+// run's other pods on that node are waited for until the CPU manager's
+// reconcile loop has moved them off its CPU (recorded as they are then),
+// or recorded with a note when it does not within the period.
+func TestSettleCPUSets(t *testing.T) {
+	for _, moves := range []bool{true, false} {
+		t.Run(map[bool]string{true: "reconciled", false: "never reconciled"}[moves], func(t *testing.T) {
+			root := t.TempDir()
+			os.MkdirAll(filepath.Join(root, "cpuset"), 0o755)
+			kc := KubeletConfig{CPUManagerPolicy: "static", CgroupRoot: "/k/node-1", CgroupDriver: "cgroupfs", CPUManagerReconcilePeriod: "100ms"}
+			f := newFake(t)
+			f.podState = func(p *corev1.Pod) { p.Status.ContainerStatuses[0].ContainerID = "containerd://c-" + string(p.UID) }
+			k, err := New(context.Background(), Options{Session: "s-1", Client: f.cs, Owner: Owner{Host: "h", PID: 1},
+				ProxyModeProbe: func(context.Context, string) (string, error) { return "iptables", nil },
+				ReadKubelet:    func(context.Context, string) (KubeletConfig, error) { return kc, nil },
+				Kernel:         kernel.NewFS(kernel.Roots{Cgroup: root})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Deployed last first: hot (uid-1, BestEffort) starts on the
+			// whole pool; quiet (uid-2, Guaranteed) is pinned to CPU 1.
+			hotFile := filepath.Join(root, "cpuset/k/node-1/kubepods/besteffort/poduid-1/c-uid-1/cpuset.cpus")
+			writeFile(t, hotFile, "0-1\n")
+			writeFile(t, filepath.Join(root, "cpuset/k/node-1/kubepods/poduid-2/c-uid-2/cpuset.cpus"), "1\n")
+			if moves {
+				time.AfterFunc(300*time.Millisecond, func() { os.WriteFile(hotFile, []byte("0\n"), 0o644) })
+			}
+			quiet := engine.Service{Name: "quiet", Image: "ctrperf/ticketd:latest", Resources: engine.Resources{CPUs: 1, MemoryBytes: 64 << 20}}
+			hot := engine.Service{Name: "hot", Image: "ctrperf/ticketd:latest"}
+			start := time.Now()
+			tg, err := k.Deploy(context.Background(), engine.DeploySpec{RunID: "r1", Network: plan.NetworkPodIP, Data: plan.DataLayer, Services: []engine.Service{quiet, hot}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(start)
+			pods := k.DeploymentInfo(tg).Kube.Pods
+			if len(pods) != 2 || pods[0].Service != "hot" || pods[1].CPUSet != "1" || pods[1].QoS != "Guaranteed" {
+				t.Fatalf("pods %+v", pods)
+			}
+			if moves {
+				if pods[0].CPUSet != "0" || pods[0].CPUSetNote != "" || took > 2*time.Second {
+					t.Errorf("hot pod %+v after %s, want cpuset 0 once reconciled", pods[0], took)
+				}
+			} else if pods[0].CPUSet != "0-1" || !strings.Contains(pods[0].CPUSetNote, "still on CPUs 1, pinned to a Guaranteed pod of the node") {
+				t.Errorf("hot pod %+v, want a note that it still shares CPU 1", pods[0])
+			}
+		})
+	}
+}
+
+func TestParseCPUSet(t *testing.T) {
+	for _, tc := range []struct{ in, out string }{{"0-1", "0-1"}, {"3,0-1", "0-1,3"}, {"1", "1"}, {"0-2,4,6-7", "0-2,4,6-7"}} {
+		cs, err := parseCPUSet(tc.in)
+		if err != nil || cs.String() != tc.out {
+			t.Errorf("%q: %v %v, want %q", tc.in, cs, err, tc.out)
+		}
+	}
+	for _, bad := range []string{"", "a", "2-1", "1-x"} {
+		if _, err := parseCPUSet(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	a, _ := parseCPUSet("0-1")
+	b, _ := parseCPUSet("1")
+	c, _ := parseCPUSet("0")
+	if !a.intersects(b) || b.intersects(c) || a.union(b).String() != "0-1" {
+		t.Error("set operations")
 	}
 }

@@ -40,6 +40,9 @@ const stepTimeout = 30 * time.Second
 type state struct {
 	mu   sync.Mutex
 	pods []results.KubePod
+	// running are the pods as they ran (parallel to pods): their UIDs and
+	// container IDs, to read their cpusets again.
+	running []*corev1.Pod
 	// dataNodes are the nodes that hold hostpath or local-pv directories
 	// of the run, removed at teardown.
 	dataNodes map[string]bool
@@ -95,7 +98,130 @@ func (k *Kube) Deploy(ctx context.Context, spec engine.DeploySpec) (t *engine.Ta
 			return t, fmt.Errorf("deploy %s: %w", spec.RunID, err)
 		}
 	}
+	k.settleCPUSets(ctx, st)
 	return t, nil
+}
+
+// settleCPUSets waits, after a deploy that pinned a Guaranteed pod, until
+// the run's other pods on that node have left its CPUs: the static CPU
+// manager takes them from the shared pool at once, but moves the
+// containers already running only in its reconcile loop (every
+// cpuManagerReconcilePeriod, 10 s by default). So the run starts with the
+// placement it records; past the period and a margin, the pod's record
+// says it still shares them.
+func (k *Kube) settleCPUSets(ctx context.Context, st *state) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	pinned := map[string]cpuSet{} // node: the CPUs its Guaranteed pods hold
+	for _, p := range st.pods {
+		if kc, ok := k.kubelets[p.Node]; ok && kc.CPUManagerPolicy == "static" && p.QoS == string(corev1.PodQOSGuaranteed) && p.CPUSet != "" {
+			if cs, err := parseCPUSet(p.CPUSet); err == nil {
+				pinned[p.Node] = pinned[p.Node].union(cs)
+			}
+		}
+	}
+	if len(pinned) == 0 {
+		return
+	}
+	for i := range st.pods {
+		p := &st.pods[i]
+		held, ok := pinned[p.Node]
+		if !ok || p.QoS == string(corev1.PodQOSGuaranteed) || p.CPUSet == "" {
+			continue
+		}
+		kc := k.kubelets[p.Node]
+		wait := kc.reconcilePeriod() + 2*time.Second
+		deadline := time.Now().Add(wait)
+		for {
+			cpus, note := podCPUSet(k.opt.Kernel, kc, true, st.running[i])
+			cs, err := parseCPUSet(cpus)
+			if note == "" && err == nil && !cs.intersects(held) {
+				p.CPUSet = cpus
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				p.CPUSet = cpus
+				p.CPUSetNote = fmt.Sprintf("still on CPUs %s, pinned to a Guaranteed pod of the node, %s after the deploy (the CPU manager's reconcile period is %s)%s",
+					held, wait, kc.reconcilePeriod(), msgSuffix(note))
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// cpuSet is a set of CPU numbers (a kernel CPU list such as "0-1,4").
+type cpuSet map[int]bool
+
+func parseCPUSet(s string) (cpuSet, error) {
+	out := cpuSet{}
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, errors.New("empty CPU list")
+	}
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, fmt.Errorf("CPU list %q: %w", s, err)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return nil, fmt.Errorf("CPU list %q: bad range %q", s, part)
+			}
+		}
+		for c := a; c <= b; c++ {
+			out[c] = true
+		}
+	}
+	return out, nil
+}
+
+func (c cpuSet) union(o cpuSet) cpuSet {
+	out := cpuSet{}
+	for k := range c {
+		out[k] = true
+	}
+	for k := range o {
+		out[k] = true
+	}
+	return out
+}
+
+func (c cpuSet) intersects(o cpuSet) bool {
+	for k := range c {
+		if o[k] {
+			return true
+		}
+	}
+	return false
+}
+
+// String is the set as a kernel CPU list.
+func (c cpuSet) String() string {
+	var cpus []int
+	for k := range c {
+		cpus = append(cpus, k)
+	}
+	sort.Ints(cpus)
+	var parts []string
+	for i := 0; i < len(cpus); {
+		j := i
+		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", cpus[i], cpus[j]))
+		} else {
+			parts = append(parts, strconv.Itoa(cpus[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
 }
 
 // argv is what of a service may hold templates.
@@ -235,6 +361,7 @@ func (k *Kube) deployService(ctx context.Context, t *engine.Target, spec engine.
 	kp.CPUSet, kp.CPUSetNote = podCPUSet(k.opt.Kernel, kc, known, running)
 	st.mu.Lock()
 	st.pods = append(st.pods, kp)
+	st.running = append(st.running, running)
 	st.mu.Unlock()
 	b[s.Name] = engine.ServiceBinding{Host: ip, PortsIdentity: true, DataDir: s.DataDir}
 	if i == 0 {
