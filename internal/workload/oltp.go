@@ -12,6 +12,7 @@ import (
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/load"
+	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 )
 
@@ -175,8 +176,9 @@ func oltpMariadbArgs(a OLTPApp) []string {
 }
 
 // oltpScript initialises a data directory under $CTRPERF_DATA and execs
-// mariadbd on it, listening on 127.0.0.1:PORT (for the ready check) and on
-// the socket mysqld.sock in the data directory (for sysbench).
+// mariadbd on it, listening on PORT (for the ready check, at the address
+// of oltpBind) and on the socket mysqld.sock in the data directory (for
+// sysbench).
 //
 //	sh -c oltpScript oltp-db PORT [mariadbd args...]
 const oltpScript = `set -eu
@@ -191,8 +193,21 @@ if [ ! -d "$D/mysql/mysql" ]; then
 fi
 echo "CREATE DATABASE IF NOT EXISTS sbtest;" >"$D/init.sql"
 exec mariadbd --no-defaults --user=root --datadir="$D/mysql" --socket="$D/mysqld.sock" --pid-file="$D/mysqld.pid" \
-  --port="$port" --bind-address=127.0.0.1 --init-file="$D/init.sql" "$@"
+  --port="$port" --init-file="$D/init.sql" "$@"
 `
+
+// oltpBind is where mariadbd listens besides its socket: 127.0.0.1 on the
+// host and with Docker's --net=host, where the engine's ready check dials
+// it; on a cluster the check dials the pod's address (its node's, with
+// hostNetwork) from outside the pod, so every address, with host names
+// never resolved: the only accounts are root@localhost, @127.0.0.1, @::1
+// and @ the pod's own host name, so nobody logs in from outside the pod.
+func oltpBind(rt engine.Runtime) []string {
+	if rt == plan.RuntimeKubernetes {
+		return []string{"--bind-address=0.0.0.0", "--skip-name-resolve"}
+	}
+	return []string{"--bind-address=127.0.0.1"}
+}
 
 // Services implements Workload: MariaDB from the base image, or the host's
 // mariadbd with a data directory of the run.
@@ -210,7 +225,8 @@ func (OLTP) Services(c Config) ([]engine.Service, error) {
 			return nil, poolInstancesRefused(a.BufferPoolInstances, "this host", v)
 		}
 	}
-	cmd := append([]string{"/bin/sh", "-c", oltpScript, "oltp-db", "{{port:db:3306}}"}, oltpMariadbArgs(a)...)
+	cmd := append([]string{"/bin/sh", "-c", oltpScript, "oltp-db", "{{port:db:3306}}"}, oltpBind(c.Runtime)...)
+	cmd = append(cmd, oltpMariadbArgs(a)...)
 	return []engine.Service{{
 		Name:      "db",
 		Image:     baseImage(),

@@ -12,6 +12,7 @@ import (
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/image"
+	"ctrperf/internal/plan"
 	"ctrperf/internal/testenv"
 )
 
@@ -340,5 +341,39 @@ func TestKVServerArgv(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOLTPBind: mariadbd listens on loopback where the ready check dials
+// it there, and on a pod's own addresses (host names unresolved) where the
+// check dials the pod from outside.
+func TestOLTPBind(t *testing.T) {
+	for _, tc := range []struct {
+		rt   engine.Runtime
+		net  engine.NetworkMode
+		want []string
+	}{
+		{engine.RuntimeHost, engine.NetworkHost, []string{"--bind-address=127.0.0.1"}},
+		{engine.RuntimeDocker, engine.NetworkHost, []string{"--bind-address=127.0.0.1"}},
+		{plan.RuntimeKubernetes, plan.NetworkPodIP, []string{"--bind-address=0.0.0.0", "--skip-name-resolve"}},
+		{plan.RuntimeKubernetes, plan.NetworkHostNetwork, []string{"--bind-address=0.0.0.0", "--skip-name-resolve"}},
+	} {
+		c := decoded(t, OLTP{}, Config{Runtime: tc.rt, Network: tc.net, Data: engine.DataLayer, App: map[string]any{}, Load: map[string]any{}})
+		orig := lookPath
+		lookPath = func(n string) (string, error) { return "/usr/sbin/" + n, nil }
+		svcs, err := (OLTP{}).Services(c)
+		lookPath = orig
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := svcs[0].Command
+		for _, w := range tc.want {
+			if !slices.Contains(cmd, w) {
+				t.Errorf("%s: no %s in %v", tc.rt, w, cmd[4:])
+			}
+		}
+		if n := len(slices.DeleteFunc(slices.Clone(cmd), func(a string) bool { return !strings.HasPrefix(a, "--bind-address=") })); n != 1 {
+			t.Errorf("%s: %d bind addresses in %v", tc.rt, n, cmd[4:])
+		}
 	}
 }
