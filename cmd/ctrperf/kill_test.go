@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,7 +31,7 @@ app: {db: sqlite, hash_cost: 8, seed_tickets: 10}
 load: {rate: 20}
 repetitions: 2
 warmup: 1s
-duration: 8s
+duration: 3s
 seed: 7
 baseline: private-loop
 configurations:
@@ -52,23 +53,47 @@ const (
 )
 
 // killTrialPlans are the shipped plans the SIGKILL trials take in turn, in
-// their quick variants, cut with --only to the configurations that create
+// their quick variants at one repetition (onceQuick: each configuration
+// once makes and removes every kind of object that three times does, in a
+// third of the time), cut with --only to the configurations that create
 // the most: smoke as it ships (host processes and cgroups, docker-proxy,
 // the user's engine); network's private engine with userland_proxy: false
 // (a dockerd, its bridge and iptables rules, hairpin NAT) and its client
 // namespace (a netns, a veth pair, DNAT on the user's engine); storage's
 // private engines on loop-file data roots (ext4 and btrfs images on loop
-// devices, mounts). window bounds the kill delay: about the plan's length,
-// so kills land in engine start-up, image copies, deploys, warm-ups,
-// measured windows, teardowns and, rarely, after the end.
+// devices, mounts). window bounds the kill delay: about the plan's length
+// at one repetition (19, 40 and 59 s on 2 cores, 2026-11-25), so kills land
+// in engine start-up, image copies, deploys, warm-ups, measured windows,
+// teardowns and, rarely, after the end.
 var killTrialPlans = []struct {
 	plan   string
 	args   []string
 	window time.Duration
 }{
-	{"smoke.yaml", []string{"--quick"}, 55 * time.Second},
-	{"network.yaml", []string{"--quick", "--only", "docker-published-noproxy,docker-published-external"}, 90 * time.Second},
-	{"storage.yaml", []string{"--quick", "--only", "overlay2-loopext4-layer,btrfs-layer"}, 90 * time.Second},
+	{"smoke.yaml", []string{"--quick"}, 20 * time.Second},
+	{"network.yaml", []string{"--quick", "--only", "docker-published-noproxy,docker-published-external"}, 40 * time.Second},
+	{"storage.yaml", []string{"--quick", "--only", "overlay2-loopext4-layer,btrfs-layer"}, 60 * time.Second},
+}
+
+// quickRepetitions is the repetitions: line of a plan's quick: section.
+var quickRepetitions = regexp.MustCompile(`(?m)^(quick:[ \t]*(?:#.*)?\n(?:(?:[ \t].*)?\n)*?[ \t]+repetitions:)[ \t]*\d+`)
+
+// onceQuick writes the shipped plan src into dir with its quick: section at
+// one repetition and returns the copy's path.
+func onceQuick(t *testing.T, src, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !quickRepetitions.Match(b) {
+		t.Fatalf("%s: no repetitions: in its quick: section", src)
+	}
+	dst := filepath.Join(dir, filepath.Base(src))
+	if err := os.WriteFile(dst, quickRepetitions.ReplaceAll(b, []byte("${1} 1")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dst
 }
 
 // benchProc is a `ctrperf bench run` under test, its output kept.
@@ -212,7 +237,7 @@ func TestBenchKillDocker(t *testing.T) {
 			<-b.done
 			t.Fatalf("the second run never started; stderr:\n%s", b.stderr.String())
 		}
-		delay := time.Duration(rand.IntN(6000)) * time.Millisecond
+		delay := time.Duration(rand.IntN(5000)) * time.Millisecond
 		time.Sleep(delay)
 		// The interrupt must find something to tear down, or the test
 		// proves nothing.
@@ -239,7 +264,13 @@ func TestBenchKillDocker(t *testing.T) {
 	seed := uint64(envInt(t, killSeedEnv, time.Now().UnixNano()))
 	t.Logf("%d SIGKILL trials, seed %d (replay: %s=%d %s=%d)", trials, seed, killTrialsEnv, trials, killSeedEnv, seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	plansDir := filepath.Join("..", "..", "plans")
+	plansDir := filepath.Join(dir, "plans")
+	if err := os.Mkdir(plansDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range killTrialPlans {
+		onceQuick(t, filepath.Join("..", "..", "plans", tp.plan), plansDir)
+	}
 	for i := range int(trials) {
 		tp := killTrialPlans[i%len(killTrialPlans)]
 		delay := time.Duration(rng.Int64N(int64(tp.window/time.Millisecond))) * time.Millisecond
