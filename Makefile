@@ -270,11 +270,11 @@ slowest:
 # SIGKILL trials: `ctrperf bench run` of plans/smoke.yaml, network.yaml (a
 # private engine with userland_proxy: false, the client namespace) and
 # storage.yaml (private engines on loop-file data roots), --quick at one
-# repetition, killed at
-# a random moment, then `ctrperf clean`, then nothing of ctrperf may be left
-# (containers, networks, volumes, private engines and their processes, loop
-# devices, mounts, netns, veths, cgroups, iptables rules). `make test` runs
-# 3 of them (CTRPERF_KILL_TRIALS); this runs KILL_TRIALS, about 30 s each.
+# repetition, killed at a random moment, then `ctrperf clean`, then nothing
+# of ctrperf may be left (containers, networks, volumes, private engines and
+# their processes, loop devices, mounts, netns, veths, cgroups, iptables
+# rules). `make test` runs 3 of them (CTRPERF_KILL_TRIALS); this runs
+# KILL_TRIALS, about 30 s each.
 # The test logs its seed; KILL_SEED=<seed> replays the same kills.
 KILL_TRIALS ?= 20
 KILL_SEED   ?=
