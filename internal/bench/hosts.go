@@ -311,6 +311,9 @@ func (e *hostEngine) exposed() string {
 // observerOf samples where the system under test runs: this machine, or
 // the SUT host through its agent.
 func (r *runner) observerOf(cfg *plan.Configuration, t *engine.Target) Observer {
+	if o := r.nodeObserverOf(t); o != nil { // a cluster's nodes (kubeagents.go)
+		return o
+	}
 	if cfg.Hosts.SUT.Local() || r.hosts == nil {
 		return r.opt.Observers(t)
 	}

@@ -8,6 +8,19 @@ type Series struct {
 	// "containers", "processes", ...) to why it produced nothing.
 	Unavailable map[string]string `json:"unavailable,omitempty"`
 	Samples     []Sample          `json:"samples"`
+	// Sources are the agents that took the samples, when not this machine
+	// (runtime kubernetes: the sampler agent pod on each node of the run's
+	// pods, the first the node of the service under test, whose CPU,
+	// interrupts and disks the samples are).
+	Sources []SeriesSource `json:"sources,omitempty"`
+}
+
+// SeriesSource is an agent that sampled a node for a series.
+type SeriesSource struct {
+	Node     string   `json:"node"`
+	Agent    string   `json:"agent"`              // namespace/pod
+	Hostname string   `json:"hostname,omitempty"` // as the agent reported it
+	Pods     []string `json:"pods,omitempty"`     // the series' names of the pods sampled there
 }
 
 // Sample is one interval's worth of rates and levels. T is the end of the
