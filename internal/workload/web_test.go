@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"ctrperf/internal/engine"
+	"ctrperf/internal/plan"
 	"ctrperf/internal/image"
 	"ctrperf/internal/testenv"
 )
@@ -105,6 +106,13 @@ func TestWebServices(t *testing.T) {
 			[]string{"app", "db"}, "ctrperf/ticketd:latest", []string{"--db", "mysql://ticketd:ticketd@127.0.0.1:40016/ticketd", "--listen", ":40000"}, false, ""},
 		{"mariadb on the host: host's mariadbd on loopback", Config{Runtime: engine.RuntimeHost, Network: engine.NetworkHost, App: map[string]any{"db": "mariadb"}},
 			[]string{"app", "db"}, "ctrperf/ticketd:latest", []string{"--db", "mysql://ticketd:ticketd@127.0.0.1:40016/ticketd"}, true, ""},
+		// Runtime kubernetes: the same images as pods; the client and the
+		// engine's ready checks dial the pods' (or, with hostNetwork, their
+		// nodes') addresses from outside, so nothing listens on loopback only.
+		{"mariadb combined in a pod", Config{Runtime: plan.RuntimeKubernetes, Network: plan.NetworkPodIP, Data: plan.DataLocalPV, Topology: "combined", App: map[string]any{"db": "mariadb"}},
+			[]string{"app"}, "ctrperf/web-combined:latest", []string{"--listen", ":40000", "--data-dir", "/run/data/app"}, false, ""},
+		{"mariadb split over two pods on their nodes' network", Config{Runtime: plan.RuntimeKubernetes, Network: plan.NetworkHostNetwork, Data: plan.DataEmptyDir, Topology: "split", App: map[string]any{"db": "mariadb"}},
+			[]string{"app", "db"}, "ctrperf/ticketd:latest", []string{"--db", "mysql://ticketd:ticketd@127.0.0.1:40016/ticketd", "--listen", ":40000"}, false, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
