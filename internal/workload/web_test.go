@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"ctrperf/internal/engine"
-	"ctrperf/internal/plan"
 	"ctrperf/internal/image"
+	"ctrperf/internal/plan"
 	"ctrperf/internal/testenv"
 )
 
