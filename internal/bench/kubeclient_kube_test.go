@@ -87,7 +87,7 @@ configurations:
 		t.Errorf("load %+v: want the plan's 4 connections in all", m.Load)
 	}
 	notes := strings.Join(m.Notes, "\n")
-	for _, want := range []string{"2 on kube-node-2", "load split over 2 generator pods (closed loop: concurrency 4 as 2+2"} {
+	for _, want := range []string{"(ctrperf agent; 2 on kube-node-2)", "the load split over them (closed loop: concurrency 4 as 2+2"} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("notes lack %q", want)
 		}
