@@ -15,6 +15,7 @@ import (
 	"ctrperf/internal/engine"
 	"ctrperf/internal/image"
 	"ctrperf/internal/load"
+	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 	"ctrperf/internal/selfbin"
 )
@@ -358,9 +359,18 @@ func (w Web) Services(c Config) ([]engine.Service, error) {
 	if loopbackOnly(c) {
 		bind = "127.0.0.1"
 	}
+	dbArgs := append(margs, "--bind-address="+bind, fmt.Sprintf("--port={{port:db:%d}}", mariadbPort))
+	if c.Runtime == plan.RuntimeKubernetes {
+		// A cluster need not resolve pod addresses back to names (the
+		// lab has no DNS add-on): mariadbd would wait out the resolver's
+		// timeout on every connection, longer than ticketd waits for the
+		// handshake. ticketd's account is ticketd@'%', which needs no
+		// name.
+		dbArgs = append(dbArgs, "--skip-name-resolve")
+	}
 	dbSvc := engine.Service{Name: "db", Image: image.Resolve(image.DebianBase.Name), Ports: []int{mariadbPort},
 		DataDir: webDataDir, Resources: c.Resources, Ready: &engine.ReadyCheck{Port: mariadbPort, Timeout: 3 * time.Minute},
-		Command: shCommand("db", "{{data:db}}", append(margs, "--bind-address="+bind, fmt.Sprintf("--port={{port:db:%d}}", mariadbPort)), nil)}
+		Command: shCommand("db", "{{data:db}}", dbArgs, nil)}
 	if c.Topology == "split" || c.Runtime.Traits().Processes {
 		app.Command = ticketdArgs(c, a, fmt.Sprintf("mysql://%s:%s@{{addr:db:%d}}/%s", webDBUser, webDBPass, mariadbPort, webDBName))
 		return []engine.Service{withHost(app), dbSvc}, nil

@@ -168,6 +168,10 @@ func TestWebServices(t *testing.T) {
 				if !slices.Contains(db, wantBind) || !slices.Contains(db, "--port=40016") || !slices.Contains(db, "/run/data/db") {
 					t.Errorf("db argv %v lacks %s, its port or its data dir", db[3:], wantBind)
 				}
+				// On a cluster nothing resolves a pod's address to a name.
+				if got := slices.Contains(db, "--skip-name-resolve"); got != (tc.c.Runtime == plan.RuntimeKubernetes) {
+					t.Errorf("db argv %v: --skip-name-resolve %v on runtime %s", db[3:], got, tc.c.Runtime)
+				}
 			}
 		})
 	}
