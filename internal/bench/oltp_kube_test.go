@@ -1,0 +1,70 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"ctrperf/internal/results"
+	"ctrperf/internal/testenv"
+)
+
+// TestOLTPOnPodsKube runs the oltp workload on the lab cluster, its data
+// on a local PersistentVolume: MariaDB in a pod must pass the engine's
+// ready check, which dials the pod's address from this machine (a
+// mariadbd bound to the pod's loopback never would), and sysbench, exec'd
+// into the pod, must report transactions. Through the real program, as
+// TestClientPodsKube.
+func TestOLTPOnPodsKube(t *testing.T) {
+	if _, err := os.Stat(labKubeconfig); err != nil {
+		if os.Getenv("CTRPERF_REQUIRE_KUBE") == "1" {
+			t.Fatalf("no lab cluster (make kube-up): %v", err)
+		}
+		t.Skipf("no lab cluster (make kube-up): %v", err)
+	}
+	bin := testenv.Ctrperf(t)
+	dir := t.TempDir()
+	planFile := filepath.Join(dir, "oltp.yaml")
+	if err := os.WriteFile(planFile, []byte(`name: kube-oltp
+workload: oltp
+app: {innodb_buffer_pool_size: 32M}
+load: {threads: 2, tables: 1, table_size: 1000}
+repetitions: 1
+warmup: 1s
+duration: 3s
+baseline: pod
+configurations:
+  - name: pod
+    runtime: kubernetes
+    data: local-pv
+    kubernetes: {kubeconfig: `+labKubeconfig+`, node: kube-node-2}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	b, err := exec.CommandContext(ctx, bin, "bench", "run", planFile, "--out", out).CombinedOutput()
+	t.Logf("bench run took %s", time.Since(t0).Round(100*time.Millisecond))
+	if err != nil {
+		t.Fatalf("bench run: %v\n%s", err, b)
+	}
+	recs := readRecords(t, out)
+	if len(recs) != 1 {
+		t.Fatalf("%d records", len(recs))
+	}
+	r := recs[0]
+	if r.Status != results.StatusOK || r.Result == nil {
+		t.Fatalf("%s: %s: %s\n%s", r.Config, r.Status, r.Error, b)
+	}
+	if tps := r.Result.Metrics["tps"]; tps <= 0 {
+		t.Errorf("tps %v (metrics %v)", tps, r.Result.Metrics)
+	}
+	if r.Engine == nil || r.Engine.Kube == nil || len(r.Engine.Kube.Pods) != 1 || r.Engine.Kube.Pods[0].Node != "kube-node-2" {
+		t.Errorf("engine %+v, want one pod on kube-node-2", r.Engine)
+	}
+}
