@@ -62,7 +62,7 @@ help:
 	@echo "make uninstall remove what make install put into PREFIX (a changed isolate.yaml stays)"
 	@echo "make deb       $(DEB): the same files as a Debian package (nfpm, from tools/)"
 	@echo "make deb-check install the package in a clean ctrperf/debian-base container and run ctrperf doctor, plans list there (Docker)"
-	@echo "make kube-up   the lab Kubernetes cluster (2 nodes; KUBE_PROXY_MODE=iptables|nftables, KUBE_STATIC_CPU_NODE=kube-node-2); prints its kubeconfig"
+	@echo "make kube-up   the lab Kubernetes cluster (2 nodes; KUBE_PROXY_MODE=iptables|nftables, KUBE_STATIC_CPU_NODE=none|kube-node-1, default kube-node-2); prints its kubeconfig"
 	@echo "make kube-down stop it and remove everything it made; make kube-images: ctrperf/* images into its nodes"
 	@echo "make clean     remove bin/ and out/ (images stay: ctrperf images rm --all)"
 
@@ -325,8 +325,9 @@ $(KUBE_BIN): tools/kube/go.mod tools/kube/go.sum $(wildcard tools/kube/*.go)
 	cd tools/kube && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o ../../$(KUBE_BIN) .
 
 # Start the cluster (two nodes, kube-proxy KUBE_PROXY_MODE=iptables|nftables,
-# KUBE_STATIC_CPU_NODE=kube-node-2 for a static CPU manager); prints the
-# kubeconfig path. Idempotent.
+# KUBE_STATIC_CPU_NODE the node whose kubelet runs the static CPU manager:
+# kube-node-2 by default, none for none); prints the kubeconfig path.
+# Idempotent.
 kube-up: $(KUBE_BIN) build engine
 	KUBE_PROXY_MODE=$(KUBE_PROXY_MODE) KUBE_STATIC_CPU_NODE=$(KUBE_STATIC_CPU_NODE) scripts/kube.sh up
 
