@@ -23,16 +23,7 @@ const labKubeconfig = "/var/lib/ctrperf/kube/kubeconfig"
 // one merged measurement holding both pods' counts, its histogram theirs
 // added, and the run must leave no pod behind.
 func TestClientPodsKube(t *testing.T) {
-	if _, err := os.Stat(labKubeconfig); err != nil {
-		if os.Getenv("CTRPERF_REQUIRE_KUBE") == "1" {
-			t.Fatalf("no lab cluster (make kube-up): %v", err)
-		}
-		t.Skipf("no lab cluster (make kube-up): %v", err)
-	}
-	bin := testenv.Ctrperf(t)
-	dir := t.TempDir()
-	planFile := filepath.Join(dir, "pods.yaml")
-	if err := os.WriteFile(planFile, []byte(`name: kube-client-pods
+	r, b := runKubePlan(t, "pods.yaml", `name: kube-client-pods
 workload: kv
 repetitions: 1
 warmup: 500ms
@@ -44,24 +35,7 @@ configurations:
     runtime: kubernetes
     network: service
     kubernetes: {kubeconfig: `+labKubeconfig+`, node: kube-node-1, client: pod, clients: 2, client_node: kube-node-2}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "out")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	t0 := time.Now()
-	cmd := exec.CommandContext(ctx, bin, "bench", "run", planFile, "--out", out)
-	b, err := cmd.CombinedOutput()
-	t.Logf("bench run took %s", time.Since(t0).Round(100*time.Millisecond))
-	if err != nil {
-		t.Fatalf("bench run: %v\n%s", err, b)
-	}
-	recs := readRecords(t, out)
-	if len(recs) != 1 {
-		t.Fatalf("%d records", len(recs))
-	}
-	r := recs[0]
+`)
 	if r.Status != results.StatusOK {
 		t.Fatalf("%s: %s: %s\n%s", r.Config, r.Status, r.Error, b)
 	}
@@ -96,6 +70,8 @@ configurations:
 		t.Errorf("the pods' windows began %.0f ms apart", s)
 	}
 	// Nothing of the session left: its namespace goes with the run.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	kc := exec.CommandContext(ctx, "bin/kube", "kubectl", "--kubeconfig", labKubeconfig, "get", "pods", "-A", "-l", "ctrperf.managed=true", "-o", "name")
 	kc.Dir = filepath.Join("..", "..")
 	if left, err := kc.CombinedOutput(); err != nil {
@@ -103,4 +79,38 @@ configurations:
 	} else if strings.Contains(string(left), "client") {
 		t.Errorf("client pods left: %s", left)
 	}
+}
+
+// runKubePlan runs plan (a file name and its text) through the real
+// program on the lab cluster and returns its one record and the program's
+// output; no lab cluster fails the test under CTRPERF_REQUIRE_KUBE=1 and
+// skips it otherwise.
+func runKubePlan(t *testing.T, name, plan string) (results.RunRecord, []byte) {
+	t.Helper()
+	if _, err := os.Stat(labKubeconfig); err != nil {
+		if os.Getenv("CTRPERF_REQUIRE_KUBE") == "1" {
+			t.Fatalf("no lab cluster (make kube-up): %v", err)
+		}
+		t.Skipf("no lab cluster (make kube-up): %v", err)
+	}
+	bin := testenv.Ctrperf(t)
+	dir := t.TempDir()
+	planFile := filepath.Join(dir, name)
+	if err := os.WriteFile(planFile, []byte(plan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	b, err := exec.CommandContext(ctx, bin, "bench", "run", planFile, "--out", out).CombinedOutput()
+	t.Logf("bench run took %s", time.Since(t0).Round(100*time.Millisecond))
+	if err != nil {
+		t.Fatalf("bench run: %v\n%s", err, b)
+	}
+	recs := readRecords(t, out)
+	if len(recs) != 1 {
+		t.Fatalf("%d records", len(recs))
+	}
+	return recs[0], b
 }

@@ -1,15 +1,9 @@
 package bench
 
 import (
-	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"ctrperf/internal/results"
-	"ctrperf/internal/testenv"
 )
 
 // TestOLTPOnPodsKube runs the oltp workload on the lab cluster, its data
@@ -19,16 +13,7 @@ import (
 // into the pod, must report transactions. Through the real program, as
 // TestClientPodsKube.
 func TestOLTPOnPodsKube(t *testing.T) {
-	if _, err := os.Stat(labKubeconfig); err != nil {
-		if os.Getenv("CTRPERF_REQUIRE_KUBE") == "1" {
-			t.Fatalf("no lab cluster (make kube-up): %v", err)
-		}
-		t.Skipf("no lab cluster (make kube-up): %v", err)
-	}
-	bin := testenv.Ctrperf(t)
-	dir := t.TempDir()
-	planFile := filepath.Join(dir, "oltp.yaml")
-	if err := os.WriteFile(planFile, []byte(`name: kube-oltp
+	r, b := runKubePlan(t, "oltp.yaml", `name: kube-oltp
 workload: oltp
 app: {innodb_buffer_pool_size: 32M}
 load: {threads: 2, tables: 1, table_size: 1000}
@@ -41,23 +26,7 @@ configurations:
     runtime: kubernetes
     data: local-pv
     kubernetes: {kubeconfig: `+labKubeconfig+`, node: kube-node-2}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "out")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	t0 := time.Now()
-	b, err := exec.CommandContext(ctx, bin, "bench", "run", planFile, "--out", out).CombinedOutput()
-	t.Logf("bench run took %s", time.Since(t0).Round(100*time.Millisecond))
-	if err != nil {
-		t.Fatalf("bench run: %v\n%s", err, b)
-	}
-	recs := readRecords(t, out)
-	if len(recs) != 1 {
-		t.Fatalf("%d records", len(recs))
-	}
-	r := recs[0]
+`)
 	if r.Status != results.StatusOK || r.Result == nil {
 		t.Fatalf("%s: %s: %s\n%s", r.Config, r.Status, r.Error, b)
 	}
