@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -137,16 +136,14 @@ func mergeInstances(ms []*results.Measurement) (*results.Measurement, error) {
 	if len(ms) == 1 {
 		return ms[0], nil
 	}
-	out := &results.Measurement{Metrics: map[string]float64{}}
-	var ops results.OperationMerger
+	mm := newSideBySide("instance", func(ld *results.LoadStats) *results.LoadStats {
+		return &results.LoadStats{Mode: ld.Mode, CPUSet: ld.CPUSet, Protected: ld.Protected}
+	})
+	out := mm.out
 	metricN := map[string]int{}
 	for i, m := range ms {
-		if m == nil {
-			return nil, fmt.Errorf("instance %d of %d returned no measurement", i+1, len(ms))
-		}
-		out.DurationS = max(out.DurationS, m.DurationS)
-		if err := ops.Add(m.Operations); err != nil {
-			return nil, fmt.Errorf("instance %d: %w", i+1, err)
+		if err := mm.add(i, len(ms), m); err != nil {
+			return nil, err
 		}
 		for name, v := range m.Metrics {
 			switch {
@@ -163,23 +160,6 @@ func mergeInstances(ms []*results.Measurement) (*results.Measurement, error) {
 			}
 			metricN[name]++
 		}
-		if ld := m.Load; ld != nil {
-			if out.Load == nil {
-				out.Load = &results.LoadStats{Mode: ld.Mode, CPUSet: ld.CPUSet, Protected: ld.Protected}
-			}
-			out.Load.AddRates(ld)
-			out.Load.Concurrency += ld.Concurrency
-			out.Load.CPUSeconds += ld.CPUSeconds // one generator each
-			out.Load.LatenessP50Ms = max(out.Load.LatenessP50Ms, ld.LatenessP50Ms)
-			out.Load.KeepWorstLateness(ld)
-		}
-		if len(m.Tools) > 0 && out.Tools == nil {
-			out.Tools = map[string]string{}
-		}
-		maps.Copy(out.Tools, m.Tools)
-		for _, n := range m.Notes {
-			out.Notes = append(out.Notes, fmt.Sprintf("instance %d: %s", i+1, n))
-		}
 	}
 	for name, n := range metricN {
 		if !additiveMetric(name) && !strings.HasSuffix(name, "_ms") && name != results.MetricElapsed {
@@ -189,8 +169,7 @@ func mergeInstances(ms []*results.Measurement) (*results.Measurement, error) {
 			out.Notes = append(out.Notes, fmt.Sprintf("metric %s was reported by %d of %d instances only", name, n, len(ms)))
 		}
 	}
-	var err error
-	if out.Operations, err = ops.Operations(); err != nil {
+	if err := mm.operations(); err != nil {
 		return nil, err
 	}
 	lo, hi := 0.0, 0.0

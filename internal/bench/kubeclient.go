@@ -373,16 +373,14 @@ var latencyMetrics = map[string]float64{results.MetricP50Ms: 50, results.MetricP
 //   - each pod's throughput and p99 (from its own histograms) under
 //     client_pod_<k>_<metric>.
 func mergeClientPods(ms []*results.Measurement) (*results.Measurement, error) {
-	out := &results.Measurement{Metrics: map[string]float64{}}
-	var ops results.OperationMerger
+	mm := newSideBySide("client pod", func(ld *results.LoadStats) *results.LoadStats {
+		return &results.LoadStats{Mode: ld.Mode}
+	})
+	out := mm.out
 	latency := map[string]bool{}
 	for i, m := range ms {
-		if m == nil {
-			return nil, fmt.Errorf("client pod %d of %d returned no measurement", i+1, len(ms))
-		}
-		out.DurationS = max(out.DurationS, m.DurationS)
-		if err := ops.Add(m.Operations); err != nil {
-			return nil, fmt.Errorf("client pod %d: %w", i+1, err)
+		if err := mm.add(i, len(ms), m); err != nil {
+			return nil, err
 		}
 		for name, v := range m.Metrics {
 			_, lat := latencyMetrics[name]
@@ -404,23 +402,6 @@ func mergeClientPods(ms []*results.Measurement) (*results.Measurement, error) {
 				out.Metrics[name] += v
 			}
 		}
-		if ld := m.Load; ld != nil {
-			if out.Load == nil {
-				out.Load = &results.LoadStats{Mode: ld.Mode}
-			}
-			out.Load.AddRates(ld)
-			out.Load.Concurrency += ld.Concurrency
-			out.Load.CPUSeconds += ld.CPUSeconds
-			out.Load.LatenessP50Ms = max(out.Load.LatenessP50Ms, ld.LatenessP50Ms)
-			out.Load.KeepWorstLateness(ld)
-		}
-		if len(m.Tools) > 0 && out.Tools == nil {
-			out.Tools = map[string]string{}
-		}
-		maps.Copy(out.Tools, m.Tools)
-		for _, n := range m.Notes {
-			out.Notes = append(out.Notes, fmt.Sprintf("client pod %d: %s", i+1, n))
-		}
 		for j, s := range m.PerSecond {
 			if j >= len(out.PerSecond) {
 				out.PerSecond = append(out.PerSecond, results.Second{T: s.T})
@@ -431,8 +412,7 @@ func mergeClientPods(ms []*results.Measurement) (*results.Measurement, error) {
 			o.MaxMs = max(o.MaxMs, s.MaxMs)
 		}
 	}
-	var err error
-	if out.Operations, err = ops.Operations(); err != nil {
+	if err := mm.operations(); err != nil {
 		return nil, err
 	}
 	all, err := mergedHistogram(out.Operations)
