@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
+
+	"ctrperf/internal/kernel"
 )
 
 func main() {
@@ -26,7 +29,7 @@ func main() {
 				fmt.Println("addr", n.IP)
 			}
 		}
-		b, _ := os.ReadFile("/proc/self/cgroup")
+		b, _ := os.ReadFile(filepath.Join(kernel.ProcMount, "self", "cgroup"))
 		os.Stdout.Write(b)
 	case "serve":
 		l, err := net.Listen("tcp", os.Args[2])
