@@ -219,33 +219,64 @@ fuzz:
 
 # Integration tests with the real engine; -count=1 because the engine's
 # state is not an input the test cache sees. With CTRPERF_REQUIRE_DOCKER=1
-# (CI) they fail instead of skipping when no engine answers. -p 1: one
-# package at a time, because private engines that start in one package
-# flush the host's shared DOCKER iptables chains under the feet of another
-# package's containers, and timing tests need the machine to themselves.
+# (CI) they fail instead of skipping when no engine answers. The Docker
+# phase runs in two lanes at once, then a tail that has the machine alone
+# (about half a core sits idle while one package waits on containers, so two
+# lanes fit on 2 cores). Inside a lane, -p 1: one package at a time.
+#   lane A: every package not named below (workload, observe, image, …);
+#   lane B (INTEGRATION_LANE_B): the lab's SSH hosts and whatever uses them
+#     (lab takes them down and up, so they stay in one lane), the engine,
+#     isolate and bench (isolate's controllers one at a time: bench's
+#     TestNoisyStrictIsolateDocker runs one too);
+#   alone (INTEGRATION_ALONE, INTEGRATION_ALONE_TESTS), after both lanes:
+#     private engines, whose start flushes the host's shared DOCKER iptables
+#     chains under the feet of other packages' published ports, and
+#     cmd/ctrperf, whose kill and clean tests diff every ctrperf object of
+#     the machine before and after.
+# The tests of the two lanes count only the objects of their own runs.
 # The 3 SIGKILL trials of `make test` use a fixed seed (the same kill points
 # every time, so a red CI means a regression, not a new kill point);
 # `make reliability` explores new ones.
 TEST_KILL_SEED ?= 1795462702794119269
 # The packages of INTEGRATION_BESIDE start no engine, publish no port and
 # time nothing (a MariaDB of their own, a package install in a container):
-# they run beside the others instead of after them.
+# they run beside the lanes.
 INTEGRATION_BESIDE := ctrperf/workloads/ticketd/internal/store ctrperf/packaging
+INTEGRATION_LANE_B := ctrperf/internal/lab ctrperf/internal/remote ctrperf/internal/engine \
+	ctrperf/internal/isolate ctrperf/internal/bench
+INTEGRATION_ALONE := ctrperf/internal/engine/daemon ctrperf/cmd/ctrperf
+INTEGRATION_ALONE_TESTS := TestNestedEngineDocker|TestBenchPrivateEngineKilledDocker|TestBenchDataFilesystemDocker
 # `make integration` is both groups, the cluster's first; `make test` runs
 # integration-kube earlier, beside the static checks and unit tests.
 integration: integration-kube integration-docker
 
-# Every integration test but the cluster's (…Kube: integration-kube).
+# Every integration test but the cluster's (…Kube: integration-kube). Each
+# part writes its JSON events to $(TEST_OUT)/integration-<part>.json; lane A
+# prints as it goes, lane B and the packages beside after it, then the tail.
+# Each part's wall time is added to $(PHASES).
+INTEGRATION_GOTEST = $(GO) test -json -race -count=1 -p 1 -timeout 25m $(TEST_FLAGS)
 integration-docker: engine
 	@mkdir -p $(TEST_OUT)
 	@set -o pipefail; export CTRPERF_KILL_SEED=$${CTRPERF_KILL_SEED:-$(TEST_KILL_SEED)}; \
-	beside="$(INTEGRATION_BESIDE)"; rest=$$($(GO) list ./... | grep -vxF "$${beside// /$$'\n'}"); \
-	$(GO) test -json -race -count=1 -p 1 -timeout 25m -run '$(INTEGRATION)' -skip 'Kube' $(TEST_FLAGS) $$beside \
-		> $(TEST_OUT)/integration-beside.json 2>&1 & pid=$$!; \
-	$(GO) test -json -race -count=1 -p 1 -timeout 25m -run '$(INTEGRATION)' -skip 'Kube' $(TEST_FLAGS) $$rest \
-		| tee $(TEST_OUT)/integration.json | $(TESTSUMMARY) -slowest 0; rc=$$?; \
-	wait $$pid; rc2=$$?; $(TESTSUMMARY) -slowest 0 < $(TEST_OUT)/integration-beside.json || rc2=1; \
-	[ $$rc = 0 ] && [ $$rc2 = 0 ]
+	part() { local name=$$1 beside=$$2 t0=$$SECONDS rc; shift 2; "$$@"; rc=$$?; \
+		printf '%s\t%d\t%s\n' "$$name" $$((SECONDS - t0)) "$$beside" >> $(PHASES); return $$rc; }; \
+	beside="$(INTEGRATION_BESIDE)"; laneb="$(INTEGRATION_LANE_B)"; alone="$(INTEGRATION_ALONE)"; \
+	named="$$beside $$laneb $$alone"; lanea=$$($(GO) list ./... | grep -vxF "$${named// /$$'\n'}"); \
+	part "integration beside" "beside lanes A and B" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube' $$beside \
+		> $(TEST_OUT)/integration-beside.json 2>&1 & pb=$$!; \
+	part "integration lane B" "beside lane A" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube|^($(INTEGRATION_ALONE_TESTS))$$' $$laneb \
+		> $(TEST_OUT)/integration-b.json 2>&1 & pl=$$!; \
+	echo "== integration lane A (lane B and $$beside beside it print after it)"; \
+	part "integration lane A" "beside lane B" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube' $$lanea \
+		| tee $(TEST_OUT)/integration-a.json | $(TESTSUMMARY) -slowest 0; rc=$$?; \
+	wait $$pl || rc=1; echo "== integration lane B"; $(TESTSUMMARY) -slowest 0 < $(TEST_OUT)/integration-b.json || rc=1; \
+	wait $$pb || rc=1; echo "== integration beside the lanes"; $(TESTSUMMARY) -slowest 0 < $(TEST_OUT)/integration-beside.json || rc=1; \
+	echo "== integration alone"; \
+	part "integration alone" "" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube' $$alone \
+		| tee $(TEST_OUT)/integration-alone.json | $(TESTSUMMARY) -slowest 0 || rc=1; \
+	part "integration alone (bench)" "" $(INTEGRATION_GOTEST) -run '^($(INTEGRATION_ALONE_TESTS))$$' ctrperf/internal/bench \
+		| tee $(TEST_OUT)/integration-alone-bench.json | $(TESTSUMMARY) -slowest 0 || rc=1; \
+	exit $$rc
 
 # The cluster's tests (…Kube), one package at a time, in the packages that
 # have any (KUBE_PACKAGES, from the test files' names). They use the lab
