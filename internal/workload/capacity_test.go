@@ -428,8 +428,11 @@ func TestSearchKnobs(t *testing.T) {
 // The web workload's search against a real ticketd on the host: one
 // deployment, a search that passes every rate up to `to` (at least 40/s)
 // and one whose SLO nothing meets (below 5/s), each step a fresh generator
-// window, the observers' start signalled once.
+// window, the observers' start signalled once. Beside the package's other
+// tests: its SLOs (p99 under 5 s, p50 under 1 µs) pass and fail whatever
+// the load on the CPU.
 func TestWebCapacitySearchRoot(t *testing.T) {
+	t.Parallel()
 	testenv.RequireRoot(t, "the host runtime's cgroups")
 	testenv.Ctrperf(t) // the host runs `ctrperf __ticketd`
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -35,11 +35,14 @@ func redisBench(extra map[string]any) map[string]any {
 // real redis-benchmark from where the load stands on every path: this
 // machine against the bare-metal server, docker-proxy's loopback port,
 // the container's address, the host side of ctrperf's client namespace
-// (published-external) and a client container on the run's network.
+// (published-external) and a client container on the run's network; the
+// five at once, each against its own server.
 func TestClientRedisBenchmarkDocker(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	eng := dockerEngine(t, ctx, image.DebianBase.Name)
+	var subs []subtest
 	for _, tc := range []struct {
 		desc       string
 		eng        engine.Engine
@@ -54,7 +57,7 @@ func TestClientRedisBenchmarkDocker(t *testing.T) {
 		{"published-external from the client namespace", eng, engine.RuntimeDocker, engine.NetworkPublishedExternal, clientHost, "in the client namespace ctrperf-", "198.18."},
 		{"client container at the container IP", eng, engine.RuntimeDocker, engine.NetworkContainerIP, clientContainer, "in the client container", ""},
 	} {
-		t.Run(tc.desc, func(t *testing.T) {
+		subs = append(subs, subtest{tc.desc, func(t *testing.T) {
 			c := Config{Runtime: tc.runtime, Network: tc.network, Data: engine.DataLayer, App: redisApp(),
 				Load: redisBench(map[string]any{"client": tc.client})}
 			runID := fmt.Sprintf("clienttest-%s-%d", slug(tc.desc), os.Getpid())
@@ -76,21 +79,23 @@ func TestClientRedisBenchmarkDocker(t *testing.T) {
 			if len(m.Executions) != 1 || m.Executions[0].WallS <= 0 {
 				t.Errorf("executions %+v", m.Executions)
 			}
-		})
+		}})
 	}
+	concurrently(t, subs...)
 }
 
 // TestClientBadInputDocker: what a client command cannot do is said where
 // it happens: a program the client container lacks is not run (with its
 // package), a tool that exits non-zero fails with its stderr, a template of
-// another service is refused when the plan is read.
+// another service is refused when the plan is read. The three at once.
 func TestClientBadInputDocker(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	eng := dockerEngine(t, ctx, image.DebianBase.Name)
 	pid := os.Getpid()
 
-	t.Run("program missing in the client container", func(t *testing.T) {
+	concurrently(t, subtest{"program missing in the client container", func(t *testing.T) {
 		// The Debian base lacks memtier_benchmark, as Debian does.
 		c := Config{Runtime: engine.RuntimeDocker, Network: engine.NetworkContainerIP, Data: engine.DataLayer, App: redisApp(),
 			Load: map[string]any{"command": "memtier_benchmark -s {{host:app}} -p {{port:app:6379}} --json-out-file=memtier.json", "parser": "memtier", "client": "container"}}
@@ -101,8 +106,7 @@ func TestClientBadInputDocker(t *testing.T) {
 		if !errors.As(err, &tm) || !tm.NotRunnable() || !strings.Contains(err.Error(), "RedisLabs/memtier_benchmark") {
 			t.Fatalf("err = %v, want a not-runnable missing memtier_benchmark with how to get it", err)
 		}
-	})
-	t.Run("non-zero exit", func(t *testing.T) {
+	}}, subtest{"non-zero exit", func(t *testing.T) {
 		c := Config{Runtime: engine.RuntimeDocker, Network: engine.NetworkPublished, Data: engine.DataLayer, App: redisApp(),
 			Load: redisBench(map[string]any{"command": "redis-benchmark -h {{host:app}} -p {{port:app:6379}} -n 100 -t set --csv --no-such-option"})}
 		target := deployWith(ctx, t, eng, App{}, c, fmt.Sprintf("clienttest-exit-%d", pid))
@@ -111,14 +115,13 @@ func TestClientBadInputDocker(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "exited with status 1") || !strings.Contains(err.Error(), "no-such-option") {
 			t.Fatalf("err = %v, want the exit status and redis-benchmark's complaint", err)
 		}
-	})
-	t.Run("template of an unknown service", func(t *testing.T) {
+	}}, subtest{"template of an unknown service", func(t *testing.T) {
 		c := Config{Runtime: engine.RuntimeDocker, Network: engine.NetworkPublished, Data: engine.DataLayer, App: redisApp(),
 			Load: redisBench(map[string]any{"command": "redis-benchmark -h {{host:cache}} --csv"})}
 		if err := validate(App{}, c); err == nil || !strings.Contains(err.Error(), `names service "cache"`) {
 			t.Fatalf("err = %v", err)
 		}
-	})
+	}})
 }
 
 // pgbenchApp is Debian's PostgreSQL 15 as the app, run as postgres with
@@ -133,14 +136,16 @@ func pgbenchApp() map[string]any {
 
 // TestClientPgbenchDocker drives PostgreSQL with the real pgbench from
 // this machine (published, container IP, published-external), its tables
-// made by the warm-up command.
+// made by the warm-up command; the three at once, each its own server.
 func TestClientPgbenchDocker(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	eng := dockerEngine(t, ctx, image.DebianBase.Name)
 	conn := "-h {{host:app}} -p {{port:app:5432}} -U postgres"
+	var subs []subtest
 	for _, network := range []engine.NetworkMode{engine.NetworkPublished, engine.NetworkContainerIP, engine.NetworkPublishedExternal} {
-		t.Run(string(network), func(t *testing.T) {
+		subs = append(subs, subtest{string(network), func(t *testing.T) {
 			c := Config{Runtime: engine.RuntimeDocker, Network: network, Data: engine.DataVolume, App: pgbenchApp(),
 				Load: map[string]any{"command": "pgbench " + conn + " -S -T 2 -c 2 --progress=1 postgres",
 					"warmup_command": "pgbench " + conn + " -i -s 1 postgres", "parser": "pgbench", "timeout": "60s"}}
@@ -151,6 +156,7 @@ func TestClientPgbenchDocker(t *testing.T) {
 			if op := m.Operations["transaction"]; op == nil || op.Count <= 0 {
 				t.Errorf("operations %v", m.Operations)
 			}
-		})
+		}})
 	}
+	concurrently(t, subs...)
 }

@@ -361,7 +361,8 @@ func TestKVOpenLoopClientContainerDocker(t *testing.T) {
 			c := Config{Runtime: engine.RuntimeDocker, Network: engine.NetworkContainerIP, Data: engine.DataLayer,
 				Load: map[string]any{"mode": "open", "rate": 300, "poisson": false, "ramp": tc.ramp, "max_inflight": 16, "client": "container"}}
 			target := deployWith(ctx, t, eng, KV{}, c, fmt.Sprintf("%s-%d", tc.runID, i))
-			m := driveWith(ctx, t, eng, KV{}, target, c)
+			// The counts below are of this window: 1 s of warm-up, 3 s measured.
+			m := driveWindowOf(ctx, t, eng, KV{}, target, c, Window{Warmup: time.Second, Duration: 3 * time.Second})
 			if m.Load == nil || m.Load.Mode != "open" || m.Load.TargetRate != 300 || m.Load.Concurrency != 16 {
 				t.Fatalf("load %+v, want open loop at 300/s with at most 16 in flight", m.Load)
 			}

@@ -107,7 +107,9 @@ func waitPage(ctx context.Context, t *testing.T, cli client.APIClient, id string
 // TestWebDataPersistenceDocker: tickets created by load survive a restart
 // of the container when the database lives in a volume, and a new
 // container whose database lives in its writable layer starts without them.
+// The two at once, each with its own run ids.
 func TestWebDataPersistenceDocker(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	eng := dockerEngine(t, ctx, WebImageTicketd)
@@ -119,7 +121,7 @@ func TestWebDataPersistenceDocker(t *testing.T) {
 	const loadTicket = "Load ticket"
 	base := Config{Runtime: engine.RuntimeDocker, Network: engine.NetworkContainerIP,
 		App: map[string]any{"hash_cost": 8, "seed_tickets": 5}, Load: map[string]any{"rate": 10}}
-	appID := func(tgt *engine.Target) string {
+	appID := func(t *testing.T, tgt *engine.Target) string {
 		for _, c := range tgt.Containers {
 			if c.Service == "app" {
 				return c.ID
@@ -129,12 +131,12 @@ func TestWebDataPersistenceDocker(t *testing.T) {
 		return ""
 	}
 
-	t.Run("volume survives a restart", func(t *testing.T) {
+	concurrently(t, subtest{"volume survives a restart", func(t *testing.T) {
 		c := base
 		c.Data = engine.DataVolume
 		tgt := deployTarget(ctx, t, eng, c, fmt.Sprintf("persist-vol-%d", os.Getpid()))
 		driveWindow(ctx, t, eng, tgt, c)
-		id := appID(tgt)
+		id := appID(t, tgt)
 		if page := waitPage(ctx, t, cli, id); !strings.Contains(page, loadTicket) {
 			t.Fatalf("the load created no ticket visible on the project page")
 		}
@@ -145,15 +147,13 @@ func TestWebDataPersistenceDocker(t *testing.T) {
 		if page := waitPage(ctx, t, cli, id); !strings.Contains(page, loadTicket) {
 			t.Errorf("tickets in the volume did not survive the restart")
 		}
-	})
-
-	t.Run("writable layer of a new container starts empty", func(t *testing.T) {
+	}}, subtest{"writable layer of a new container starts empty", func(t *testing.T) {
 		c := base
 		c.Data = engine.DataLayer
 		runID := fmt.Sprintf("persist-layer-%d", os.Getpid())
 		first := deployTarget(ctx, t, eng, c, runID)
 		driveWindow(ctx, t, eng, first, c)
-		if page := waitPage(ctx, t, cli, appID(first)); !strings.Contains(page, loadTicket) {
+		if page := waitPage(ctx, t, cli, appID(t, first)); !strings.Contains(page, loadTicket) {
 			t.Fatalf("the load created no ticket visible on the project page")
 		}
 		tctx, tcancel := context.WithTimeout(context.Background(), time.Minute)
@@ -162,8 +162,8 @@ func TestWebDataPersistenceDocker(t *testing.T) {
 			t.Fatal(err)
 		}
 		second := deployTarget(ctx, t, eng, c, runID+"b")
-		if page := waitPage(ctx, t, cli, appID(second)); strings.Contains(page, loadTicket) {
+		if page := waitPage(ctx, t, cli, appID(t, second)); strings.Contains(page, loadTicket) {
 			t.Errorf("a new container's writable layer has the old container's tickets")
 		}
-	})
+	}})
 }

@@ -138,15 +138,17 @@ func TestExecArgvCarriesCopies(t *testing.T) {
 }
 
 // TestSeedToolsDocker runs bonnie++ (tiny sizes), exec with copies = cpus
-// and ctxsw pinned to one CPU in containers of the Debian base image.
+// and ctxsw pinned to one CPU in containers of the Debian base image, the
+// three at once (their figures are only checked to be there).
 func TestSeedToolsDocker(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	eng := dockerEngine(t, ctx, image.DebianBase.Name)
 	c := func(ld map[string]any, res engine.Resources) Config {
 		return Config{Runtime: engine.RuntimeDocker, Network: engine.NetworkHost, Data: engine.DataVolume, Load: ld, Resources: res}
 	}
-	t.Run("bonnie", func(t *testing.T) {
+	concurrently(t, subtest{"bonnie", func(t *testing.T) {
 		// A tiny run (64 MiB, 1024 files under a 32 MiB memory limit): the
 		// fast phases may finish in under 500 ms (+++++, no figure), so
 		// the primary is the per-char write, which one-byte writes keep
@@ -164,22 +166,20 @@ func TestSeedToolsDocker(t *testing.T) {
 			t.Errorf("tools %v", m.Tools)
 		}
 		t.Logf("bonnie: %v; notes %v", m.Metrics, m.Notes)
-	})
-	t.Run("exec copies cpus", func(t *testing.T) {
+	}}, subtest{"exec copies cpus", func(t *testing.T) {
 		m := deployAndDrive(ctx, t, eng, Exec{}, c(map[string]any{"test": "spawn", "copies": "cpus"}, engine.Resources{CPUSet: "0-1"}),
 			fmt.Sprintf("exectest-copies-%d", os.Getpid()))
 		if m.Metrics["copies"] != 2 || m.Metrics["throughput_per_s"] <= 0 {
 			t.Errorf("want 2 copies (cpuset 0-1) and a rate: %v", m.Metrics)
 		}
 		t.Logf("exec copies: %v", m.Metrics)
-	})
-	t.Run("ctxsw pinned", func(t *testing.T) {
+	}}, subtest{"ctxsw pinned", func(t *testing.T) {
 		m := deployAndDrive(ctx, t, eng, CtxSw{}, c(nil, engine.Resources{CPUSet: "0"}), fmt.Sprintf("ctxswtest-%d", os.Getpid()))
 		if m.Metrics["context_switches_per_s"] <= 0 || m.Metrics["switch_us"] <= 0 {
 			t.Errorf("metrics %v", m.Metrics)
 		}
 		t.Logf("ctxsw: %v", m.Metrics)
-	})
+	}})
 }
 
 func TestOLTPMariaDBKnobs(t *testing.T) {

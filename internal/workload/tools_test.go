@@ -266,20 +266,14 @@ func toolCases(rt engine.Runtime) []struct {
 	}
 }
 
+// runToolCases runs every tool case at once (see concurrently): each has a
+// run id, a data directory and host ports of its own (memcached's and
+// MariaDB's are {{port:…}} templates, relocated to free ports on the host's
+// network), and their figures are not compared, only checked to be there.
 func runToolCases(t *testing.T, eng engine.Engine, rt engine.Runtime, prefix string) {
+	var subs []subtest
 	for i, tc := range toolCases(rt) {
-		t.Run(tc.desc, func(t *testing.T) {
-			switch tc.w.(type) {
-			case KV, OLTP:
-				// Servers on the host's network: one at a time, or two
-				// memcacheds or MariaDBs would want the same port.
-			default:
-				// A fixed window each (warm-up + duration), no port, a data
-				// directory of its own: these run side by side, so the test
-				// takes about half as long on 2 cores. Their figures are not
-				// compared, only checked to be there.
-				t.Parallel()
-			}
+		subs = append(subs, subtest{tc.desc, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
 			m := deployAndDrive(ctx, t, eng, tc.w, tc.c, fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), i))
@@ -298,13 +292,15 @@ func runToolCases(t *testing.T, eng engine.Engine, rt engine.Runtime, prefix str
 				t.Errorf("no tool recorded")
 			}
 			t.Logf("%s: %.0f/s, tools %v, notes %v", tc.desc, m.Metrics["throughput_per_s"], m.Tools, m.Notes)
-		})
+		}})
 	}
+	concurrently(t, subs...)
 }
 
 // TestToolWorkloadsHostRoot runs every tool workload on the bare-metal
 // runtime (its own cgroup needs root), with the host's Debian packages.
 func TestToolWorkloadsHostRoot(t *testing.T) {
+	t.Parallel()
 	testenv.RequireRoot(t, "the host runtime's cgroups")
 	runToolCases(t, engine.NewHost(), engine.RuntimeHost, "tooltest-host")
 }
@@ -312,6 +308,7 @@ func TestToolWorkloadsHostRoot(t *testing.T) {
 // TestToolWorkloadsDocker runs every tool workload in a container of the
 // Debian base image.
 func TestToolWorkloadsDocker(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	eng := dockerEngine(t, ctx, image.DebianBase.Name)

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -218,6 +219,7 @@ ticketd_queue_length 0
 // TestWebHostSQLiteRoot deploys ticketd on the host runtime (cgroups need
 // root) and drives the scenario for a short window.
 func TestWebHostSQLiteRoot(t *testing.T) {
+	t.Parallel()
 	testenv.RequireRoot(t, "the host runtime's cgroups")
 	testenv.Ctrperf(t) // the host runs `ctrperf __ticketd`
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -253,6 +255,7 @@ func driveOnce(ctx context.Context, t *testing.T, eng engine.Engine, c Config, r
 }
 
 func TestWebHostMariaDBRoot(t *testing.T) {
+	t.Parallel()
 	testenv.RequireRoot(t, "the host runtime's cgroups")
 	if _, err := exec.LookPath("mariadbd"); err != nil {
 		if _, err := os.Stat("/usr/sbin/mariadbd"); err != nil {
@@ -268,20 +271,55 @@ func TestWebHostMariaDBRoot(t *testing.T) {
 	driveOnce(ctx, t, engine.NewHost(), c, "webtest-hostdb-"+fmt.Sprint(os.Getpid()))
 }
 
-// dockerEngine returns the default Docker engine with ctrperf's web images
-// built, or skips (fails with CTRPERF_REQUIRE_DOCKER=1).
+// dockerEngine returns the default Docker engine with the images built, or
+// skips (fails with CTRPERF_REQUIRE_DOCKER=1).
 func dockerEngine(t *testing.T, ctx context.Context, images ...string) engine.Engine {
 	t.Helper()
 	testenv.RequireRoot(t, "bind directories")
 	cli := testenv.Docker(t)
 	testenv.Ctrperf(t) // the binary the images carry
-	if _, err := image.Ensure(ctx, cli, images...); err != nil {
-		t.Fatalf("images %v: %v", images, err)
-	}
+	ensureImages(ctx, t, cli, images)
 	return engine.NewDocker(cli)
 }
 
+// ensuredImages are the images this test process has ensured. Ensuring
+// one checks its recipe (and the ctrperf binary it carries) against the
+// engine's image; the tests only run the images, so once per process is
+// enough, and the lock keeps tests that start together from building the
+// same image twice.
+var ensuredImages struct {
+	sync.Mutex
+	done map[string]bool
+}
+
+func ensureImages(ctx context.Context, t *testing.T, cli image.API, images []string) {
+	t.Helper()
+	ensuredImages.Lock()
+	defer ensuredImages.Unlock()
+	var todo []string
+	for _, im := range images {
+		if !ensuredImages.done[im] {
+			todo = append(todo, im)
+		}
+	}
+	if len(todo) == 0 {
+		return
+	}
+	t0 := time.Now()
+	if _, err := image.Ensure(ctx, cli, todo...); err != nil {
+		t.Fatalf("images %v: %v", todo, err)
+	}
+	if ensuredImages.done == nil {
+		ensuredImages.done = map[string]bool{}
+	}
+	for _, im := range todo {
+		ensuredImages.done[im] = true
+	}
+	t.Logf("images %v ensured in %v", todo, time.Since(t0).Round(time.Millisecond))
+}
+
 func TestWebSQLitePublishedDocker(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	eng := dockerEngine(t, ctx, WebImageTicketd)
@@ -292,6 +330,7 @@ func TestWebSQLitePublishedDocker(t *testing.T) {
 }
 
 func TestWebMariaDBSplitDocker(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	eng := dockerEngine(t, ctx, WebImageTicketd, image.DebianBase.Name)
@@ -302,6 +341,7 @@ func TestWebMariaDBSplitDocker(t *testing.T) {
 }
 
 func TestWebMariaDBCombinedDocker(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	eng := dockerEngine(t, ctx, WebImageCombined)
