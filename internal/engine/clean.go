@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -238,6 +239,9 @@ func cleanRun(ctx context.Context, cli client.APIClient, runID, bindRoot string,
 	return removed, errors.Join(errs...)
 }
 
+// removeConcurrency is how many containers a clean removes at once.
+const removeConcurrency = 4
+
 func cleanDocker(ctx context.Context, cli client.APIClient, runID string, dry bool, own *Ownership) ([]string, error) {
 	f := client.Filters{}.Add("label", LabelManaged+"=true")
 	if runID != "" {
@@ -250,6 +254,8 @@ func cleanDocker(ctx context.Context, cli client.APIClient, runID string, dry bo
 		errs = append(errs, fmt.Errorf("list ctrperf containers: %w", err))
 	}
 	images := map[string]map[string]string{}
+	type doomed struct{ id, name string }
+	var take []doomed
 	for _, c := range cs.Items {
 		name := c.ID[:12]
 		if len(c.Names) > 0 {
@@ -264,13 +270,32 @@ func cleanDocker(ctx context.Context, cli client.APIClient, runID string, dry bo
 		if own.Keep("container "+name, c.Labels[LabelRun]) {
 			continue
 		}
-		if !dry {
-			if err := removeContainer(ctx, cli, c.ID, 200*time.Millisecond); err != nil {
-				errs = append(errs, fmt.Errorf("remove container %s: %w", name, err))
-				continue
-			}
+		take = append(take, doomed{c.ID, name})
+	}
+	// The engine stops and removes containers side by side: one after
+	// another, a run of several services (or instances) paid a kill and a
+	// layer unmount per container in its teardown.
+	rerrs := make([]error, len(take))
+	if !dry {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, removeConcurrency)
+		for i, c := range take {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				rerrs[i] = removeContainer(ctx, cli, c.id, 200*time.Millisecond)
+			}()
 		}
-		removed = append(removed, "container "+name)
+		wg.Wait()
+	}
+	for i, c := range take {
+		if rerrs[i] != nil {
+			errs = append(errs, fmt.Errorf("remove container %s: %w", c.name, rerrs[i]))
+			continue
+		}
+		removed = append(removed, "container "+c.name)
 	}
 	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
 	if err != nil {
