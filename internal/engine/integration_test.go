@@ -29,6 +29,15 @@ import (
 // Integration tests: names ending in Docker need the Docker engine, names
 // ending in Root need root. Both skip when that is missing, unless
 // CTRPERF_REQUIRE_DOCKER=1 (CI), where they fail (see testenv).
+//
+// Parallel tests: each deploys under a run id of its own and checks only
+// that run's objects (by label, name, port, path), and none measures time,
+// so they call t.Parallel: a deploy mostly waits on the engine, and the
+// package's wall time is what `make test` pays (TestKillDocker also runs
+// its four children at once). TestPublishedNoUserlandProxyDocker starts a
+// private dockerd (which flushes and restores the shared iptables chains)
+// and stays sequential: Go runs it before any parallel test starts, so no
+// test of this package runs beside it.
 
 // dockerClient is the engine the Docker tests deploy on; they need root
 // too (bind directories, network namespaces).
@@ -277,6 +286,7 @@ func proxyFor(port string) bool {
 }
 
 func TestNetworkModesDocker(t *testing.T) {
+	t.Parallel() // a run of its own (see the note on parallel tests above dockerClient)
 	cli := dockerClient(t)
 	img := tinyImage(t, cli)
 	d := NewDocker(cli)
@@ -335,6 +345,7 @@ func TestNetworkModesDocker(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(string(tc.mode), func(t *testing.T) {
+			t.Parallel() // runs of their own; nothing here counts another's
 			runID := newRunID(t)
 			tg := deploy(t, d, DeploySpec{RunID: runID, Network: tc.mode, Data: DataLayer, Services: []Service{tinyService(img, "app")}})
 			ep, err := tg.Endpoint("app", 8080)
@@ -361,11 +372,13 @@ func TestNetworkModesDocker(t *testing.T) {
 }
 
 func TestDataPlacementsDocker(t *testing.T) {
+	t.Parallel() // a run of its own (see the note on parallel tests above dockerClient)
 	cli := dockerClient(t)
 	img := tinyImage(t, cli)
 	d := NewDocker(cli)
 	for _, data := range []DataPlacement{DataLayer, DataVolume, DataBind, DataTmpfs} {
 		t.Run(string(data), func(t *testing.T) {
+			t.Parallel() // runs of their own; nothing here counts another's
 			runID := newRunID(t)
 			tg := deploy(t, d, DeploySpec{RunID: runID, Network: NetworkContainerIP, Data: data, Services: []Service{tinyService(img, "app")}})
 			res, err := d.Exec(context.Background(), tg, "app", []string{"/tinyhttp", "write", "/data/probe", runID})
@@ -446,6 +459,7 @@ func readTrim(t *testing.T, p string) string {
 }
 
 func TestResourcesDocker(t *testing.T) {
+	t.Parallel() // a run of its own (see the note on parallel tests above dockerClient)
 	cli := dockerClient(t)
 	img := tinyImage(t, cli)
 	d := NewDocker(cli)
@@ -468,11 +482,13 @@ func TestResourcesDocker(t *testing.T) {
 }
 
 func TestSplitDeploymentDocker(t *testing.T) {
+	t.Parallel() // a run of its own (see the note on parallel tests above dockerClient)
 	cli := dockerClient(t)
 	img := tinyImage(t, cli)
 	d := NewDocker(cli)
 	for _, mode := range []NetworkMode{NetworkPublished, NetworkHost} {
 		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel() // runs of their own; nothing here counts another's
 			runID := newRunID(t)
 			front := tinyService(img, "front")
 			front.Env = map[string]string{"UPSTREAM": "{{addr:db:8080}}"}
@@ -492,6 +508,7 @@ func TestSplitDeploymentDocker(t *testing.T) {
 }
 
 func TestBadInputLeavesNothingDocker(t *testing.T) {
+	t.Parallel() // a run of its own (see the note on parallel tests above dockerClient)
 	cli := dockerClient(t)
 	img := tinyImage(t, cli)
 	d := NewDocker(cli)
@@ -521,6 +538,7 @@ func TestBadInputLeavesNothingDocker(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel() // runs of their own; nothing here counts another's
 			runID := newRunID(t)
 			tg, err := d.Deploy(context.Background(), tc.spec(runID))
 			if err == nil {
@@ -541,6 +559,7 @@ func TestBadInputLeavesNothingDocker(t *testing.T) {
 }
 
 func TestRunIDInUseDocker(t *testing.T) {
+	t.Parallel() // a run of its own (see the note on parallel tests above dockerClient)
 	cli := dockerClient(t)
 	img := tinyImage(t, cli)
 	d := NewDocker(cli)
@@ -556,6 +575,7 @@ func TestRunIDInUseDocker(t *testing.T) {
 }
 
 func TestCleanAfterAbandonedRunDocker(t *testing.T) {
+	t.Parallel() // a run of its own (see the note on parallel tests above dockerClient)
 	cli := dockerClient(t)
 	img := tinyImage(t, cli)
 	d := NewDocker(cli)
@@ -587,6 +607,7 @@ func TestCleanAfterAbandonedRunDocker(t *testing.T) {
 }
 
 func TestHostRuntimeRoot(t *testing.T) {
+	t.Parallel() // a run of its own (see the note on parallel tests above dockerClient)
 	testenv.RequireRoot(t, "cgroups, mounts")
 	bin := tinyBinary(t)
 	h := NewHost()

@@ -100,72 +100,114 @@ func killChild() int {
 	return code
 }
 
+// killCase is one way of stopping a kill child.
+type killCase struct {
+	desc       string
+	sig        syscall.Signal
+	afterReady bool
+}
+
+// killResult is what happened to one child, for its subtest to check.
+type killResult struct {
+	runID  string
+	logs   []string // what the subtest logs
+	fatal  string   // set when the child could not be driven at all
+	err    error    // the child's exit
+	exited time.Time
+	stderr *strings.Builder
+}
+
+// killOne starts a child, signals it as kc says and waits for it to exit;
+// it touches no *testing.T so that the four children can run at once.
+func killOne(kc killCase, runID, img, bin string) killResult {
+	res := killResult{runID: runID, stderr: &strings.Builder{}}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), killChildEnv+"="+runID, killImageEnv+"="+img, killBinEnv+"="+bin)
+	cmd.Stderr = res.stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		res.fatal = err.Error()
+		return res
+	}
+	if err := cmd.Start(); err != nil {
+		res.fatal = err.Error()
+		return res
+	}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if sc.Text() == "ready" {
+				close(ready)
+			}
+		}
+	}()
+	// A full deploy of the child takes a few seconds; "during deploy"
+	// picks a point inside that window.
+	var delay time.Duration
+	if kc.afterReady {
+		select {
+		case <-ready:
+		case <-time.After(90 * time.Second):
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			res.fatal = fmt.Sprintf("child never became ready; stderr:\n%s", res.stderr.String())
+			return res
+		}
+		delay = time.Duration(rand.IntN(300)) * time.Millisecond
+	} else {
+		delay = time.Duration(rand.IntN(2500)) * time.Millisecond
+	}
+	time.Sleep(delay)
+	res.logs = append(res.logs, fmt.Sprintf("%v after %v (ready before signal: %v)", kc.sig, delay, isClosed(ready)))
+	if err := cmd.Process.Signal(kc.sig); err != nil {
+		res.fatal = err.Error()
+		return res
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case res.err = <-waited:
+		res.exited = time.Now()
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		<-waited
+		res.fatal = fmt.Sprintf("child did not exit within 2 minutes of %v", kc.sig)
+	}
+	return res
+}
+
 func TestKillDocker(t *testing.T) {
+	t.Parallel() // runs of its own (see the note on parallel tests in integration_test.go)
 	cli := engine.DockerClientForTest(t)
 	img := engine.TinyImageForTest(t, cli)
 	bin := engine.TinyBinaryForTest(t)
-	tests := []struct {
-		desc       string
-		sig        syscall.Signal
-		afterReady bool
-	}{
+	tests := []killCase{
 		{"SIGINT during deploy", syscall.SIGINT, false},
 		{"SIGINT once deployed", syscall.SIGINT, true},
 		{"SIGKILL during deploy, then clean", syscall.SIGKILL, false},
 		{"SIGKILL once deployed, then clean", syscall.SIGKILL, true},
 	}
-	for _, tc := range tests {
+	// The children deploy under run ids of their own and nothing below
+	// counts another run's objects, so the four run at once (their deploys
+	// wait on the engine, not on the CPU); each subtest then checks its own.
+	results := make([]chan killResult, len(tests))
+	for i, tc := range tests {
+		results[i] = make(chan killResult, 1)
+		runID := engine.NewRunIDForTest(t)
+		go func() { results[i] <- killOne(tc, runID, img, bin) }()
+	}
+	for i, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			runID := engine.NewRunIDForTest(t)
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), killChildEnv+"="+runID, killImageEnv+"="+img, killBinEnv+"="+bin)
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
+			res := <-results[i]
+			runID, stderr := res.runID, res.stderr
+			for _, l := range res.logs {
+				t.Log(l)
 			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
+			if res.fatal != "" {
+				t.Fatal(res.fatal)
 			}
-			ready := make(chan struct{})
-			go func() {
-				sc := bufio.NewScanner(stdout)
-				for sc.Scan() {
-					if sc.Text() == "ready" {
-						close(ready)
-					}
-				}
-			}()
-			// A full deploy of the child takes a few seconds; "during deploy"
-			// picks a point inside that window.
-			var delay time.Duration
-			if tc.afterReady {
-				select {
-				case <-ready:
-				case <-time.After(90 * time.Second):
-					_ = cmd.Process.Kill()
-					_ = cmd.Wait()
-					t.Fatalf("child never became ready; stderr:\n%s", stderr.String())
-				}
-				delay = time.Duration(rand.IntN(300)) * time.Millisecond
-			} else {
-				delay = time.Duration(rand.IntN(2500)) * time.Millisecond
-			}
-			time.Sleep(delay)
-			t.Logf("%v after %v (ready before signal: %v)", tc.sig, delay, isClosed(ready))
-			if err := cmd.Process.Signal(tc.sig); err != nil {
-				t.Fatal(err)
-			}
-			waited := make(chan error, 1)
-			go func() { waited <- cmd.Wait() }()
-			select {
-			case err = <-waited:
-			case <-time.After(2 * time.Minute):
-				_ = cmd.Process.Kill()
-				<-waited
-				t.Fatalf("child did not exit within 2 minutes of %v", tc.sig)
-			}
+			err := res.err
 			if tc.sig == syscall.SIGINT {
 				if err != nil {
 					t.Errorf("child after SIGINT: %v; stderr:\n%s", err, stderr.String())
@@ -178,7 +220,7 @@ func TestKillDocker(t *testing.T) {
 				// An API request the child had in flight may still be
 				// completed by the daemon after the child died; `ctrperf
 				// clean` runs after the fact, so the test does too.
-				time.Sleep(500 * time.Millisecond)
+				time.Sleep(time.Until(res.exited.Add(500 * time.Millisecond)))
 				ctx := context.Background()
 				for _, id := range killRunIDs(runID) {
 					if _, err := engine.Clean(ctx, cli, id); err != nil {

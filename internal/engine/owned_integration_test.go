@@ -21,6 +21,7 @@ import (
 // must leave it alone while it still removes an orphaned run of
 // ctrperf's on the same image.
 func TestCleanLeavesUsersContainerDocker(t *testing.T) {
+	t.Parallel() // a run of its own (see the note on parallel tests above dockerClient)
 	cli := dockerClient(t)
 	img := tinyImage(t, cli)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -55,12 +56,18 @@ func TestCleanLeavesUsersContainerDocker(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = Clean(context.Background(), cli, runID) })
 
-	// As `ctrperf clean` does: every run, live owners' objects kept.
+	// As `ctrperf clean` does: every run, live owners' objects kept. The
+	// tests of other packages run beside this one and deploy without owner
+	// records, so every other run on the engine counts as live here (read
+	// again at each decision): the sweep still looks at every container of
+	// ctrperf's images, the user's among them, and removes only this run's.
 	owners, err := owner.Dir{}.List()
 	if err != nil {
 		t.Fatal(err)
 	}
-	own := NewOwnership(owners, false)
+	own := NewOwnership(owners, false).Refreshing(func() (owner.Owners, error) {
+		return othersLive(ctx, cli, owners, runID)
+	})
 	removed, err := cleanDocker(ctx, cli, "", false, own)
 	if err != nil {
 		t.Fatalf("clean: %v (removed %q)", err, removed)
@@ -88,6 +95,7 @@ func TestCleanLeavesUsersContainerDocker(t *testing.T) {
 // container running as nobody, while its run directory is closed to every
 // other local user.
 func TestBindDirectoryModesDocker(t *testing.T) {
+	t.Parallel() // a run of its own (see the note on parallel tests above dockerClient)
 	cli := dockerClient(t)
 	img := tinyImage(t, cli)
 	d := NewDocker(cli)
@@ -116,4 +124,40 @@ func TestBindDirectoryModesDocker(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertNothingLeft(t, cli, runID)
+}
+
+// othersLive is owners plus a live owner (this test process) of every run
+// id other than runID that labels a container, network or volume of
+// ctrperf's on the engine now.
+func othersLive(ctx context.Context, cli client.APIClient, owners owner.Owners, runID string) (owner.Owners, error) {
+	f := client.Filters{}.Add("label", LabelManaged+"=true")
+	ids := map[string]bool{}
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cs.Items {
+		ids[c.Labels[LabelRun]] = true
+	}
+	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range ns.Items {
+		ids[n.Labels[LabelRun]] = true
+	}
+	vs, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range vs.Items {
+		ids[v.Labels[LabelRun]] = true
+	}
+	delete(ids, runID)
+	delete(ids, "")
+	rec := owner.Record{Kind: "test", PID: os.Getpid(), Command: os.Args[:1], Started: time.Now()}
+	for id := range ids {
+		rec.Objects = append(rec.Objects, id)
+	}
+	return append(slices.Clone(owners), owner.Status{Record: rec, Live: true, Reason: "another test's run"}), nil
 }

@@ -72,6 +72,7 @@ func TestPublishedNoUserlandProxyDocker(t *testing.T) {
 	}
 	for _, mode := range []engine.NetworkMode{engine.NetworkPublished, engine.NetworkPublishedExternal} {
 		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel() // runs of their own on the private engine, closed after both
 			id := runID + string(mode[len(mode)-1])
 			tg, err := d.Deploy(ctx, engine.DeploySpec{RunID: id, Network: mode, Data: engine.DataLayer,
 				Services: []engine.Service{engine.TinyServiceForTest(img, "app")}})
