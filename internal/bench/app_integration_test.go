@@ -50,8 +50,8 @@ func TestBenchAppFromDockerfileDocker(t *testing.T) {
 		"plan.yaml": `name: itest-app
 workload: app
 repetitions: 3
-warmup: 300ms
-duration: 1s
+warmup: 100ms
+duration: 300ms
 app:
   build: .
   port: 8080

@@ -43,7 +43,7 @@ name: fault
 workload: benchtiny
 repetitions: 2
 warmup: 300ms
-duration: 5s
+duration: 3s
 baseline: noproxy
 configurations:
   - name: noproxy

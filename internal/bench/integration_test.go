@@ -106,8 +106,8 @@ func TestBenchHostVsDockerDocker(t *testing.T) {
 name: tiny
 workload: benchtiny
 repetitions: 2
-warmup: 300ms
-duration: 1s
+warmup: 100ms
+duration: 300ms
 baseline: host
 configurations:
   - name: host

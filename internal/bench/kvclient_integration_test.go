@@ -32,8 +32,8 @@ func TestKVClientContainerDocker(t *testing.T) {
 name: kvclient
 workload: kv
 repetitions: 1
-warmup: 300ms
-duration: 2s
+warmup: 100ms
+duration: 1s
 baseline: from-host
 load: {mode: closed, concurrency: 2, mix: set}
 configurations:

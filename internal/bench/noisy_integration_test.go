@@ -35,15 +35,18 @@ func TestNoisyStrictIsolateDocker(t *testing.T) {
 	testenv.Ctrperf(t) // the tenants' image carries ctrperf (__ticketd)
 
 	// A 2-CPU machine shares the "dedicated" CPU among the tenants, so a
-	// saturating tenant reaches well under 90 % of it: 50 % counts.
+	// saturating tenant reaches well under 90 % of it: 50 % counts. The hot
+	// phase starts 1.2 s into the 4 s window, leaving 2.8 s for a reaction
+	// that takes a few tenths of a second (two 200 ms samples; 0.39 s on a
+	// loaded machine, 2026-11-26).
 	p, err := ParsePlan("noisy.yaml", []byte(`
 name: noisytest
 workload: noisy
 app: {tenants: 3, hash_cost: 12}
 load: {rate: 10, hot: 1, hot_after: 0.3, hot_concurrency: 2}
 repetitions: 1
-warmup: 1s
-duration: 8s
+warmup: 500ms
+duration: 4s
 baseline: strict
 configurations:
   - name: strict
