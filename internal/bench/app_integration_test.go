@@ -25,6 +25,7 @@ import (
 // the real engines, a report with a ratio and an interval for every
 // configuration, and nothing left behind.
 func TestBenchAppFromDockerfileDocker(t *testing.T) {
+	t.Parallel() // see "Parallel tests" in integration_test.go
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cli := rootDocker(t, ctx, "host runtime cgroups")

@@ -39,6 +39,7 @@ func (w fsTinyWorkload) Services(c workload.Config) ([]engine.Service, error) {
 // fsync'd writes go through it, a container's data is bind-mounted from it;
 // afterwards no mount, loop device, image or state of any run is left.
 func TestBenchDataFilesystemDocker(t *testing.T) {
+	t.Parallel() // see "Parallel tests" in integration_test.go
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cli := rootDocker(t, ctx, "loop devices and mounts")

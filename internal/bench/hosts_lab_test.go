@@ -54,6 +54,7 @@ func (c *cutOnMeasure) Phase(p string) {
 // the first run measures: that run is failed, the second runs on a new
 // session, and nothing of ctrperf is left on lab-sut.
 func TestHostsSSHCutMidRunLab(t *testing.T) {
+	t.Parallel() // see "Parallel tests" in integration_test.go
 	lab.Require(t)
 	testenv.Ctrperf(t)
 	src := `

@@ -24,6 +24,16 @@ import (
 	"ctrperf/internal/workload"
 )
 
+// Parallel tests: the plans whose checks hold however busy the machine is
+// (a run measured, a record complete, an interval around its ratio,
+// nothing of the test's own runs left) call t.Parallel, as their measured
+// windows are fixed times that overlap for free. Three stay sequential, so
+// Go runs them before any parallel one: TestNestedEngineDocker and
+// TestBenchPrivateEngineKilledDocker start a dockerd of their own, whose
+// start flushes the iptables chains published ports go through, and
+// TestNoisyStrictIsolateDocker needs its hot tenant to reach a share of a
+// CPU.
+
 // tinyWorkload serves tinyhttp (the engine tests' static HTTP server) and
 // drives it closed-loop with one connection: the smallest workload that
 // exercises the real pipeline end to end.
@@ -97,6 +107,7 @@ func (w *tinyWorkload) Drive(ctx context.Context, env workload.Env) (*results.Me
 // published Docker port) through the real engines and observers into a
 // temporary OUT, and checks that nothing of its runs is left behind.
 func TestBenchHostVsDockerDocker(t *testing.T) {
+	t.Parallel() // see "Parallel tests" in integration_test.go
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cli := rootDocker(t, ctx, "host runtime cgroups")
@@ -200,29 +211,58 @@ configurations:
 
 var registerTiny sync.Once
 
+// tinyBuild is tinyhttp's host binary and image, built once per test
+// binary for every test that drives benchtiny (some run side by side:
+// two builds of one tag at once would race); TestMain removes dir.
+var tinyBuild struct {
+	once            sync.Once
+	dir, bin, image string
+	err             error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if tinyBuild.dir != "" {
+		os.RemoveAll(tinyBuild.dir)
+	}
+	os.Exit(code)
+}
+
 // newTinyWorkload builds tinyhttp as a host binary and as an image on
-// the default engine, and makes the name benchtiny known to plans.
+// the default engine (once), and makes the name benchtiny known to plans.
 func newTinyWorkload(t *testing.T, ctx context.Context, cli *client.Client) *tinyWorkload {
 	t.Helper()
+	tinyBuild.once.Do(func() { tinyBuild.err = buildTiny(ctx, cli) })
+	if tinyBuild.err != nil {
+		t.Fatal(tinyBuild.err)
+	}
+	registerTiny.Do(func() { workload.Register(&tinyWorkload{}) }) // for plan validation
+	return &tinyWorkload{image: tinyBuild.image, bin: tinyBuild.bin}
+}
+
+func buildTiny(ctx context.Context, cli *client.Client) error {
 	root, err := image.ModuleRoot(ctx)
 	if err != nil {
-		t.Fatal(err)
+		return err
+	}
+	if tinyBuild.dir, err = os.MkdirTemp("", "ctrperf-benchtest-"); err != nil {
+		return err
 	}
 	const pkg = "./internal/engine/testdata/tinyhttp"
-	bin := filepath.Join(t.TempDir(), "tinyhttp")
+	bin := filepath.Join(tinyBuild.dir, "tinyhttp")
 	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, pkg)
 	build.Dir = root
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build tinyhttp: %v\n%s", err, out)
+		return fmt.Errorf("build tinyhttp: %v\n%s", err, out)
 	}
 	res, err := image.BuildGo(ctx, cli, image.GoImage{Name: "benchtest-tinyhttp", Ref: "ctrperf-benchtest-tinyhttp:latest", Package: pkg, ModuleDir: root},
 		image.WithLabels(map[string]string{engine.LabelManaged: "true"}))
 	if err != nil {
-		t.Fatalf("build image: %v", err)
+		return fmt.Errorf("build image: %w", err)
 	}
-	registerTiny.Do(func() { workload.Register(&tinyWorkload{}) }) // for plan validation
-	return &tinyWorkload{image: res.Ref, bin: bin}
+	tinyBuild.bin, tinyBuild.image = bin, res.Ref
+	return nil
 }
 
 // rootDocker returns a client of the reachable Docker engine, or skips (fails

@@ -24,6 +24,7 @@ import (
 // operations the client measured, with latencies; afterwards nothing of the
 // run is left.
 func TestKVClientContainerDocker(t *testing.T) {
+	t.Parallel() // see "Parallel tests" in integration_test.go
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cli := testenv.Docker(t)

@@ -28,6 +28,7 @@ import (
 // that cannot grant every capability (dockerd in a sandbox), be recorded
 // not_run saying so.
 func TestInstancesPrivilegedDocker(t *testing.T) {
+	t.Parallel() // see "Parallel tests" in integration_test.go
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cli := testenv.Docker(t)
