@@ -26,6 +26,7 @@ func labStaticNode() string {
 // node's /proxyMode (iptables unless KUBE_PROXY_MODE says otherwise), and
 // each node's CPU manager policy from its kubelet.
 func TestProxyModeKube(t *testing.T) {
+	parallelKube(t)
 	requireKube(t)
 	k := kubeEngine(t, testSession(t), plan.KubeSpec{})
 	in, err := k.Info(context.Background())
@@ -57,6 +58,7 @@ func TestProxyModeKube(t *testing.T) {
 // pool, the Guaranteed one is pinned to exactly one CPU, not the reserved
 // CPU 0. Without kubernetes.node, qos guaranteed lands on that node.
 func TestStaticCPUManagerKube(t *testing.T) {
+	parallelKube(t)
 	cs := requireKube(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

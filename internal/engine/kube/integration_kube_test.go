@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -86,8 +88,12 @@ func kubeEngine(t *testing.T, session string, spec plan.KubeSpec) *Kube {
 	return k
 }
 
+// sessions counts the test sessions of this process: tests running in
+// parallel must not get the same namespace from the same clock reading.
+var sessions atomic.Int64
+
 func testSession(t *testing.T) string {
-	return fmt.Sprintf("kubetest-%x", time.Now().UnixNano()&0xffffffff)
+	return fmt.Sprintf("kubetest-%x-%d", time.Now().UnixNano()&0xffffffff, sessions.Add(1))
 }
 
 // nothingLeft fails the test when the session's namespace or any PV of its
@@ -131,13 +137,16 @@ func memcachedService() engine.Service {
 
 // TestNetworksKube deploys memcached in each network mode and talks to it
 // from this machine on the endpoint's path; each teardown leaves nothing.
+// The modes run side by side, each in a session (namespace) of its own.
 func TestNetworksKube(t *testing.T) {
+	parallelKube(t)
 	cs := requireKube(t)
-	session := testSession(t)
-	k := kubeEngine(t, session, plan.KubeSpec{})
-	t.Cleanup(func() { _ = DeleteNamespace(context.Background(), cs, NamespaceName(session), 2*time.Minute) })
 	for i, mode := range []plan.NetworkMode{plan.NetworkPodIP, plan.NetworkService, plan.NetworkNodePort, plan.NetworkHostNetwork} {
 		t.Run(string(mode), func(t *testing.T) {
+			parallelKube(t)
+			session := testSession(t)
+			k := kubeEngine(t, session, plan.KubeSpec{})
+			t.Cleanup(func() { _ = DeleteNamespace(context.Background(), cs, NamespaceName(session), 2*time.Minute) })
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			tg, err := k.Deploy(ctx, engine.DeploySpec{RunID: fmt.Sprintf("%s-%03d", session, i), Network: mode, Data: plan.DataLayer, Services: []engine.Service{memcachedService()}})
@@ -168,13 +177,16 @@ func TestNetworksKube(t *testing.T) {
 // TestDataKube deploys a sleeper on each data placement, writes through
 // the data directory, and checks what backs it (tmpfs for memory); the
 // node's directories of hostpath and local-pv are gone after teardown.
+// The placements run side by side, each in a session of its own.
 func TestDataKube(t *testing.T) {
+	parallelKube(t)
 	cs := requireKube(t)
-	session := testSession(t)
-	k := kubeEngine(t, session, plan.KubeSpec{Node: "kube-node-1"})
-	t.Cleanup(func() { _ = DeleteNamespace(context.Background(), cs, NamespaceName(session), 2*time.Minute) })
 	for i, data := range []plan.DataPlacement{plan.DataLayer, plan.DataEmptyDir, plan.DataEmptyDirMemory, plan.DataHostPath, plan.DataLocalPV} {
 		t.Run(string(data), func(t *testing.T) {
+			parallelKube(t)
+			session := testSession(t)
+			k := kubeEngine(t, session, plan.KubeSpec{Node: "kube-node-1"})
+			t.Cleanup(func() { _ = DeleteNamespace(context.Background(), cs, NamespaceName(session), 2*time.Minute) })
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			runID := fmt.Sprintf("%s-%03d", session, i)
@@ -235,6 +247,7 @@ func TestDataKube(t *testing.T) {
 // TestImageNotOnNodeKube: an image the nodes do not have is ImageNotOnNode
 // (image.ErrMissing: the runner records not_run), and nothing is left.
 func TestImageNotOnNodeKube(t *testing.T) {
+	parallelKube(t)
 	cs := requireKube(t)
 	session := testSession(t)
 	k := kubeEngine(t, session, plan.KubeSpec{})
@@ -251,6 +264,7 @@ func TestImageNotOnNodeKube(t *testing.T) {
 // TestPendingKube: a pod no node can take fails after the pending timeout
 // with the scheduler's reason.
 func TestPendingKube(t *testing.T) {
+	parallelKube(t)
 	cs := requireKube(t)
 	session := testSession(t)
 	spec := plan.KubeSpec{Kubeconfig: kubeconfigForTests()}
@@ -270,6 +284,7 @@ func TestPendingKube(t *testing.T) {
 // TestGatesKube: a wrong context and a kube-proxy mode the cluster does
 // not run are Unavailable (not_run) with the reason.
 func TestGatesKube(t *testing.T) {
+	parallelKube(t)
 	requireKube(t)
 	_, err := New(context.Background(), Options{Spec: plan.KubeSpec{Kubeconfig: kubeconfigForTests(), Context: "nope"}, Session: "s"})
 	if err == nil || !strings.Contains(err.Error(), `has no context "nope"`) {
@@ -337,6 +352,7 @@ func startBench(t *testing.T, cs kubernetes.Interface, bin, planFile string) (*e
 // TestCtrlCKube: Ctrl-C mid-run deletes the session's namespace and waits
 // for it; nothing of the session is left.
 func TestCtrlCKube(t *testing.T) {
+	parallelKube(t)
 	cs := requireKube(t)
 	bin := testenv.Ctrperf(t)
 	cmd, out, ns := startBench(t, cs, bin, kubeBenchPlan(t, "60s"))
@@ -357,6 +373,7 @@ func TestCtrlCKube(t *testing.T) {
 // `ctrperf clean` finds it by label and owner (the pid is gone) and
 // removes it, while a live session's namespace is kept.
 func TestKillThenCleanKube(t *testing.T) {
+	parallelKube(t)
 	cs := requireKube(t)
 	bin := testenv.Ctrperf(t)
 	// A live session's namespace, this test process's: clean keeps it.
@@ -398,6 +415,7 @@ func asImageMissing(err error, target **ImageNotOnNodeError) bool {
 // TestRBACForbiddenKube: a service account that may do nothing gets a
 // not_run reason naming each verb and resource it lacks.
 func TestRBACForbiddenKube(t *testing.T) {
+	parallelKube(t)
 	cs := requireKube(t)
 	ctx := context.Background()
 	ns := "ctrperf-rbactest-" + fmt.Sprintf("%x", time.Now().UnixNano()&0xffffff)
@@ -433,8 +451,12 @@ func TestRBACForbiddenKube(t *testing.T) {
 
 // TestTerminatingNamespaceKube: a session namespace stuck terminating (a
 // finalizer nobody removes) is waited for, then a clear error naming it;
-// once it goes, the deploy works.
+// once it goes, the deploy works. The finalizer is on the namespace itself,
+// as another controller's would be: once removed, the namespace goes at
+// once (one on an object inside it would wait out the namespace
+// controller's back-off, 8 s more, for the same check).
 func TestTerminatingNamespaceKube(t *testing.T) {
+	parallelKube(t)
 	cs := requireKube(t)
 	ctx := context.Background()
 	session := testSession(t)
@@ -446,17 +468,15 @@ func TestTerminatingNamespaceKube(t *testing.T) {
 	if err := k.ensureNamespace(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "stuck", Finalizers: []string{"ctrperf.test/hold"}}}
-	if _, err := cs.CoreV1().ConfigMaps(k.Namespace()).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+	finalizers := func(patch string) error {
+		_, err := cs.CoreV1().Namespaces().Patch(ctx, k.Namespace(), types.MergePatchType,
+			[]byte(`{"metadata":{"finalizers":`+patch+`}}`), metav1.PatchOptions{})
+		return err
+	}
+	if err := finalizers(`["ctrperf.test/hold"]`); err != nil {
 		t.Fatal(err)
 	}
-	release := func() {
-		c, err := cs.CoreV1().ConfigMaps(k.Namespace()).Get(ctx, "stuck", metav1.GetOptions{})
-		if err == nil {
-			c.Finalizers = nil
-			_, _ = cs.CoreV1().ConfigMaps(k.Namespace()).Update(ctx, c, metav1.UpdateOptions{})
-		}
-	}
+	release := func() { _ = finalizers("null") }
 	t.Cleanup(func() { release(); _ = DeleteNamespace(context.Background(), cs, k.Namespace(), 2*time.Minute) })
 	if err := cs.CoreV1().Namespaces().Delete(ctx, k.Namespace(), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -466,8 +486,10 @@ func TestTerminatingNamespaceKube(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 	t.Log(err)
-	release()
-	// The namespace controller retries with a back-off: give it its time.
+	if err := finalizers("null"); err != nil {
+		t.Fatal(err)
+	}
+	// The namespace controller may not have emptied it yet: its time.
 	if err := DeleteNamespace(ctx, cs, k.Namespace(), 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
