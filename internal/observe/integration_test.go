@@ -86,6 +86,7 @@ func writtenKB(s *results.Series, dev string) (kb, ios float64) {
 // device agree with fio's own figures, and the writes show on the disk
 // holding the image.
 func TestLoopDeviceFioRoot(t *testing.T) {
+	t.Parallel() // beside the proxy tests: see proxyTests
 	testenv.RequireRoot(t, "losetup and mount")
 	for _, tool := range []string{"fio", "losetup", "mkfs.ext4", "mount", "umount"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -137,7 +138,10 @@ func TestLoopDeviceFioRoot(t *testing.T) {
 		// page), so its w/s counts fio's writes one to one; 1 MiB writes
 		// would show as two requests each, as iostat would show them too.
 		"--rate=64m",
-		"--time_based", "--runtime=10", "--output-format=json").Output()
+		// 4 s (was 10 s, issue 25): the checks compare totals over the
+		// whole run, which Stop's last partial sample completes, so the
+		// length does not change what they compare.
+		"--time_based", "--runtime=4", "--output-format=json").Output()
 	s := o.Stop()
 	if ferr != nil {
 		t.Fatalf("fio: %v: %s", ferr, out)
@@ -178,19 +182,54 @@ func TestLoopDeviceFioRoot(t *testing.T) {
 	}
 }
 
-// buildHTTPImage builds testdata/httpd into a FROM-scratch image labelled
-// with the run id, removed at the end of the test.
+// The httpd image is built once for the package's tests (issue 25: it was
+// built by each) and removed by TestMain.
+var (
+	httpdOnce  sync.Once
+	httpdRef   string
+	httpdErr   error
+	httpdClean func() error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if httpdClean != nil {
+		if err := httpdClean(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	os.Exit(code)
+}
+
+// buildHTTPImage returns the package's FROM-scratch image of testdata/httpd,
+// labelled with the run id of its first user; TestMain removes it.
 func buildHTTPImage(t *testing.T, cli *client.Client, runID string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "httpd")
+	httpdOnce.Do(func() { httpdRef, httpdErr = buildHTTPImageOnce(cli, runID) })
+	if httpdErr != nil {
+		t.Fatal(httpdErr)
+	}
+	return httpdRef
+}
+
+func buildHTTPImageOnce(cli *client.Client, runID string) (string, error) {
+	dir, err := os.MkdirTemp("", "ctrperf-observe-httpd-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "httpd")
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./testdata/httpd")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build httpd: %v: %s", err, out)
+		return "", fmt.Errorf("build httpd: %v: %s", err, out)
 	}
 	prog, err := os.ReadFile(bin)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	var ctxTar bytes.Buffer
 	tw := tar.NewWriter(&ctxTar)
@@ -203,14 +242,14 @@ func buildHTTPImage(t *testing.T, cli *client.Client, runID string) string {
 		{"httpd", 0o755, prog},
 	} {
 		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.body))}); err != nil {
-			t.Fatal(err)
+			return "", err
 		}
 		if _, err := tw.Write(f.body); err != nil {
-			t.Fatal(err)
+			return "", err
 		}
 	}
 	if err := tw.Close(); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	ref := "ctrperf-observe-httpd:" + runID
 	ctx := context.Background()
@@ -219,19 +258,26 @@ func buildHTTPImage(t *testing.T, cli *client.Client, runID string) string {
 		Labels: map[string]string{"ctrperf.managed": "true", "ctrperf.run": runID},
 	})
 	if err != nil {
-		t.Fatalf("build %s: %v", ref, err)
+		return "", fmt.Errorf("build %s: %v", ref, err)
 	}
 	msgs, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	t.Cleanup(func() {
-		if _, err := cli.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{Force: true, PruneChildren: true}); err != nil {
-			t.Errorf("remove image %s: %v", ref, err)
+	httpdClean = func() error {
+		// A client of its own: the test's closes when the test ends.
+		cli, err := client.New(client.FromEnv)
+		if err != nil {
+			return fmt.Errorf("remove image %s: %v", ref, err)
 		}
-	})
-	if _, err := cli.ImageInspect(ctx, ref); err != nil {
-		t.Fatalf("build %s: %v: %s", ref, err, msgs)
+		defer cli.Close()
+		if _, err := cli.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{Force: true, PruneChildren: true}); err != nil {
+			return fmt.Errorf("remove image %s: %v", ref, err)
+		}
+		return nil
 	}
-	return ref
+	if _, err := cli.ImageInspect(ctx, ref); err != nil {
+		return "", fmt.Errorf("build %s: %v: %s", ref, err, msgs)
+	}
+	return ref, nil
 }
 
 // startPublished runs ref with port 8080 published on 127.0.0.1 and returns
@@ -322,6 +368,11 @@ func waitHTTP(t *testing.T, url string) {
 	}
 }
 
+// trafficWindow is how long observeTraffic drives the server: three of
+// its 500 ms samples (was 3 s, issue 25); the checks are on whether a
+// docker-proxy is seen and uses CPU, not on how much.
+const trafficWindow = 1500 * time.Millisecond
+
 // observeTraffic drives url for d under an observer whose groups include
 // "this-proxy", the docker-proxy of the published port, and summarises.
 func observeTraffic(t *testing.T, port string, d time.Duration) (results.Summary, int) {
@@ -342,15 +393,26 @@ func observeTraffic(t *testing.T, port string, d time.Duration) (results.Summary
 	return results.Summarize(o.Stop()), n
 }
 
+// proxyTests keeps the two proxy tests apart while each runs beside the
+// loop-device test (issue 25; that one checks only its own loop device and
+// a lower bound on its disk, and none of them checks a time): a private
+// engine with userland_proxy false hooks nat OUTPUT into DOCKER for
+// loopback too, so while it runs, 127.0.0.1 traffic to the user's engine's
+// published port would be NATed past that port's docker-proxy.
+var proxyTests sync.Mutex
+
 // TestPublishedPortProxyDocker: traffic to a port published on 127.0.0.1
 // goes through docker-proxy (the userland proxy is on by default), and the
 // per-process series shows its CPU.
 func TestPublishedPortProxyDocker(t *testing.T) {
+	t.Parallel()
+	proxyTests.Lock()
+	defer proxyTests.Unlock()
 	cli := testenv.Docker(t)
 	runID := testRunID(t)
 	ref := buildHTTPImage(t, cli, runID)
 	port := startPublished(t, cli, ref, runID)
-	sum, n := observeTraffic(t, port, 3*time.Second)
+	sum, n := observeTraffic(t, port, trafficWindow)
 	p := sum.Processes["this-proxy"]
 	t.Logf("%d requests; docker-proxy of port %s: CPU mean %.1f%% max %.1f%%; all docker-proxies max %.1f%%; loadgen max %.1f%%",
 		n, port, p.CPUPercent.Mean, p.CPUPercent.Max, sum.Processes["docker-proxy"].CPUPercent.Max, sum.Processes["loadgen"].CPUPercent.Max)
@@ -366,6 +428,9 @@ func TestPublishedPortProxyDocker(t *testing.T) {
 // userland_proxy: false, the same traffic takes iptables (hairpin NAT) and
 // no docker-proxy serves the port.
 func TestNoUserlandProxyDocker(t *testing.T) {
+	t.Parallel()
+	proxyTests.Lock()
+	defer proxyTests.Unlock()
 	cli := testenv.Docker(t)
 	testenv.RequireRoot(t, "a private engine")
 	if _, err := exec.LookPath("dockerd"); err != nil {
@@ -398,7 +463,7 @@ func TestNoUserlandProxyDocker(t *testing.T) {
 	}
 	// The image copy on the private engine goes with the engine's data root.
 	port := startPublished(t, priv.Client(), ref, runID)
-	sum, n := observeTraffic(t, port, 3*time.Second)
+	sum, n := observeTraffic(t, port, trafficWindow)
 	p := sum.Processes["this-proxy"]
 	t.Logf("%d requests through hairpin NAT; docker-proxy of port %s: %+v", n, port, p)
 	if p.Count.Max != 0 || p.CPUPercent.Max != 0 {
