@@ -89,6 +89,7 @@ func runContainer(t *testing.T, cli *client.Client, runID, ref string, argv []st
 // image, checks that an unchanged program is not rebuilt, runs it, then
 // derives an image adding a file and runs that.
 func TestBuildGoAndDerivedDocker(t *testing.T) {
+	t.Parallel() // its own run id, images and cache dir; no timing check (issue 25)
 	cli := testenv.Docker(t)
 	runID := testRunID(t)
 	ctx := context.Background()
@@ -146,6 +147,7 @@ func TestBuildGoAndDerivedDocker(t *testing.T) {
 // is cached it also imports it under a test tag, the path a private engine
 // takes.
 func TestDebianBaseDocker(t *testing.T) {
+	t.Parallel() // its own run id, images and cache dir; no timing check (issue 25)
 	cli := testenv.Docker(t)
 	runID := testRunID(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
