@@ -223,10 +223,11 @@ fuzz:
 # phase runs in two lanes at once, then a tail that has the machine alone
 # (about half a core sits idle while one package waits on containers, so two
 # lanes fit on 2 cores). Inside a lane, -p 1: one package at a time.
-#   lane A: every package not named below (workload, observe, image, …);
+#   lane A: every package with such tests not named below (workload,
+#     engine, image, observe, …);
 #   lane B (INTEGRATION_LANE_B): the lab's SSH hosts and whatever uses them
-#     (lab takes them down and up, so they stay in one lane), the engine,
-#     isolate and bench (isolate's controllers one at a time: bench's
+#     (lab takes them down and up, so they stay in one lane), isolate and
+#     bench (isolate's controllers one at a time: bench's
 #     TestNoisyStrictIsolateDocker runs one too);
 #   alone (INTEGRATION_ALONE, INTEGRATION_ALONE_TESTS), after both lanes:
 #     private engines, whose start flushes the host's shared DOCKER iptables
@@ -242,10 +243,12 @@ TEST_KILL_SEED ?= 1795462702794119269
 # time nothing (a MariaDB of their own, a package install in a container):
 # they run beside the lanes.
 INTEGRATION_BESIDE := ctrperf/workloads/ticketd/internal/store ctrperf/packaging
-INTEGRATION_LANE_B := ctrperf/internal/lab ctrperf/internal/remote ctrperf/internal/engine \
-	ctrperf/internal/isolate ctrperf/internal/bench
+INTEGRATION_LANE_B := ctrperf/internal/lab ctrperf/internal/remote ctrperf/internal/isolate ctrperf/internal/bench
 INTEGRATION_ALONE := ctrperf/internal/engine/daemon ctrperf/cmd/ctrperf
-INTEGRATION_ALONE_TESTS := TestNestedEngineDocker|TestBenchPrivateEngineKilledDocker|TestBenchDataFilesystemDocker
+# Tests that start a private engine, in packages of the lanes (the daemon
+# package's all do), and the packages that have them.
+INTEGRATION_ALONE_TESTS := TestNestedEngineDocker|TestBenchPrivateEngineKilledDocker|TestPublishedNoUserlandProxyDocker|TestNoUserlandProxyDocker
+INTEGRATION_ALONE_TESTS_PKGS := ctrperf/internal/bench ctrperf/internal/engine ctrperf/internal/observe
 # `make integration` is both groups, the cluster's first; `make test` runs
 # integration-kube earlier, beside the static checks and unit tests.
 integration: integration-kube integration-docker
@@ -254,6 +257,11 @@ integration: integration-kube integration-docker
 # part writes its JSON events to $(TEST_OUT)/integration-<part>.json; lane A
 # prints as it goes, lane B and the packages beside after it, then the tail.
 # Each part's wall time is added to $(PHASES).
+# The packages that have a test named …Docker, …Root or …Lab (from the test
+# files, as KUBE_PACKAGES): the others ran whole in the unit phase, and a
+# race-enabled test binary linked for no test costs a second or two each.
+INTEGRATION_PACKAGES = $(shell grep -rlE --include='*_test.go' '^func (Test|Example|Fuzz)[A-Za-z0-9_]*(Docker|Root|Lab)' \
+	cmd internal workloads packaging plans scripts benchmarks examples 2>/dev/null | xargs -r -n1 dirname | sort -u | sed 's|^|ctrperf/|')
 INTEGRATION_GOTEST = $(GO) test -json -race -count=1 -p 1 -timeout 25m $(TEST_FLAGS)
 integration-docker: engine
 	@mkdir -p $(TEST_OUT)
@@ -261,21 +269,21 @@ integration-docker: engine
 	part() { local name=$$1 beside=$$2 t0=$$SECONDS rc; shift 2; "$$@"; rc=$$?; \
 		printf '%s\t%d\t%s\n' "$$name" $$((SECONDS - t0)) "$$beside" >> $(PHASES); return $$rc; }; \
 	beside="$(INTEGRATION_BESIDE)"; laneb="$(INTEGRATION_LANE_B)"; alone="$(INTEGRATION_ALONE)"; \
-	named="$$beside $$laneb $$alone"; lanea=$$($(GO) list ./... | grep -vxF "$${named// /$$'\n'}"); \
+	named="$$beside $$laneb $$alone"; lanea=$$(printf '%s\n' $(INTEGRATION_PACKAGES) | grep -vxF "$${named// /$$'\n'}"); \
 	part "integration beside" "beside lanes A and B" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube' $$beside \
 		> $(TEST_OUT)/integration-beside.json 2>&1 & pb=$$!; \
 	part "integration lane B" "beside lane A" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube|^($(INTEGRATION_ALONE_TESTS))$$' $$laneb \
 		> $(TEST_OUT)/integration-b.json 2>&1 & pl=$$!; \
 	echo "== integration lane A (lane B and $$beside beside it print after it)"; \
-	part "integration lane A" "beside lane B" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube' $$lanea \
+	part "integration lane A" "beside lane B" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube|^($(INTEGRATION_ALONE_TESTS))$$' $$lanea \
 		| tee $(TEST_OUT)/integration-a.json | $(TESTSUMMARY) -slowest 0; rc=$$?; \
 	wait $$pl || rc=1; echo "== integration lane B"; $(TESTSUMMARY) -slowest 0 < $(TEST_OUT)/integration-b.json || rc=1; \
 	wait $$pb || rc=1; echo "== integration beside the lanes"; $(TESTSUMMARY) -slowest 0 < $(TEST_OUT)/integration-beside.json || rc=1; \
 	echo "== integration alone"; \
 	part "integration alone" "" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube' $$alone \
 		| tee $(TEST_OUT)/integration-alone.json | $(TESTSUMMARY) -slowest 0 || rc=1; \
-	part "integration alone (bench)" "" $(INTEGRATION_GOTEST) -run '^($(INTEGRATION_ALONE_TESTS))$$' ctrperf/internal/bench \
-		| tee $(TEST_OUT)/integration-alone-bench.json | $(TESTSUMMARY) -slowest 0 || rc=1; \
+	part "integration alone (private engines)" "" $(INTEGRATION_GOTEST) -run '^($(INTEGRATION_ALONE_TESTS))$$' $(INTEGRATION_ALONE_TESTS_PKGS) \
+		| tee $(TEST_OUT)/integration-alone-engines.json | $(TESTSUMMARY) -slowest 0 || rc=1; \
 	exit $$rc
 
 # The cluster's tests (…Kube), one package at a time, in the packages that
