@@ -23,6 +23,7 @@ const labKubeconfig = "/var/lib/ctrperf/kube/kubeconfig"
 // one merged measurement holding both pods' counts, its histogram theirs
 // added, and the run must leave no pod behind.
 func TestClientPodsKube(t *testing.T) {
+	t.Parallel() // beside TestOLTPOnPodsKube: each waits mostly on its own namespace's deletion
 	r, b := runKubePlan(t, "pods.yaml", `name: kube-client-pods
 workload: kv
 repetitions: 1
@@ -103,7 +104,9 @@ func runKubePlan(t *testing.T, name, plan string) (results.RunRecord, []byte) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	t0 := time.Now()
-	b, err := exec.CommandContext(ctx, bin, "bench", "run", planFile, "--out", out).CombinedOutput()
+	// --allow-concurrent: the cluster tests of this package run side by
+	// side (their checks count their own run's pods and records only).
+	b, err := exec.CommandContext(ctx, bin, "bench", "run", planFile, "--out", out, "--allow-concurrent").CombinedOutput()
 	t.Logf("bench run took %s", time.Since(t0).Round(100*time.Millisecond))
 	if err != nil {
 		t.Fatalf("bench run: %v\n%s", err, b)

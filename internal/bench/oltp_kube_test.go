@@ -13,6 +13,7 @@ import (
 // into the pod, must report transactions. Through the real program, as
 // TestClientPodsKube.
 func TestOLTPOnPodsKube(t *testing.T) {
+	t.Parallel() // beside TestClientPodsKube, each in a session of its own
 	r, b := runKubePlan(t, "oltp.yaml", `name: kube-oltp
 workload: oltp
 app: {innodb_buffer_pool_size: 32M}
