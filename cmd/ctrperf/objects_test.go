@@ -287,17 +287,3 @@ func newObjects(before, after []string) []string {
 	}
 	return added
 }
-
-// buildCtrperf builds the ctrperf binary under test into dir.
-func buildCtrperf(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "ctrperf")
-	// Static, as `make build` makes it: the web images carry this binary
-	// FROM scratch.
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build ctrperf: %v\n%s", err, out)
-	}
-	return bin
-}
