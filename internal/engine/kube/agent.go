@@ -17,6 +17,7 @@ import (
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/image"
+	"ctrperf/internal/kernel"
 	"ctrperf/internal/labels"
 )
 
@@ -99,7 +100,7 @@ func AgentPod(ns, session, img string, req engine.AgentRequest) (*corev1.Pod, er
 		// A sampler goes where the services went, tainted node or not.
 		pod.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
 		c.SecurityContext = &corev1.SecurityContext{Privileged: new(true)}
-		for _, m := range []struct{ name, from, to string }{{"proc", "/proc", hostProc}, {"sys", "/sys", hostSys}, {"cgroup", "/sys/fs/cgroup", hostCgroup}} {
+		for _, m := range []struct{ name, from, to string }{{"proc", kernel.ProcMount, hostProc}, {"sys", kernel.SysMount, hostSys}, {"cgroup", kernel.CgroupMount, hostCgroup}} {
 			pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: m.name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: m.from}}})
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: m.name, MountPath: m.to, ReadOnly: true})
 		}
