@@ -288,13 +288,14 @@ integration-docker: engine
 
 # The cluster's tests (…Kube), one package at a time, in the packages that
 # have any (KUBE_PACKAGES, from the test files' names). They use the lab
-# cluster and no Docker test may run meanwhile: the Docker tests' leftover
-# checks count cgroups, mounts and links named ctrperf (the cluster's pods
-# make cgroups under /ctrperf-kube and mounts under /run/ctrperf/kube;
-# TestLabClusterKube takes the cluster down and up), and
-# TestKillThenCleanKube runs a full `ctrperf clean`. So `make test` runs
-# them beside vet, staticcheck, unit and fuzz (no machine state: fakes,
-# fixtures, decoders), and the Docker tests after both.
+# cluster and no Docker test may run meanwhile: the Docker tail's kill and
+# clean tests count cgroups, mounts and links named ctrperf machine-wide
+# (the cluster's pods make cgroups under /ctrperf-kube and mounts under
+# /run/ctrperf/kube; TestLabClusterKube takes the cluster down and up), and
+# TestKillThenCleanKube runs a full `ctrperf clean`, which would take a
+# killed Docker run's leftovers from under the Docker test that killed it.
+# So `make test` runs them beside vet, staticcheck, unit and fuzz (no
+# machine state: fakes, fixtures, decoders), and the Docker tests after.
 KUBE_PACKAGES = $(shell grep -rlE --include='*_test.go' '^func Test[A-Za-z0-9_]*Kube' cmd internal workloads packaging \
 	| xargs -r -n1 dirname | sort -u | sed 's|^|./|')
 integration-kube: engine
