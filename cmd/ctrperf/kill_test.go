@@ -79,6 +79,25 @@ var killTrialPlans = []struct {
 // quickRepetitions is the repetitions: line of a plan's quick: section.
 var quickRepetitions = regexp.MustCompile(`(?m)^(quick:[ \t]*(?:#.*)?\n(?:(?:[ \t].*)?\n)*?[ \t]+repetitions:)[ \t]*\d+`)
 
+// quickDuration is the duration: line of a plan's quick: section.
+var quickDuration = regexp.MustCompile(`(?m)^(quick:[ \t]*(?:#.*)?\n(?:(?:[ \t].*)?\n)*?[ \t]+duration:)[ \t]*\S+`)
+
+// quickWindow sets the measured window of the plan file path's quick:
+// section to d.
+func quickWindow(t *testing.T, path, d string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !quickDuration.Match(b) {
+		t.Fatalf("%s: no duration: in its quick: section", path)
+	}
+	if err := os.WriteFile(path, quickDuration.ReplaceAll(b, []byte("${1} "+d)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // onceQuick writes the shipped plan src into dir with its quick: section at
 // one repetition and returns the copy's path.
 func onceQuick(t *testing.T, src, dir string) string {

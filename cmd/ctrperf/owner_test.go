@@ -19,16 +19,18 @@ import (
 
 // besidePlan is plans/smoke.yaml cut to what the two-terminal scenario
 // needs (host processes, a published container, the user's engine) and
-// to one round of 1 s + 3 s: clean runs beside it within a second of its
-// first objects (the test waits for them), so a second round only made
-// the test wait 9 s more for the same checks.
+// to one round of 1 s + 1 s: clean runs beside it within half a second of
+// its first objects (the test polls for them), while the session lives
+// (about 4 s: both runs' deploy, warm-up, window and teardown), so a
+// second round or a longer window only made the test wait longer for the
+// same checks.
 const besidePlan = `name: beside
 workload: web
 load: {rate: 20, poisson: true}
 app: {db: sqlite}
 repetitions: 1
 warmup: 1s
-duration: 3s
+duration: 1s
 seed: 20150420
 baseline: bare-metal
 configurations:
