@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -36,30 +35,13 @@ func dockerOrSkip(t *testing.T) *client.Client {
 	return testenv.Docker(t)
 }
 
-// The package's costly set-ups, made once and shared by its tests (issue
-// 25): the spin image (kept, as before, for the next run's cache) and the
-// ctrperf command, built into binDir, which TestMain removes.
+// The spin image, built once and shared by the package's tests (issue 25;
+// kept, as before, for the next run's cache); the ctrperf command is
+// testenv.Ctrperf's, one build per test process.
 var (
 	spinOnce sync.Once
 	spinErr  error
-
-	binOnce    sync.Once
-	binStarted atomic.Bool
-	binDir     string
-	binPath    string
-	binErr     error
 )
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binStarted.Load() {
-		buildCtrperfOnce() // waits for a build still under way
-		if binDir != "" {
-			_ = os.RemoveAll(binDir)
-		}
-	}
-	os.Exit(code)
-}
 
 // tenants starts n spin containers labelled for isolation and this run.
 func tenants(t *testing.T, cli *client.Client, runID string, n int) []string {
@@ -199,8 +181,7 @@ func TestChurnDocker(t *testing.T) {
 	// The first Docker test of the file, and bound by the engine's
 	// container starts and removals: the later tests' ctrperf command is
 	// built meanwhile (issue 25; none of churn's checks is on time).
-	binStarted.Store(true)
-	go buildCtrperfOnce()
+	testenv.StartCtrperf()
 	runID := fmt.Sprintf("iso%d", time.Now().UnixNano()%1_000_000)
 	tenants(t, cli, runID, 0) // builds the image, registers cleanup
 	var log bytes.Buffer
@@ -339,7 +320,7 @@ func TestSignalsRestoreDocker(t *testing.T) {
 	if _, err := cli.ContainerKill(context.Background(), ids[0], client.ContainerKillOptions{Signal: "USR1"}); err != nil { // it spins from now on
 		t.Fatal(err)
 	}
-	bin := buildCtrperf(t)
+	bin := testenv.Ctrperf(t)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			state := t.TempDir()
@@ -530,7 +511,7 @@ func TestRestartLeavesChangedClassDocker(t *testing.T) {
 	if _, err := cli.ContainerKill(ctx, hot, client.ContainerKillOptions{Signal: "USR1"}); err != nil {
 		t.Fatal(err)
 	}
-	bin := buildCtrperf(t)
+	bin := testenv.Ctrperf(t)
 	state := t.TempDir()
 	run := func() (*exec.Cmd, *syncBuffer) {
 		var out syncBuffer
@@ -611,39 +592,4 @@ func TestRestartLeavesChangedClassDocker(t *testing.T) {
 	if cl, err := fs.Class(ctx, hot); err != nil || cl.Idle != 0 || cl.Weight != 512 {
 		t.Errorf("after the second controller stopped the tenant's class is %s (%v), want idle=0 cpu.shares=512", cl, err)
 	}
-}
-
-// buildCtrperf builds the ctrperf command once for the package (about 4 s
-// each time on the 2-core machine) and returns its path; each test runs it
-// with a state directory of its own.
-func buildCtrperf(t *testing.T) string {
-	t.Helper()
-	binStarted.Store(true)
-	buildCtrperfOnce()
-	if binErr != nil {
-		t.Fatalf("build ctrperf: %v", binErr)
-	}
-	return binPath
-}
-
-// buildCtrperfOnce builds the command unless that is done or under way
-// (then it waits for that build).
-func buildCtrperfOnce() {
-	binOnce.Do(func() {
-		root, err := image.ModuleRoot(context.Background())
-		if err != nil {
-			binErr = err
-			return
-		}
-		if binDir, err = os.MkdirTemp("", "ctrperf-isolate-test-"); err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(binDir, "ctrperf")
-		build := exec.Command("go", "build", "-o", binPath, "./cmd/ctrperf")
-		build.Dir = root
-		if out, err := build.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("%w\n%s", err, out)
-		}
-	})
 }

@@ -80,26 +80,37 @@ func Docker(t testing.TB) *client.Client {
 }
 
 var ctrperfBuild struct {
-	sync.Mutex
+	once sync.Once
+	done chan struct{}
 	path string
 	err  error
+}
+
+// StartCtrperf starts Ctrperf's build in the background, for a package
+// whose first tests wait on the engine and whose later ones run the
+// command: the link (seconds on 2 cores) overlaps them. Ctrperf waits for it.
+func StartCtrperf() {
+	ctrperfBuild.once.Do(func() {
+		ctrperfBuild.done = make(chan struct{})
+		go func() {
+			defer close(ctrperfBuild.done)
+			ctrperfBuild.path, ctrperfBuild.err = buildCtrperf()
+			if ctrperfBuild.err == nil {
+				ctrperfBuild.err = os.Setenv(selfbin.Env, ctrperfBuild.path)
+			}
+		}()
+	})
 }
 
 // Ctrperf builds a static ctrperf (CGO_ENABLED=0) once per test process
 // and makes it the binary whose hidden commands the images and host runs
 // use (CTRPERF_SELF_BINARY): a test binary is neither ctrperf nor, built
 // with -race, static. It returns the binary's path; the test fails if the
-// build does.
+// build does. A build StartCtrperf began is waited for.
 func Ctrperf(t testing.TB) string {
 	t.Helper()
-	ctrperfBuild.Lock()
-	defer ctrperfBuild.Unlock()
-	if ctrperfBuild.path == "" && ctrperfBuild.err == nil {
-		ctrperfBuild.path, ctrperfBuild.err = buildCtrperf()
-		if ctrperfBuild.err == nil {
-			ctrperfBuild.err = os.Setenv(selfbin.Env, ctrperfBuild.path)
-		}
-	}
+	StartCtrperf()
+	<-ctrperfBuild.done
 	if ctrperfBuild.err != nil {
 		t.Fatalf("build ctrperf for the images and host runs: %v", ctrperfBuild.err)
 	}

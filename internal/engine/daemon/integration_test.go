@@ -86,7 +86,7 @@ func assertNothingLeft(t *testing.T, st *State) {
 
 func TestPrivateBtrfsLoopNoProxyDocker(t *testing.T) {
 	requireDockerRoot(t)
-	startStaticCtrperf() // for TestPrivateEngineStartInterruptedKeepsRulesDocker, meanwhile
+	testenv.StartCtrperf() // for TestPrivateEngineStartInterruptedKeepsRulesDocker, meanwhile
 	ctx := context.Background()
 	runID := testRunID(t)
 	// Witness rules stand for another engine's port rules: they name an

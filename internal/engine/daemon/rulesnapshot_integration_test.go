@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -23,70 +21,6 @@ import (
 	"ctrperf/internal/engine"
 	"ctrperf/internal/testenv"
 )
-
-// The static ctrperf this package's interrupted-start test runs. It is
-// built in the background from the first private-engine test on (issue 25:
-// about 4 s of link that used to sit in that test), into a directory
-// TestMain removes. It is the build testenv.Ctrperf makes (CGO_ENABLED=0,
-// -trimpath); the test process itself needs no CTRPERF_SELF_BINARY here,
-// and the binary, static, is its own self.
-var staticBin struct {
-	once    sync.Once
-	started atomic.Bool
-	dir     string
-	path    string
-	err     error
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if staticBin.started.Load() {
-		buildStaticCtrperf() // waits for a build still under way
-		if staticBin.dir != "" {
-			_ = os.RemoveAll(staticBin.dir)
-		}
-	}
-	os.Exit(code)
-}
-
-// startStaticCtrperf starts the build in the background.
-func startStaticCtrperf() {
-	staticBin.started.Store(true)
-	go buildStaticCtrperf()
-}
-
-// staticCtrperf returns the static ctrperf, waiting for (or making) its
-// build; the test fails if the build does.
-func staticCtrperf(t *testing.T) string {
-	t.Helper()
-	staticBin.started.Store(true)
-	buildStaticCtrperf()
-	if staticBin.err != nil {
-		t.Fatalf("build ctrperf: %v", staticBin.err)
-	}
-	return staticBin.path
-}
-
-func buildStaticCtrperf() {
-	staticBin.once.Do(func() {
-		gomod, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil {
-			staticBin.err = fmt.Errorf("go env GOMOD: %w", err)
-			return
-		}
-		if staticBin.dir, err = os.MkdirTemp("", "ctrperf-daemon-test-"); err != nil {
-			staticBin.err = err
-			return
-		}
-		staticBin.path = filepath.Join(staticBin.dir, "ctrperf")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", staticBin.path, "./cmd/ctrperf")
-		cmd.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			staticBin.err = fmt.Errorf("go build ./cmd/ctrperf: %w\n%s", err, out)
-		}
-	})
-}
 
 // iptablesCounters are the packet and byte counts iptables-save prints per
 // chain; they change with traffic, not with rules.
@@ -248,7 +182,7 @@ func TestPrivateEngineStartInterruptedKeepsRulesDocker(t *testing.T) {
 		t.Fatalf("no rule %q for the published port in:\n%s", dnat, want)
 	}
 
-	bin := staticCtrperf(t)
+	bin := testenv.Ctrperf(t)
 	dir := t.TempDir()
 	planName := "ipt" + runID[1:]
 	planFile := filepath.Join(dir, "plan.yaml")
