@@ -50,6 +50,10 @@ func killChild() int {
 	img, bin := os.Getenv(killImageEnv), os.Getenv(killBinEnv)
 	ctx, stop := lifecycle.SignalContext(context.Background(), lifecycle.WithMessages(nil))
 	defer stop()
+	// The parent signals "during deploy" only after this line: a SIGINT
+	// that reaches the child before its handler is installed kills it the
+	// default way, which is not what the test is about.
+	fmt.Println("armed")
 	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
@@ -133,15 +137,26 @@ func killOne(kc killCase, runID, img, bin string) killResult {
 		res.fatal = err.Error()
 		return res
 	}
-	ready := make(chan struct{})
+	armed, ready := make(chan struct{}), make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			if sc.Text() == "ready" {
+			switch sc.Text() {
+			case "armed":
+				close(armed)
+			case "ready":
 				close(ready)
 			}
 		}
 	}()
+	select {
+	case <-armed:
+	case <-time.After(90 * time.Second):
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		res.fatal = fmt.Sprintf("child never installed its signal handler; stderr:\n%s", res.stderr.String())
+		return res
+	}
 	// A full deploy of the child takes a few seconds; "during deploy"
 	// picks a point inside that window.
 	var delay time.Duration
