@@ -586,6 +586,10 @@ func TestCleanAfterAbandonedRunDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Should a check below fail, the abandoned run must not outlive the
+	// test: a later package's clean would remove it and its iptables rules
+	// under that package's own checks.
+	t.Cleanup(func() { _, _ = Clean(context.Background(), cli, runID) })
 	if len(leftovers(t, cli, runID)) == 0 {
 		t.Fatal("deployed run shows no objects: the leftovers check is blind")
 	}

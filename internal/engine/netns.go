@@ -15,6 +15,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"ctrperf/internal/kernel"
 )
 
 // netnsDir is where named network namespaces live (as with `ip netns`).
@@ -88,7 +90,7 @@ func setupExternal(runID, lockDir string) (ext *externalNet, err error) {
 		}
 	}()
 
-	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	addrs, err := kernel.NetlinkDump(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_V4) })
 	if err != nil {
 		return nil, fmt.Errorf("published-external: list host addresses: %w", err)
 	}
@@ -300,7 +302,7 @@ func listExternal() (namespaces, links []string, err error) {
 			namespaces = append(namespaces, e.Name())
 		}
 	}
-	ls, err := netlink.LinkList()
+	ls, err := kernel.NetlinkDump(netlink.LinkList)
 	if err != nil {
 		return namespaces, nil, fmt.Errorf("list links: %w", err)
 	}

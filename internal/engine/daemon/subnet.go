@@ -5,6 +5,8 @@ import (
 	"net"
 
 	"github.com/vishvananda/netlink"
+
+	"ctrperf/internal/kernel"
 )
 
 // bridgeCandidates are the /24s a private engine's bridge may take: inside
@@ -39,7 +41,7 @@ func pickSubnet(used []*net.IPNet, candidates []*net.IPNet) (*net.IPNet, error) 
 // hostNetworks lists the IPv4 networks of every route and interface address.
 func hostNetworks() ([]*net.IPNet, error) {
 	var out []*net.IPNet
-	routes, err := netlink.RouteList(nil, netlink.FAMILY_V4)
+	routes, err := kernel.NetlinkDump(func() ([]netlink.Route, error) { return netlink.RouteList(nil, netlink.FAMILY_V4) })
 	if err != nil {
 		return nil, fmt.Errorf("list routes: %w", err)
 	}
@@ -48,7 +50,7 @@ func hostNetworks() ([]*net.IPNet, error) {
 			out = append(out, r.Dst)
 		}
 	}
-	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	addrs, err := kernel.NetlinkDump(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_V4) })
 	if err != nil {
 		return nil, fmt.Errorf("list addresses: %w", err)
 	}
