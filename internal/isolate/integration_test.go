@@ -515,7 +515,11 @@ func TestRestartLeavesChangedClassDocker(t *testing.T) {
 	state := t.TempDir()
 	run := func() (*exec.Cmd, *syncBuffer) {
 		var out syncBuffer
-		cmd := exec.Command(bin, "isolate", "run", "--policy", "shield", "--hot-threshold", "0.4", "--cool-threshold", "0.1",
+		// --cool-after 600: the demoted spinner gets almost no CPU on a
+		// busy machine (other packages' tests beside this one), looks calm
+		// and was undemoted within the second status.json lagged behind;
+		// the SIGKILL must find the demotion in place.
+		cmd := exec.Command(bin, "isolate", "run", "--policy", "shield", "--hot-threshold", "0.4", "--cool-threshold", "0.1", "--cool-after", "600",
 			"--irq=false", "--rps=false", "--metrics", "", "--state-dir", state, "--label", "ctrperf.run="+runID)
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
