@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -307,7 +308,29 @@ func (e *LockedError) Error() string {
 // pid into it for the next one to name. The lock lasts until Close or the
 // process's end; the file stays (removing a lock file races with the next
 // holder).
+//
+// A lock this process held and closed can still be held for a moment by a
+// child another goroutine forked while it was open: the child shares the
+// open file (and so the flock) until its exec closes it. A lock whose file
+// names this process is therefore asked again for up to selfLockWait.
 func Lock(path string) (*DirLock, error) {
+	deadline := time.Now().Add(selfLockWait)
+	for {
+		l, err := tryLock(path)
+		var locked *LockedError
+		if errors.As(err, &locked) && locked.PID == os.Getpid() && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		return l, err
+	}
+}
+
+// selfLockWait bounds how long Lock waits out a lock its own process
+// seems to hold (a forked child between fork and exec).
+const selfLockWait = time.Second
+
+func tryLock(path string) (*DirLock, error) {
 	f, err := OpenTrusted(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err

@@ -3,11 +3,13 @@ package fsutil
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"ctrperf/internal/testenv"
 )
@@ -427,4 +429,43 @@ func TestLock(t *testing.T) {
 	symlink(t, filepath.Join(dir, "created"), link)
 	_, err = Lock(link)
 	refused(t, err, link)
+}
+
+// TestLockWaitsOutForkedChild: a child that shares this process's lock file
+// (as one forked by another goroutine does until its exec) holds the flock
+// after Close; Lock waits for it instead of refusing with our own pid, and
+// still refuses when the holder outlasts the wait.
+func TestLockWaitsOutForkedChild(t *testing.T) {
+	p := filepath.Join(t.TempDir(), ".lock")
+	hold := func(d string) *exec.Cmd {
+		first, err := Lock(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		child := exec.Command("sleep", d)
+		child.ExtraFiles = []*os.File{first.f}
+		if err := child.Start(); err != nil {
+			t.Fatal(err)
+		}
+		first.Close()
+		return child
+	}
+	child := hold("0.3")
+	start := time.Now()
+	again, err := Lock(p)
+	if err != nil {
+		t.Fatalf("Lock while a child shares the closed lock for 0.3 s: %v", err)
+	}
+	if waited := time.Since(start); waited < 100*time.Millisecond {
+		t.Errorf("Lock took %v: the child's share of the lock was not in the way, the test proves nothing", waited)
+	}
+	again.Close()
+	_ = child.Wait()
+
+	child = hold("10")
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	var le *LockedError
+	if _, err := Lock(p); !errors.As(err, &le) || le.PID != os.Getpid() {
+		t.Fatalf("Lock while a child holds it for 10 s: %v, want a LockedError naming pid %d", err, os.Getpid())
+	}
 }
