@@ -149,24 +149,27 @@ func killOne(kc killCase, runID, img, bin string) killResult {
 			}
 		}
 	}()
-	select {
-	case <-armed:
-	case <-time.After(90 * time.Second):
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		res.fatal = fmt.Sprintf("child never installed its signal handler; stderr:\n%s", res.stderr.String())
+	// await waits for a line of the child; a child that never prints it
+	// is killed and the result says what it never did.
+	await := func(line chan struct{}, never string) bool {
+		select {
+		case <-line:
+			return true
+		case <-time.After(90 * time.Second):
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			res.fatal = fmt.Sprintf("child never %s; stderr:\n%s", never, res.stderr.String())
+			return false
+		}
+	}
+	if !await(armed, "installed its signal handler") {
 		return res
 	}
 	// A full deploy of the child takes a few seconds; "during deploy"
 	// picks a point inside that window.
 	var delay time.Duration
 	if kc.afterReady {
-		select {
-		case <-ready:
-		case <-time.After(90 * time.Second):
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			res.fatal = fmt.Sprintf("child never became ready; stderr:\n%s", res.stderr.String())
+		if !await(ready, "became ready") {
 			return res
 		}
 		delay = time.Duration(rand.IntN(300)) * time.Millisecond
