@@ -185,6 +185,11 @@ func (rn *run) deploy() error {
 				err2 = notRunnable(fmt.Sprintf("engine %s cannot start privileged containers on this machine: %v (dockerd itself lacks a capability that --privileged grants, as when it runs in a container or sandbox without all of them)", name, err))
 				break
 			}
+			var nr notRunnable
+			if errors.As(err, &nr) { // a path the SUT refuses the load host (hosts.go)
+				err2 = nr
+				break
+			}
 			var missing *engine.ImageMissingError
 			if errors.Is(err, image.ErrMissing) || errors.As(err, &missing) {
 				// An image nobody can build here (ctrperf never pulls): every
