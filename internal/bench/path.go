@@ -222,6 +222,10 @@ func (e *hostEngine) deployReached(ctx context.Context, eng *remote.Engine, spec
 
 func routeString(r engine.RunRoute) string { return fmt.Sprintf("%s/32 via %s", r.Dst, r.Via) }
 
+// PathVia says what carries a load host's packets on a SUT elsewhere in
+// network mode n (bench validate prints it per configuration).
+func PathVia(n engine.NetworkMode) string { return pathVia(n) }
+
 // pathVia says what carries the load host's packets on the SUT.
 func pathVia(n engine.NetworkMode) string {
 	switch n {
