@@ -95,7 +95,7 @@ type Net interface {
 }
 
 // KindAgent is the owner-record kind of an agent's session.
-const KindAgent = "agent"
+const KindAgent = owner.KindAgent
 
 // ErrHeartbeat ends a session whose caller stopped sending.
 var ErrHeartbeat = errors.New("no message from ctrperf within the heartbeat timeout")
