@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -15,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"ctrperf/internal/agent"
+	"ctrperf/internal/engine"
 	"ctrperf/internal/lab"
+	"ctrperf/internal/owner"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/remote"
 	"ctrperf/internal/results"
@@ -237,5 +241,110 @@ configurations:
 	left, _ := lab.Exec(ctx, lab.Load, "sh", "-c", "ls /run/ctrperf/routes 2>/dev/null || true")
 	if strings.Contains(string(left), "lab-path-") {
 		t.Errorf("lab-load keeps route records: %s", left)
+	}
+}
+
+// TestKillLeavesNoPathLab: a two-host run of the container's own address
+// is killed the hard way — both agents SIGKILLed (their watchdogs never
+// run), then ctrperf — while lab-load routes to the container and lab-sut
+// admits only lab-load; `ctrperf clean --hosts PLAN` then removes the
+// route, its record and the admit chain, and leaves nothing of the plan on
+// either host. The clean is limited to the run (--run): the lab's other
+// tests run beside this one.
+func TestKillLeavesNoPathLab(t *testing.T) {
+	t.Parallel()
+	lab.Require(t)
+	bin := testenv.Ctrperf(t)
+	dir := t.TempDir()
+	planFile := filepath.Join(dir, "lab-kill.yaml")
+	must(t, os.WriteFile(planFile, []byte(`name: lab-kill
+workload: web
+ssh_config: `+lab.SSHConfig+`
+hosts: {sut: lab-sut, load: lab-load}
+load: {rate: 10}
+app: {db: sqlite, hash_cost: 6}
+repetitions: 1
+warmup: 1s
+duration: 60s
+seed: 1
+baseline: container-ip
+configurations:
+  - name: container-ip
+    runtime: docker
+    network: container-ip
+`), 0o600))
+	owners := filepath.Join(dir, "owners")
+	run := exec.Command(bin, "--owners-dir", owners, "bench", "run", planFile, "--out", filepath.Join(dir, "out"), "--allow-concurrent")
+	var runOut bytes.Buffer
+	run.Stdout, run.Stderr = &runOut, &runOut
+	must(t, run.Start())
+	defer func() { _ = run.Process.Kill(); _ = run.Wait() }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	routeRecord := func() string {
+		out, _ := lab.Exec(ctx, lab.Load, "sh", "-c", "ls /run/ctrperf/routes 2>/dev/null | grep '^lab-kill-' || true")
+		return strings.TrimSpace(string(out))
+	}
+	for routeRecord() == "" {
+		if ctx.Err() != nil {
+			t.Fatalf("no route of the plan on lab-load in time:\n%s", runOut.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// The agents of this plan (their owner records name its session), then ctrperf.
+	for _, h := range []string{lab.Sut, lab.Load} {
+		root, err := lab.Root(h, owner.DefaultDir)
+		must(t, err)
+		list, err := owner.Dir{Path: root}.List()
+		must(t, err)
+		killed := 0
+		for _, s := range list {
+			if s.Record.Kind == agent.KindAgent && strings.HasPrefix(s.Record.Session, "lab-kill-") && s.Live {
+				must(t, syscall.Kill(s.Record.PID, syscall.SIGKILL))
+				killed++
+			}
+		}
+		if killed != 1 {
+			t.Fatalf("%s: killed %d agents of the plan, want 1 (%+v)", h, killed, list)
+		}
+	}
+	must(t, run.Process.Kill())
+	_ = run.Wait()
+	routeRecordAfterKill := routeRecord()
+	if routeRecordAfterKill == "" {
+		t.Fatal("the route went before clean: the kill was not hard enough to test clean")
+	}
+	chains, _ := lab.Exec(ctx, lab.Sut, "iptables", "-w", "5", "-S")
+	if !strings.Contains(string(chains), "ctrperf.run=lab-kill-") {
+		t.Fatalf("no admit chain of the plan on lab-sut after the kill:\n%s", chains)
+	}
+
+	runID := strings.TrimSuffix(strings.Fields(routeRecordAfterKill)[0], ".json")
+	clean := exec.CommandContext(ctx, bin, "--owners-dir", owners, "clean", "--hosts", planFile, "--run", runID)
+	out, err := clean.CombinedOutput()
+	if err != nil {
+		t.Fatalf("clean --hosts: %v\n%s", err, out)
+	}
+	for _, want := range []string{"lab-load: removed route", "lab-sut: removed iptables chain filter " + engine.AdmitPrefix} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("clean --hosts did not say %q:\n%s", want, out)
+		}
+	}
+	if r := routeRecord(); r != "" {
+		t.Errorf("lab-load keeps the route record %s", r)
+	}
+	chains, _ = lab.Exec(ctx, lab.Sut, "iptables", "-w", "5", "-S")
+	if strings.Contains(string(chains), "ctrperf.run=lab-kill-") {
+		t.Errorf("lab-sut keeps the plan's admit chain:\n%s", chains)
+	}
+	routes, _ := lab.Exec(ctx, lab.Load, "ip", "route", "show", "proto", "199")
+	for _, l := range strings.Split(string(out), "\n") {
+		if _, rest, ok := strings.Cut(l, "lab-load: removed route "); ok {
+			dst, _, _ := strings.Cut(rest, " ")
+			if strings.Contains(string(routes), dst+" via") {
+				t.Errorf("lab-load keeps the route to %s:\n%s", dst, routes)
+			}
+		}
 	}
 }
