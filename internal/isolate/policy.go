@@ -114,7 +114,7 @@ func Entitlement(c Container, online, managed, pinned int) float64 {
 // hot), dedication (whose CPUs), demotion (whose class) and placement.
 func Decide(top Topology, params Params, prev State, containers []Container, usage, stall map[string]float64) Decision {
 	d := newDecider(top, params, containers)
-	next, transitions := d.hysteresis(prev, usage)
+	next, transitions := d.hysteresis(prev, usage, stall)
 	dedicated, pin := d.dedicate(next)
 	for id, cpus := range dedicated {
 		st := next[id]
@@ -169,14 +169,14 @@ func (d decider) entitlement(c Container, dedicated int) float64 {
 
 // hysteresis is step 1: hot after HotAfter saturated samples, normal after
 // CoolAfter calm ones; a container without a usage sample keeps its state.
-func (d decider) hysteresis(prev State, usage map[string]float64) (State, []Transition) {
+func (d decider) hysteresis(prev State, usage, stall map[string]float64) (State, []Transition) {
 	next := State{}
 	var transitions []Transition
 	for _, c := range d.sorted {
 		st := prev[c.ID]
 		if u, seen := usage[c.ID]; seen {
 			var t *Transition
-			st, t = d.heat(c, st, u, d.entitlement(c, st.Dedicated.Size()))
+			st, t = d.heat(c, st, u, stall[c.ID], d.entitlement(c, st.Dedicated.Size()))
 			if t != nil {
 				transitions = append(transitions, *t)
 			}
@@ -188,7 +188,14 @@ func (d decider) hysteresis(prev State, usage map[string]float64) (State, []Tran
 
 // heat counts one sample of usage u against entitlement e into c's
 // streaks, and says when c turns hot or normal.
-func (d decider) heat(c Container, st ContainerState, u, e float64) (ContainerState, *Transition) {
+//
+// A demoted container's own stall (the share of the interval its tasks
+// waited for a CPU) counts as demand: on CPUs saturated by normal tenants
+// its demotion starves it, its usage falls, and without this it would be
+// taken for calm, undemoted after CoolAfter samples and turn hot again a
+// few samples later, over and over (flapping, issue 36). A container that
+// really went quiet stalls no more and cools as before.
+func (d decider) heat(c Container, st ContainerState, u, ownStall, e float64) (ContainerState, *Transition) {
 	p := d.p
 	if !st.Hot {
 		if st.HotStreak = streak(st.HotStreak, u >= p.HotThreshold*e); st.HotStreak < p.HotAfter {
@@ -198,7 +205,11 @@ func (d decider) heat(c Container, st ContainerState, u, e float64) (ContainerSt
 		return st, &Transition{c.ID, c.Name, true,
 			fmt.Sprintf("used %.2f of its %.2f CPUs (>= %.0f%%) for %d samples", u, e, p.HotThreshold*100, st.HotStreak)}
 	}
-	if st.CalmStreak = streak(st.CalmStreak, u < p.CoolThreshold*e); st.CalmStreak < p.CoolAfter {
+	demand := u
+	if st.Demoted && ownStall > 0 {
+		demand += min(ownStall, 1) * e // starved by its demotion, not calm
+	}
+	if st.CalmStreak = streak(st.CalmStreak, demand < p.CoolThreshold*e); st.CalmStreak < p.CoolAfter {
 		return st, nil
 	}
 	st.Hot, st.HotStreak = false, 0
