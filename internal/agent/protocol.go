@@ -54,6 +54,7 @@ const (
 	MethodClock     = "clock"     // nil → ClockResult: one round trip of the clock-offset estimate
 	MethodHeartbeat = "heartbeat" // nil → nil: the watchdog's proof of life
 	MethodPing      = "engine.ping"
+	MethodInfo      = "engine.info" // EngineRef → engine.Info: a private engine's own (hello has the default's)
 	MethodDeploy    = "deploy"   // DeployParams → DeployResult
 	MethodTeardown  = "teardown" // TeardownParams → nil
 	MethodExec      = "exec"     // ExecParams → engine.ExecResult

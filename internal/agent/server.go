@@ -283,6 +283,15 @@ func (s *session) dispatch(ctx context.Context, m *Message) outcome {
 	case MethodPing:
 		var p EngineRef
 		return with(m, &p, func() outcome { return s.ping(ctx, p) })
+	case MethodInfo:
+		var p EngineRef
+		return with(m, &p, func() outcome {
+			_, info, err := s.engineFor(ctx, p)
+			if err != nil {
+				return fail(err)
+			}
+			return ok(info)
+		})
 	case MethodDeploy:
 		var p DeployParams
 		return with(m, &p, func() outcome { return s.deploy(ctx, p) })

@@ -626,3 +626,21 @@ func TestLostConnectionFailsCalls(t *testing.T) {
 		t.Errorf("ping after the agent went: %v, want unreachable", err)
 	}
 }
+
+// TestPrivateEngineInfoIsItsOwn: the info of a private engine on a host is
+// that engine's, not the host's default engine of hello (lab-network's
+// records named default@lab-sut, userland proxy on, for the configuration
+// with userland_proxy: false).
+func TestPrivateEngineInfoIsItsOwn(t *testing.T) {
+	h := start(t, nil, -1, remote.ClientOptions{})
+	defer h.c.Close(context.Background())
+	off := false
+	def, err := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeDocker}, nil).Info(context.Background())
+	if err != nil || def.Name != "default" {
+		t.Errorf("default engine: %+v, %v", def, err)
+	}
+	priv, err := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeDocker, Engine: engine.EngineSpec{UserlandProxy: &off}}, nil).Info(context.Background())
+	if err != nil || priv.Name != "fake" {
+		t.Errorf("private engine: %+v, %v; want the engine's own info", priv, err)
+	}
+}

@@ -59,7 +59,18 @@ func (e *Engine) Info(ctx context.Context) (engine.Info, error) {
 	if e.c.Hello.Engine == nil {
 		return engine.Info{}, &agent.Error{Code: agent.CodeNoEngine, Message: fmt.Sprintf("no Docker engine on %s: %s", e.c.Name, e.c.Hello.EngineError)}
 	}
-	return *e.c.Hello.Engine, nil
+	if e.ref.Engine.IsDefault() {
+		return *e.c.Hello.Engine, nil
+	}
+	// A private engine (userland_proxy: false, another storage driver):
+	// its own info, which the agent gets by starting it, not the
+	// default's from hello (records said "userland proxy on" for a
+	// configuration that ran with it off).
+	var info engine.Info
+	if err := e.c.Call(ctx, agent.MethodInfo, e.ref, &info, nil); err != nil {
+		return engine.Info{}, err
+	}
+	return info, nil
 }
 
 // Ping asks the host's engine through the agent; a lost connection is an
