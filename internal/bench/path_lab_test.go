@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -303,6 +304,11 @@ configurations:
 			if s.Record.Kind == agent.KindAgent && strings.HasPrefix(s.Record.Session, "lab-kill-") && s.Live {
 				must(t, syscall.Kill(s.Record.PID, syscall.SIGKILL))
 				killed++
+				// The killed agent's record stays until a full clean reaps
+				// it; this test cleans only its run (lab tests run beside
+				// it), so it reaps the record itself.
+				dir, path := owner.Dir{Path: root}, s.Path
+				t.Cleanup(func() { reapDead(t, dir, path) })
 			}
 		}
 		if killed != 1 {
@@ -347,4 +353,32 @@ configurations:
 			}
 		}
 	}
+}
+
+// reapDead removes the owner record at path once its owner is gone.
+func reapDead(t *testing.T, dir owner.Dir, path string) {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		list, err := dir.List()
+		if err != nil {
+			t.Errorf("owner records: %v", err)
+			return
+		}
+		for _, st := range list {
+			if st.Path == path && !st.Live {
+				if err := dir.Reap(st); err != nil {
+					t.Errorf("reap %s: %v", path, err)
+				}
+				return
+			}
+			if st.Path == path {
+				break
+			}
+		}
+		if !slices.ContainsFunc(list, func(st owner.Status) bool { return st.Path == path }) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Errorf("the killed agent's record %s still reads live", path)
 }

@@ -146,6 +146,9 @@ func (t *RouteTable) remove(runID string, dry bool) ([]string, error) {
 func (t *RouteTable) clean(runID string, dry bool, own *Ownership) ([]string, error) {
 	var runs []string
 	if runID != "" {
+		if _, err := os.Stat(t.path(runID)); err != nil {
+			return nil, nil // no record, no route: nothing to decide (nor to list)
+		}
 		runs = []string{runID}
 	} else {
 		ents, err := os.ReadDir(t.Dir)

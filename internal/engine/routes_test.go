@@ -83,6 +83,16 @@ func TestRoutesAreRecordedAndRemovedByRun(t *testing.T) {
 	}
 }
 
+// A run with no route record is not listed by clean (a dry run of
+// `clean --run X` said "orphaned routes of run X" for every run).
+func TestRouteCleanOfARunWithoutRoutes(t *testing.T) {
+	rt := (&fakeRoutes{}).table(t.TempDir())
+	own := NewOwnership(nil, false)
+	if removed, err := rt.clean("lab-none-001", true, own); err != nil || len(removed) != 0 || len(own.Found()) != 0 {
+		t.Errorf("clean of a run without routes: removed %v, found %v, %v", removed, own.Found(), err)
+	}
+}
+
 func TestRouteRefusesANameThatIsNoRunID(t *testing.T) {
 	rt := (&fakeRoutes{}).table(t.TempDir())
 	if err := rt.Add("../etc/x", ctr1); err == nil {
