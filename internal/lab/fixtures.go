@@ -245,6 +245,28 @@ func CutSession(host, sub string, timeout time.Duration) (Session, error) {
 	}
 }
 
+// CutSessionOf kills (KillSession) the session of host that runs process
+// pid — one agent among those of tests running side by side — waiting up
+// to timeout for it to appear.
+func CutSessionOf(host string, pid int, timeout time.Duration) (Session, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		ss, err := Sessions(host)
+		if err != nil {
+			return Session{}, err
+		}
+		for _, s := range ss {
+			if _, ok := s.Commands[pid]; ok {
+				return s, KillSession(s)
+			}
+		}
+		if time.Now().After(deadline) {
+			return Session{}, fmt.Errorf("no session of %s runs pid %d after %v", host, pid, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // SmallFS mounts a tmpfs of size bytes over dir inside host (made if
 // missing) until the test ends: a disk that fills up. What was in dir is
 // hidden meanwhile, not lost.
