@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -202,12 +201,9 @@ func admitChains(r io.Reader) map[string]string {
 // removeAdmit removes the admit chain of run (runID "": of every run not
 // kept by own) with the jumps to it. No iptables binary means no chain.
 func removeAdmit(ctx context.Context, run iptablesRunner, runID string, dry bool, own *Ownership) ([]string, error) {
-	out, err := run(ctx, "-t", "filter", "-S")
-	if err != nil {
-		if errors.Is(err, exec.ErrNotFound) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("list filter rules: %w", err)
+	out, err := listRules(ctx, run, "filter", "")
+	if out == nil || err != nil {
+		return nil, err
 	}
 	var removed []string
 	var errs []error
