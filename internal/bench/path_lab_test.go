@@ -254,45 +254,9 @@ configurations:
 // tests run beside this one.
 func TestKillLeavesNoPathLab(t *testing.T) {
 	t.Parallel()
-	lab.Require(t)
-	bin := testenv.Ctrperf(t)
-	dir := t.TempDir()
-	planFile := filepath.Join(dir, "lab-kill.yaml")
-	must(t, os.WriteFile(planFile, []byte(`name: lab-kill
-workload: web
-ssh_config: `+lab.SSHConfig+`
-hosts: {sut: lab-sut, load: lab-load}
-load: {rate: 10}
-app: {db: sqlite, hash_cost: 6}
-repetitions: 1
-warmup: 1s
-duration: 60s
-seed: 1
-baseline: container-ip
-configurations:
-  - name: container-ip
-    runtime: docker
-    network: container-ip
-`), 0o600))
-	owners := filepath.Join(dir, "owners")
-	run := exec.Command(bin, "--owners-dir", owners, "bench", "run", planFile, "--out", filepath.Join(dir, "out"), "--allow-concurrent")
-	var runOut bytes.Buffer
-	run.Stdout, run.Stderr = &runOut, &runOut
-	must(t, run.Start())
-	defer func() { _ = run.Process.Kill(); _ = run.Wait() }()
-
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	routeRecord := func() string {
-		out, _ := lab.Exec(ctx, lab.Load, "sh", "-c", "ls /run/ctrperf/routes 2>/dev/null | grep '^lab-kill-' || true")
-		return strings.TrimSpace(string(out))
-	}
-	for routeRecord() == "" {
-		if ctx.Err() != nil {
-			t.Fatalf("no route of the plan on lab-load in time:\n%s", runOut.String())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	k := startPathRun(t, "lab-kill")
+	run, routeRecord := k.cmd, k.routeRecord
+	ctx := k.ctx
 	// The agents of this plan (their owner records name its session), then ctrperf.
 	for _, h := range []string{lab.Sut, lab.Load} {
 		root, err := lab.Root(h, owner.DefaultDir)
@@ -327,7 +291,7 @@ configurations:
 	}
 
 	runID := strings.TrimSuffix(strings.Fields(routeRecordAfterKill)[0], ".json")
-	clean := exec.CommandContext(ctx, bin, "--owners-dir", owners, "clean", "--hosts", planFile, "--run", runID)
+	clean := exec.CommandContext(ctx, testenv.Ctrperf(t), "--owners-dir", k.owners, "clean", "--hosts", k.planFile, "--run", runID)
 	out, err := clean.CombinedOutput()
 	if err != nil {
 		t.Fatalf("clean --hosts: %v\n%s", err, out)
@@ -381,4 +345,80 @@ func reapDead(t *testing.T, dir owner.Dir, path string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Errorf("the killed agent's record %s still reads live", path)
+}
+
+// pathRun is a two-host run of a container's own address, started as a
+// child `ctrperf bench run` and waited for until lab-load has its route.
+type pathRun struct {
+	cmd         *exec.Cmd
+	out         *bytes.Buffer
+	ctx         context.Context
+	planFile    string
+	owners      string
+	routeRecord func() string // lab-load's route records of the plan
+}
+
+func startPathRun(t *testing.T, name string) *pathRun {
+	lab.Require(t)
+	bin := testenv.Ctrperf(t)
+	dir := t.TempDir()
+	r := &pathRun{planFile: filepath.Join(dir, name+".yaml"), owners: filepath.Join(dir, "owners"), out: &bytes.Buffer{}}
+	must(t, os.WriteFile(r.planFile, []byte(`name: `+name+`
+workload: web
+ssh_config: `+lab.SSHConfig+`
+hosts: {sut: lab-sut, load: lab-load}
+load: {rate: 10}
+app: {db: sqlite, hash_cost: 6}
+repetitions: 1
+warmup: 1s
+duration: 60s
+seed: 1
+baseline: container-ip
+configurations:
+  - name: container-ip
+    runtime: docker
+    network: container-ip
+`), 0o600))
+	r.cmd = exec.Command(bin, "--owners-dir", r.owners, "bench", "run", r.planFile, "--out", filepath.Join(dir, "out"), "--allow-concurrent")
+	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
+	must(t, r.cmd.Start())
+	t.Cleanup(func() { _ = r.cmd.Process.Kill(); _ = r.cmd.Wait() })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	r.ctx = ctx
+	r.routeRecord = func() string {
+		out, _ := lab.Exec(ctx, lab.Load, "sh", "-c", "ls /run/ctrperf/routes 2>/dev/null | grep '^"+name+"-' || true")
+		return strings.TrimSpace(string(out))
+	}
+	for r.routeRecord() == "" {
+		if ctx.Err() != nil {
+			t.Fatalf("no route of the plan on lab-load in time:\n%s", r.out.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return r
+}
+
+// TestInterruptLeavesNoPathLab: Ctrl-C during a two-host run of a
+// container's own address; ctrperf tears the run down on its way out
+// (status 130), and neither host keeps the plan's chain, route or record,
+// with no clean.
+func TestInterruptLeavesNoPathLab(t *testing.T) {
+	t.Parallel()
+	r := startPathRun(t, "lab-intr")
+	must(t, r.cmd.Process.Signal(syscall.SIGINT))
+	err := r.cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Errorf("bench run after SIGINT: %v, want exit status 130\n%s", err, r.out.String())
+	}
+	if s := r.routeRecord(); s != "" {
+		t.Errorf("lab-load keeps the route record %s", s)
+	}
+	routes, _ := lab.Exec(r.ctx, lab.Load, "ip", "route", "show", "proto", "199")
+	chains, _ := lab.Exec(r.ctx, lab.Sut, "iptables", "-w", "5", "-S")
+	if strings.Contains(string(chains), "ctrperf.run=lab-intr-") {
+		t.Errorf("lab-sut keeps the plan's admit chain:\n%s", chains)
+	}
+	t.Logf("lab-load's ctrperf routes after the interrupted run (other tests' may be there): %q", strings.TrimSpace(string(routes)))
 }
