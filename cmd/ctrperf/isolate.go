@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	remote "k8s.io/cri-client/pkg"
 
 	"ctrperf/internal/exitcode"
 	"ctrperf/internal/isolate"
@@ -39,7 +40,7 @@ type isolateOptions = isolate.RunConfig
 
 // defaultIsolateOptions are the flags' defaults.
 func defaultIsolateOptions() isolateOptions {
-	return isolateOptions{Params: isolate.DefaultParams(), Metrics: "127.0.0.1:9477", StateDir: isolateStateDir}
+	return isolateOptions{Params: isolate.DefaultParams(), Metrics: "127.0.0.1:9477", StateDir: isolateStateDir, KubeletDir: isolate.DefaultKubeletDir}
 }
 
 func newIsolateCmd() *cobra.Command {
@@ -101,6 +102,21 @@ type controller interface {
 type isolateStarter func(ctx context.Context, cli client.APIClient, o isolate.Options) (controller, error)
 
 func startIsolate(ctx context.Context, cli client.APIClient, o isolate.Options) (controller, error) {
+	if o.CRISocket != "" {
+		cri, err := remote.NewRemoteRuntimeServiceBuilder().WithEndpoint(criEndpoint(o.CRISocket)).
+			WithConnectionTimeout(10 * time.Second).WithTracerProvider(nil).Build(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("CRI runtime at %s: %w", o.CRISocket, err)
+		}
+		if _, err := cri.Version(ctx, "v1"); err != nil {
+			return nil, fmt.Errorf("no CRI runtime answers at %s (%v): give the node's containerd or CRI-O socket", o.CRISocket, err)
+		}
+		run, err := isolate.StartCRI(ctx, cri, o)
+		if err != nil {
+			return nil, err
+		}
+		return run, nil
+	}
 	run, err := isolate.Start(ctx, cli, o)
 	if err != nil {
 		return nil, err
@@ -123,7 +139,7 @@ decision log on stdout is a copy: when the terminal is gone its writes are
 dropped and the controller goes on (the log file keeps every decision).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := refuseRemoteDocker("isolate run"); err != nil {
+			if err := refuseRemoteDocker("isolate run"); err != nil && o.CRISocket == "" {
 				return err
 			}
 			if configFile != "" {
@@ -159,6 +175,16 @@ func loadIsolateConfig(path string, o *isolateOptions, flags *pflag.FlagSet, fie
 func runIsolate(cmd *cobra.Command, o isolateOptions, start isolateStarter) error {
 	out := cmd.OutOrStdout()
 	params := o.Params
+	if o.CRISocket != "" && !params.DemoteOnly {
+		policy, err := isolate.KubeletCPUManagerPolicy(o.KubeletDir)
+		if err != nil {
+			return fmt.Errorf("kubelet's CPU manager policy (--kubelet-dir %s): %w", o.KubeletDir, err)
+		}
+		if policy == "static" {
+			params.DemoteOnly = true
+			fmt.Fprintf(out, "ctrperf isolate: kubelet's CPU manager policy is static (%s): the cpusets are kubelet's, hot pods are only demoted\n", o.KubeletDir)
+		}
+	}
 	if err := params.ValidateDecoded(); err != nil {
 		return err
 	}
@@ -181,7 +207,7 @@ func runIsolate(cmd *cobra.Command, o isolateOptions, start isolateStarter) erro
 
 	reg := prometheus.NewRegistry()
 	run, err := start(ctx, cli, isolate.Options{Params: params, All: o.All, Labels: o.Labels, DryRun: o.DryRun,
-		StateDir: o.StateDir, LogPath: o.Log, Log: out, Metrics: registerIsolateMetrics(reg),
+		StateDir: o.StateDir, LogPath: o.Log, Log: out, Metrics: registerIsolateMetrics(reg), CRISocket: o.CRISocket,
 		Warn: func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning:", s) }})
 	if err != nil {
 		return err
@@ -196,6 +222,7 @@ func runIsolate(cmd *cobra.Command, o isolateOptions, start isolateStarter) erro
 		fmt.Fprintf(out, "ctrperf isolate: metrics on http://%s/metrics\n", ln.Addr())
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/status", statusHandler(o.StateDir))
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
@@ -353,4 +380,27 @@ also refuses while another controller steers them.`,
 	}
 	cmd.Flags().StringVar(&stateDir, "state-dir", isolateStateDir, "the controller's state directory")
 	return cmd
+}
+
+// criEndpoint is a CRI socket as the client dials it.
+func criEndpoint(s string) string {
+	if strings.Contains(s, "://") {
+		return s
+	}
+	return "unix://" + s
+}
+
+// statusHandler serves the controller's status.json (what `isolate status`
+// prints), for `isolate status --kubeconfig` through the API server's pod
+// proxy.
+func statusHandler(stateDir string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		b, err := os.ReadFile(filepath.Join(stateDir, "status.json"))
+		if err != nil {
+			http.Error(w, "no status yet: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(b)
+	}
 }

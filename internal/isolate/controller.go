@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/utils/cpuset"
 
+	"ctrperf/internal/kernel"
 	"ctrperf/internal/owner"
 )
 
@@ -23,6 +24,9 @@ type Managed struct {
 	ID     string
 	Name   string
 	CPUs   int  // CPUs it is entitled to by label; 0 = a fair share
+	// Request is the CPU its pod asked for (Kubernetes: its request, or its
+	// limit when only a limit is set); 0 = none stated.
+	Request float64
 	PID    int  // init process on the host (for the veth); 0 = unknown
 	Paused bool // frozen: still managed, its cgroup is alive
 }
@@ -33,6 +37,18 @@ type Managed struct {
 // confirmed that; on doubt it returns an error.
 type Runtime interface {
 	Managed(ctx context.Context) ([]Managed, error)
+}
+
+// Source is where the managed containers and their cgroups come from: a
+// Docker engine (DockerRuntime) or a Kubernetes node's CRI runtime
+// (CRIRuntime). The policy and the actuators do not know which.
+type Source interface {
+	Runtime
+	DirResolver
+	// Events fires when membership may have changed (a container started,
+	// died, was updated); the channel closes when ctx ends.
+	Events(ctx context.Context) <-chan struct{}
+	layout() kernel.Layout
 }
 
 // UsageReader returns a container's cumulative CPU time.

@@ -55,6 +55,10 @@ type Params struct {
 	IRQRotate  time.Duration `yaml:"irq_rotate" help:"rotate the IRQs round-robin over the pool this often"`
 	// RPS sets the RPS mask of managed containers' host veths to the pool.
 	RPS bool `yaml:"rps" help:"set the RPS mask of managed containers' host veths to the shared pool"`
+	// DemoteOnly writes no cpuset: hot containers are only demoted. On a
+	// Kubernetes node whose kubelet runs the static CPU manager the
+	// cpusets are kubelet's (isolate run --cri-socket turns it on there).
+	DemoteOnly bool `yaml:"demote_only" help:"write no cpusets, only demote hot containers (on by itself on a node whose kubelet's static CPU manager owns the cpusets)"`
 }
 
 // DefaultParams are the defaults: policy shield, sampled every 100 ms, one
@@ -150,6 +154,9 @@ func (p Params) problems() []error {
 	cool := fraction("cool_threshold", p.CoolThreshold, 1.5, "a fraction of a container's CPUs in (0, 1.5], like 0.5")
 	if hot && cool && p.CoolThreshold >= p.HotThreshold {
 		bad("cool_threshold", "cool threshold %.2f must be below hot threshold %.2f, or containers would flap", p.CoolThreshold, p.HotThreshold)
+	}
+	if p.DemoteOnly && p.Policy != PolicyShield && !p.Demote {
+		bad("demote_only", "policy %s writes only cpusets unless it demotes too: use policy shield, or demote: true", p.Policy)
 	}
 	count("cpus_per_container", p.CPUsPerContainer, 1, 4096, "a number of CPUs")
 	count("min_shared", p.MinShared, 1, 4096, "a number of CPUs")

@@ -33,6 +33,9 @@ type Container struct {
 	ID   string
 	Name string
 	CPUs int // CPUs it is entitled to (label); 0 = a fair share of the machine
+	// Request is what its pod asked for (CPUs, may be a fraction); it
+	// replaces the fair share when CPUs is 0.
+	Request float64
 }
 
 // ContainerState is what the policy remembers of a container between samples.
@@ -91,12 +94,15 @@ type Transition struct {
 }
 
 // Entitlement is the CPU a container may use before it counts as
-// saturated: its label, else its fair share of the online CPUs among the
-// managed containers; never more than the CPUs it is pinned to.
+// saturated: its label, else its pod's request, else its fair share of the
+// online CPUs among the managed containers; never more than the CPUs it is
+// pinned to.
 func Entitlement(c Container, online, managed, pinned int) float64 {
 	e := float64(online)
 	if c.CPUs > 0 {
 		e = float64(c.CPUs)
+	} else if c.Request > 0 {
+		e = min(c.Request, float64(online))
 	} else if managed > 0 {
 		e = float64(online) / float64(managed)
 	}
@@ -252,7 +258,9 @@ func (d decider) dedicate(next State) (map[string]cpuset.CPUSet, pinning) {
 			need += d.want(c)
 		}
 	}
-	if len(normals) > 0 && need > avail.Size() {
+	if d.p.DemoteOnly {
+		pin.refused = "demote only: the cpusets are not the controller's (a static CPU manager owns them)"
+	} else if len(normals) > 0 && need > avail.Size() {
 		pin.refused = fmt.Sprintf("%d normal container(s) need %d dedicated CPU(s), only %d outside the shared pool %s: not pinning rather than putting two on one CPU",
 			len(normals), need, avail.Size(), pin.reserved)
 	} else {
@@ -351,6 +359,8 @@ func (d decider) place(c Container, st ContainerState, pin pinning) Placement {
 	pl := Placement{ContainerID: c.ID, Name: c.Name, Hot: st.Hot, Demote: st.Demoted,
 		Entitlement: d.entitlement(c, st.Dedicated.Size())}
 	switch {
+	case st.Hot && p.DemoteOnly:
+		pl.Reason = "hot: keeps its CPUs (demote only)"
 	case st.Hot && p.Policy == PolicyStrict:
 		pl.CPUs, pl.Reason = pin.confine, "hot: confined to the shared pool"
 	case st.Hot && p.Policy == PolicyPaper:
