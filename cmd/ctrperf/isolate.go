@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -89,7 +90,7 @@ ctrperf_isolate_reaction_seconds (a container's saturation to the first
 change applied to it), ctrperf_build_info{version}, go_build_info, process_*
 and go_*. A Grafana dashboard for them is contrib/grafana/ctrperf-isolate.json.`,
 	}
-	cmd.AddCommand(newIsolateRunCmd(startIsolate), newIsolateStatusCmd(), newIsolateRestoreCmd())
+	cmd.AddCommand(newIsolateRunCmd(startIsolate), newIsolateStatusCmd(), newIsolateRestoreCmd(), newIsolateManifestCmd())
 	return cmd
 }
 
@@ -284,13 +285,24 @@ func registerIsolateMetrics(reg prometheus.Registerer) *isolate.Metrics {
 }
 
 func newIsolateStatusCmd() *cobra.Command {
-	var stateDir string
+	var stateDir, kubeconfig, namespace string
 	var format *outputFormat
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show the running controller's placement table",
-		Args:  cobra.NoArgs,
+		Short: "Show the running controller's placement table (--kubeconfig: every node's)",
+		Long: `Show the running controller's placement table: each managed container's
+CPU use against its entitlement, its CPUs, whether it is hot or demoted and
+why, and the IRQs steered.
+
+With --kubeconfig, the same for every node of a cluster where the controller
+runs as the DaemonSet of 'ctrperf isolate manifest': each pod's /status is
+read through the API server's pod proxy (it needs get on pods/proxy in that
+namespace), with each node's last decisions.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if kubeconfig != "" {
+				return fleetStatus(cmd, kubeconfig, namespace, format.JSON())
+			}
 			b, err := os.ReadFile(filepath.Join(stateDir, "status.json"))
 			if errors.Is(err, os.ErrNotExist) {
 				return errors.New("no controller is running (no " + filepath.Join(stateDir, "status.json") + ")")
@@ -305,32 +317,43 @@ func newIsolateStatusCmd() *cobra.Command {
 			if format.JSON() {
 				return writeJSONBytes(cmd.OutOrStdout(), b)
 			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintf(w, "policy %s (pid %d, %s), shared pool %s, control steps used %.2f CPU s\n", s.Policy, s.PID, s.Time.Format(time.RFC3339), s.SharedPool, s.StepCPUSeconds)
-			if s.PinRefused != "" {
-				fmt.Fprintf(w, "not pinning: %s\n", s.PinRefused)
-			}
-			fmt.Fprintln(w)
-			fmt.Fprintln(w, "CONTAINER\tUSAGE\tENTITLED\tSTALL\tCPUS\tHOT\tDEMOTED\tREASON")
-			for _, c := range s.Containers {
-				cpus := c.CPUs
-				if cpus == "" {
-					cpus = "own"
-				}
-				fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.1f%%\t%s\t%v\t%v\t%s\n", c.Name, c.Usage, c.Entitlement, 100*c.Stall, cpus, c.Hot, c.Demoted, c.Reason)
-			}
-			for irq, cpu := range s.IRQs {
-				fmt.Fprintf(w, "IRQ %d\t\t\t\t%d\t\t\t\n", irq, cpu)
-			}
-			for irq, why := range s.Skipped {
-				fmt.Fprintf(w, "IRQ %d\t\t\t\tskipped\t\t\t%s\n", irq, why)
-			}
-			return w.Flush()
+			return printIsolateStatus(cmd.OutOrStdout(), s)
 		},
 	}
 	cmd.Flags().StringVar(&stateDir, "state-dir", isolateStateDir, "the controller's state directory")
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "show every node's controller of this cluster (the DaemonSet of 'isolate manifest')")
+	cmd.Flags().StringVar(&namespace, "namespace", "ctrperf-isolate", "with --kubeconfig: the DaemonSet's namespace")
 	format = addFormatFlags(cmd, formatTable, formatJSON)
 	return cmd
+}
+
+// printIsolateStatus prints one controller's placement table.
+func printIsolateStatus(out io.Writer, s isolate.Status) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	mode := ""
+	if s.DemoteOnly {
+		mode = ", demote only (the cpusets are kubelet's)"
+	}
+	fmt.Fprintf(w, "policy %s%s (pid %d, %s), shared pool %s, control steps used %.2f CPU s\n", s.Policy, mode, s.PID, s.Time.Format(time.RFC3339), s.SharedPool, s.StepCPUSeconds)
+	if s.PinRefused != "" {
+		fmt.Fprintf(w, "not pinning: %s\n", s.PinRefused)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "CONTAINER\tUSAGE\tENTITLED\tSTALL\tCPUS\tHOT\tDEMOTED\tREASON")
+	for _, c := range s.Containers {
+		cpus := c.CPUs
+		if cpus == "" {
+			cpus = "own"
+		}
+		fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.1f%%\t%s\t%v\t%v\t%s\n", c.Name, c.Usage, c.Entitlement, 100*c.Stall, cpus, c.Hot, c.Demoted, c.Reason)
+	}
+	for irq, cpu := range s.IRQs {
+		fmt.Fprintf(w, "IRQ %d\t\t\t\t%d\t\t\t\n", irq, cpu)
+	}
+	for irq, why := range s.Skipped {
+		fmt.Fprintf(w, "IRQ %d\t\t\t\tskipped\t\t\t%s\n", irq, why)
+	}
+	return w.Flush()
 }
 
 func newIsolateRestoreCmd() *cobra.Command {

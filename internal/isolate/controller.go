@@ -139,7 +139,13 @@ type Controller struct {
 	lastRefusal string
 	stepCPU     time.Duration
 	saturation  saturation
+
+	recentMu sync.Mutex
+	recent   []Event // the last RecentEvents decisions, oldest first (Status)
 }
+
+// RecentEvents is how many of the last decisions Status carries.
+const RecentEvents = 10
 
 // Option configures a Controller.
 type Option func(*Controller)
@@ -212,6 +218,11 @@ func (c *Controller) emit(e Event) {
 	if c.events != nil {
 		c.events(e)
 	}
+	c.recentMu.Lock()
+	if c.recent = append(c.recent, e); len(c.recent) > RecentEvents {
+		c.recent = slices.Delete(c.recent, 0, len(c.recent)-RecentEvents)
+	}
+	c.recentMu.Unlock()
 	c.metrics.event(e)
 	if d, ok := c.saturation.reaction(e, c.decision.State[e.Container].Hot); ok {
 		c.metrics.reacted(d)
