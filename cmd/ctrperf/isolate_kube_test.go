@@ -101,13 +101,15 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, stri
 	t.Fatalf("%s: not within %s (%s)", what, d, last)
 }
 
-// testPod is a Burstable pod on node that opted in (100m requested): hot
-// spins a shell loop (the Debian base image), quiet is ctrperf's pause.
+// testPod is a Burstable pod on node that opted in: hot spins a shell
+// loop (the Debian base image) with 100m requested, entitled to 2 CPUs ×
+// 100m / 600m = 0.33; quiet is ctrperf's pause with 500m.
 func testPod(ns, name, node string, hot bool) *corev1.Pod {
 	c := corev1.Container{Name: "main", Image: "ctrperf/pause:latest", ImagePullPolicy: corev1.PullNever,
-		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}}
 	if hot {
 		c.Image, c.Command = "ctrperf/debian-base:latest", []string{"/bin/sh", "-c", "while :; do :; done"}
+		c.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("100m")
 	}
 	zero := int64(0)
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{labels.Isolate: "true"}},
@@ -245,7 +247,7 @@ func TestIsolateDaemonSetKube(t *testing.T) {
 		for _, c := range n.Status.Containers {
 			if c.Demoted {
 				hot++
-				if !strings.HasPrefix(c.Name, work+"/hot-") || math.Abs(c.Entitlement-0.1) > 0.005 {
+				if !strings.HasPrefix(c.Name, work+"/hot-") || math.Abs(c.Entitlement-2*0.1/0.6) > 0.01 {
 					t.Errorf("node %s: %s demoted, entitled to %.2f", n.Node, c.Name, c.Entitlement)
 				}
 			}

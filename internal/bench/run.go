@@ -234,7 +234,7 @@ func (rn *run) startIsolate() error {
 	pr.Phase("starting isolate controller")
 	rn.watch.setPhase("isolate controller")
 	s := &isolateSession{spec: rn.cfg.Isolate}
-	ctl, err := rn.r.opt.Isolate(rn.rctx, IsolateRequest{Engine: rn.eng, RunID: rn.id, Spec: rn.cfg.Isolate,
+	ctl, err := rn.r.opt.Isolate(rn.rctx, IsolateRequest{Engine: rn.eng, Runtime: rn.cfg.Runtime, RunID: rn.id, Spec: rn.cfg.Isolate,
 		StateDir: rn.r.opt.IsolateStateDir, LogDir: filepath.Join(rn.r.opt.Out, "isolate"), Events: s.event, Warn: pr.Warn,
 		Kernel: rn.r.opt.Kernel})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +41,9 @@ type CRIClient interface {
 type CRIRuntime struct {
 	Client CRIClient
 	All    bool // manage every running pod's containers, not only those with the label
+	// Labels narrows the selection to pods that also carry these ("key"
+	// or "key=value").
+	Labels []string
 	Kernel kernel.FS
 	Relist time.Duration // default DefaultRelist
 
@@ -79,6 +83,9 @@ func (r *CRIRuntime) Managed(ctx context.Context) ([]Managed, error) {
 	}
 	byID := map[string]*runtimeapi.PodSandbox{}
 	for _, p := range pods {
+		if v, ok := p.Labels[LabelIsolate]; ok && v == "false" || !hasLabels(p.Labels, r.Labels) {
+			continue
+		}
 		byID[p.Id] = p
 	}
 	list, err := r.Client.ListContainers(ctx, &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
@@ -303,4 +310,17 @@ func ownDir(l kernel.Layout, paths map[string]string, id, ctl string) (string, e
 		return "", fmt.Errorf("container %s: %s cgroup %q is not its own: %w", short(id), ctl, dir, ErrContainerGone)
 	}
 	return dir, nil
+}
+
+// hasLabels says whether have carries every one of want ("key" or
+// "key=value").
+func hasLabels(have map[string]string, want []string) bool {
+	for _, w := range want {
+		k, v, withValue := strings.Cut(w, "=")
+		got, ok := have[k]
+		if !ok || withValue && got != v {
+			return false
+		}
+	}
+	return true
 }

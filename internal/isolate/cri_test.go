@@ -285,23 +285,25 @@ func TestEntitlementFromRequest(t *testing.T) {
 		c    Container
 		want float64
 	}{
-		{"request", Container{Request: 0.5}, 0.5},
+		{"request: its weighted share", Container{Request: 0.5}, 2 * 0.5 / 1.0},
 		{"label wins", Container{CPUs: 1, Request: 0.5}, 1},
 		{"no request: fair share", Container{}, 2.0 / 4},
 		{"request above the machine", Container{Request: 8}, 2},
 	} {
-		if got := Entitlement(tt.c, 2, 4, 0); got != tt.want {
+		if got := Entitlement(tt.c, 2, 4, 1.0, 0); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
 	}
-	// A Burstable pod far above its request turns hot; the quiet one at its
-	// request does not.
-	cs := []Container{{ID: "hot", Request: 0.25}, {ID: "quiet", Request: 1}}
+	// Two Burstable pods with the same small request (kube-cpu.yaml's
+	// 100m): the one at fifteen times its request turns hot, the one at
+	// twice it does not (it is entitled to half the machine, as cpu.shares
+	// gives it under contention).
+	cs := []Container{{ID: "hot", Request: 0.1}, {ID: "quiet", Request: 0.1}}
 	p := DefaultParams()
 	var st State
 	var d Decision
 	for range p.HotAfter {
-		d = Decide(flat(2), p, st, cs, map[string]float64{"hot": 0.9, "quiet": 0.5}, map[string]float64{"quiet": 0.1})
+		d = Decide(flat(2), p, st, cs, map[string]float64{"hot": 1.5, "quiet": 0.19}, map[string]float64{"quiet": 0.1})
 		st = d.State
 	}
 	if !st["hot"].Hot || st["quiet"].Hot {
@@ -348,5 +350,26 @@ func TestKubeletCPUManagerPolicy(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "cpu_manager_state"), []byte(`{`), 0o644)
 	if _, err := KubeletCPUManagerPolicy(dir); err == nil {
 		t.Errorf("a broken state file was no error")
+	}
+}
+
+func TestCRIRuntimeLabels(t *testing.T) {
+	f, kfs := criNode(t)
+	f.pods[0].Labels = map[string]string{LabelIsolate: "true", "ctrperf.run": "r1"}
+	f.pods[1].Labels = map[string]string{LabelIsolate: "false", "ctrperf.run": "r1"}
+	for _, tt := range []struct {
+		labels []string
+		all    bool
+		want   int
+	}{
+		{[]string{"ctrperf.run=r1"}, false, 1},
+		{[]string{"ctrperf.run"}, false, 1},
+		{[]string{"ctrperf.run=r2"}, false, 0},
+		{nil, true, 2}, // --all, but ctrperf.isolate=false still opts out
+	} {
+		r := &CRIRuntime{Client: f, Kernel: kfs, Labels: tt.labels, All: tt.all}
+		if ms, err := r.Managed(context.Background()); err != nil || len(ms) != tt.want {
+			t.Errorf("labels %v all %v: %d managed (%v), want %d", tt.labels, tt.all, len(ms), err, tt.want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -253,4 +254,27 @@ func (p Params) Node(set func(key string) bool) (*yaml.Node, error) {
 		out.Content = append(out.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, &n)
 	}
 	return out, nil
+}
+
+// Flags are p as `isolate run` flags (--key-with-dashes=value, every
+// field: the flags start from DefaultParams, so a zero must be said), for
+// a controller started elsewhere (the DaemonSet of a Kubernetes run).
+func (p Params) Flags() []string {
+	p = p.withDefaults()
+	v := reflect.ValueOf(p)
+	var out []string
+	for i := range v.NumField() {
+		key, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("yaml"), ",")
+		var val string
+		switch f := v.Field(i).Interface().(type) {
+		case time.Duration:
+			val = f.String()
+		case float64:
+			val = strconv.FormatFloat(f, 'g', -1, 64)
+		default:
+			val = fmt.Sprint(f)
+		}
+		out = append(out, "--"+strings.ReplaceAll(key, "_", "-")+"="+val)
+	}
+	return out
 }

@@ -94,15 +94,22 @@ type Transition struct {
 }
 
 // Entitlement is the CPU a container may use before it counts as
-// saturated: its label, else its pod's request, else its fair share of the
-// online CPUs among the managed containers; never more than the CPUs it is
-// pinned to.
-func Entitlement(c Container, online, managed, pinned int) float64 {
+// saturated: its label; else, for a pod that requested CPU, its share of
+// the online CPUs weighted by its request among the managed containers'
+// requests (requested: their sum), which is what cpu.shares gives it under
+// contention and never less than its request; else its fair share of the
+// online CPUs among the managed containers; never more than the CPUs it
+// is pinned to.
+//
+// So a Burstable pod at twice its small request, beside another at fifteen
+// times the same request, is not the hot one: both are entitled to half
+// the machine, and only the second uses more.
+func Entitlement(c Container, online, managed int, requested float64, pinned int) float64 {
 	e := float64(online)
 	if c.CPUs > 0 {
 		e = float64(c.CPUs)
-	} else if c.Request > 0 {
-		e = min(c.Request, float64(online))
+	} else if c.Request > 0 && requested > 0 {
+		e = min(max(float64(online)*c.Request/requested, c.Request), float64(online))
 	} else if managed > 0 {
 		e = float64(online) / float64(managed)
 	}
@@ -146,12 +153,32 @@ type decider struct {
 	top    Topology
 	all    cpuset.CPUSet
 	sorted []Container
+	// requested is the managed containers' CPU requests summed, each at
+	// least kubelet's floor (a BestEffort pod's 2 shares): 0 when none
+	// requested any (Docker), and then every share is fair.
+	requested float64
 }
+
+// minRequest is a BestEffort pod's weight: kubelet's 2 cpu.shares.
+const minRequest = 2.0 / 1024
 
 func newDecider(top Topology, params Params, containers []Container) decider {
 	sorted := append([]Container(nil), containers...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].ID < sorted[j].ID })
-	return decider{p: params.withDefaults(), top: top, all: top.All(), sorted: sorted}
+	var requested float64
+	for _, c := range sorted {
+		if c.Request > 0 {
+			requested += c.Request
+		}
+	}
+	if requested > 0 {
+		for _, c := range sorted {
+			if c.Request <= 0 {
+				requested += minRequest
+			}
+		}
+	}
+	return decider{p: params.withDefaults(), top: top, all: top.All(), sorted: sorted, requested: requested}
 }
 
 // want is how many dedicated CPUs a normal container gets.
@@ -170,7 +197,7 @@ func (d decider) entitlement(c Container, dedicated int) float64 {
 	if d.p.Policy != PolicyShield {
 		pinned = d.want(c)
 	}
-	return Entitlement(c, d.all.Size(), len(d.sorted), pinned)
+	return Entitlement(c, d.all.Size(), len(d.sorted), d.requested, pinned)
 }
 
 // hysteresis is step 1: hot after HotAfter saturated samples, normal after
