@@ -30,8 +30,8 @@ import (
 type IsolateRequest struct {
 	Engine  engine.Engine
 	Runtime engine.Runtime
-	RunID  string
-	Spec   plan.IsolateSpec
+	RunID   string
+	Spec    plan.IsolateSpec
 	// StateDir is the controller's lock, checkpoint and status: the
 	// machine's (isolate.DefaultStateDir) in a real run, because IRQ
 	// affinity is machine-wide and a crashed run's checkpoint must be

@@ -21,14 +21,14 @@ import (
 
 // Managed is a container the controller manages.
 type Managed struct {
-	ID     string
-	Name   string
-	CPUs   int  // CPUs it is entitled to by label; 0 = a fair share
+	ID   string
+	Name string
+	CPUs int // CPUs it is entitled to by label; 0 = a fair share
 	// Request is the CPU its pod asked for (Kubernetes: its request, or its
 	// limit when only a limit is set); 0 = none stated.
 	Request float64
-	PID    int  // init process on the host (for the veth); 0 = unknown
-	Paused bool // frozen: still managed, its cgroup is alive
+	PID     int  // init process on the host (for the veth); 0 = unknown
+	Paused  bool // frozen: still managed, its cgroup is alive
 }
 
 // Runtime lists the containers that opted in and are running or paused. A

@@ -84,8 +84,8 @@ type kubeIsolateRun struct {
 	run    string // the run's label value: its pods
 	wg     sync.WaitGroup
 
-	idMu sync.Mutex
-	pod  map[string]string // CRI container id -> pod UID (the engine's container id)
+	idMu   sync.Mutex
+	pod    map[string]string // CRI container id -> pod UID (the engine's container id)
 	cancel context.CancelFunc
 
 	once sync.Once
