@@ -47,7 +47,7 @@ func defaultIsolateOptions() isolateOptions {
 func newIsolateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "isolate",
-		Short: "Real-time CPU and interrupt isolation controller for Docker containers",
+		Short: "Real-time CPU and interrupt isolation controller for Docker containers and Kubernetes pods",
 		Long: `ctrperf isolate keeps quiet containers fast when a neighbour gets hot.
 
 Containers opt in with the label ctrperf.isolate=true (or --all) and may state
@@ -80,6 +80,13 @@ checkpointed with its original value before the write (fsync'd), re-read
 restored on SIGINT, SIGTERM or SIGHUP (a closed terminal); after a crash,
 the next start (or 'ctrperf isolate restore') puts the originals back first.
 One controller at a time.
+
+On Kubernetes (--cri-socket; 'isolate manifest' prints it as a DaemonSet)
+the pods labelled ctrperf.isolate: "true" are managed, from the node's CRI
+runtime; a pod's entitlement is its request-weighted share of the CPUs
+(what cpu.shares gives it under contention, at least its request), and on
+a node whose kubelet runs the static CPU manager no cpuset is written
+(demote only). 'isolate status --kubeconfig' shows every node.
 
 Metrics (--metrics, 127.0.0.1:9477 by default; :PORT binds loopback, any
 other host is served with a warning): ctrperf_isolate_container_{usage_cpus,
@@ -207,8 +214,14 @@ func runIsolate(cmd *cobra.Command, o isolateOptions, start isolateStarter) erro
 	defer stop()
 
 	reg := prometheus.NewRegistry()
+	var metricsReg prometheus.Registerer = reg
+	if node := os.Getenv("NODE_NAME"); node != "" && o.CRISocket != "" {
+		// A node's controller (the DaemonSet sets NODE_NAME): every series
+		// says which node, for the dashboard's node variable.
+		metricsReg = prometheus.WrapRegistererWith(prometheus.Labels{"node": node}, reg)
+	}
 	run, err := start(ctx, cli, isolate.Options{Params: params, All: o.All, Labels: o.Labels, DryRun: o.DryRun,
-		StateDir: o.StateDir, LogPath: o.Log, Log: out, Metrics: registerIsolateMetrics(reg), CRISocket: o.CRISocket,
+		StateDir: o.StateDir, LogPath: o.Log, Log: out, Metrics: registerIsolateMetrics(metricsReg), CRISocket: o.CRISocket,
 		Warn: func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning:", s) }})
 	if err != nil {
 		return err

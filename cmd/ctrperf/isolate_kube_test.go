@@ -28,6 +28,9 @@ import (
 // /ctrperf-kube/<node> in every hierarchy.
 const labCgroups = "/sys/fs/cgroup/%s/ctrperf-kube"
 
+// testLabel marks the pods of one test's controller.
+const testLabel = "ctrperf.test"
+
 func requireLabCluster(t *testing.T) kubernetes.Interface {
 	t.Helper()
 	miss := func(format string, a ...any) {
@@ -104,7 +107,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, stri
 // testPod is a Burstable pod on node that opted in: hot spins a shell
 // loop (the Debian base image) with 100m requested, entitled to 2 CPUs ×
 // 100m / 600m = 0.33; quiet is ctrperf's pause with 500m.
-func testPod(ns, name, node string, hot bool) *corev1.Pod {
+func testPod(ns, name, node, test string, hot bool) *corev1.Pod {
 	c := corev1.Container{Name: "main", Image: "ctrperf/pause:latest", ImagePullPolicy: corev1.PullNever,
 		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}}
 	if hot {
@@ -112,7 +115,7 @@ func testPod(ns, name, node string, hot bool) *corev1.Pod {
 		c.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("100m")
 	}
 	zero := int64(0)
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{labels.Isolate: "true"}},
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{labels.Isolate: "true", testLabel: test}},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{c}, TerminationGracePeriodSeconds: &zero,
 			AutomountServiceAccountToken: new(bool)}}
 }
@@ -133,6 +136,8 @@ func TestIsolateDaemonSetKube(t *testing.T) {
 	o.CRISocket = "/run/ctrperf/kube/$(NODE_NAME)/containerd.sock"
 	o.KubeletDir = "/var/lib/ctrperf/kube/nodes/$(NODE_NAME)/kubelet"
 	o.StateDir = "/run/ctrperf/isolate-test-" + suffix + "/$(NODE_NAME)"
+	// Only this test's pods: a bench run's opted-in pods may share the cluster.
+	o.Args = []string{"--label", testLabel + "=" + suffix}
 	nsObj, sa, ds, err := manifest.Objects(o)
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +174,7 @@ func TestIsolateDaemonSetKube(t *testing.T) {
 	tenants := []*tenant{{"hot-1", "kube-node-1", true, ""}, {"quiet-1", "kube-node-1", false, ""},
 		{"hot-2", "kube-node-2", true, ""}, {"quiet-2", "kube-node-2", false, ""}}
 	for _, tn := range tenants {
-		if _, err := cs.CoreV1().Pods(work).Create(ctx, testPod(work, tn.name, tn.node, tn.hot), metav1.CreateOptions{}); err != nil {
+		if _, err := cs.CoreV1().Pods(work).Create(ctx, testPod(work, tn.name, tn.node, suffix, tn.hot), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
