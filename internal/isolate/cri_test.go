@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -370,6 +371,69 @@ func TestCRIRuntimeLabels(t *testing.T) {
 		r := &CRIRuntime{Client: f, Kernel: kfs, Labels: tt.labels, All: tt.all}
 		if ms, err := r.Managed(context.Background()); err != nil || len(ms) != tt.want {
 			t.Errorf("labels %v all %v: %d managed (%v), want %d", tt.labels, tt.all, len(ms), err, tt.want)
+		}
+	}
+}
+
+// The controller's open usage and pressure files: a pread from the start
+// sees the value change, a removed file is dropped and read again when it
+// reappears (a container restarted under its id), a gone container's
+// files are closed.
+func TestStatFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cpuacct.usage")
+	write := func(s string) {
+		if err := os.WriteFile(path+".tmp", []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parse := func(b []byte) (time.Duration, error) { return kernel.ParseCPUUsage("cpuacct.usage", b) }
+	var s StatFiles
+	write("100\n")
+	if v, err := s.read("c1", path, parse); err != nil || v != 100 {
+		t.Fatalf("first read %v, %v", v, err)
+	}
+	// The same file rewritten in place: a pread from 0 sees the new value.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("250\n")
+	f.Close()
+	if v, err := s.read("c1", path, parse); err != nil || v != 250 {
+		t.Errorf("after a change %v, %v", v, err)
+	}
+	// Replaced (a new cgroup at the same path): the old file still reads
+	// the old content until it fails; a removed one is an error, then a
+	// fresh open finds the new one.
+	os.Remove(path)
+	s.Forget("c1")
+	if _, err := s.read("c1", path, parse); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a removed file: %v", err)
+	}
+	write("7\n")
+	if v, err := s.read("c1", path, parse); err != nil || v != 7 {
+		t.Errorf("reappeared: %v, %v", v, err)
+	}
+	if len(s.files["c1"]) != 1 {
+		t.Errorf("open files %v", s.files)
+	}
+	s.Forget("c1")
+	if len(s.files) != 0 {
+		t.Errorf("forget left %v", s.files)
+	}
+	if _, err := kernel.PressureSomeTotal([]byte("some avg10=0.00 avg60=0.00 avg300=0.00 total=351528147\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=2\n")); err != nil {
+		t.Error(err)
+	}
+	if v, _ := kernel.PressureSomeTotal([]byte("some avg10=0.00 avg60=0.00 avg300=0.00 total=351528147\n")); v != 351528147*time.Microsecond {
+		t.Errorf("some total %v", v)
+	}
+	for _, bad := range []string{"", "full total=3\n", "some total=x\n", "some total=-1\n"} {
+		if _, err := kernel.PressureSomeTotal([]byte(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
 		}
 	}
 }

@@ -29,7 +29,7 @@ const spinRef = "ctrperf/isolate-spin:test"
 // dockerOrSkip returns a client of the engine on DOCKER_HOST or the default
 // socket for a test that also needs root (cpusets, IRQ affinities, RPS
 // masks).
-func dockerOrSkip(t *testing.T) *client.Client {
+func dockerOrSkip(t testing.TB) *client.Client {
 	t.Helper()
 	testenv.RequireRoot(t, "to write cpusets, IRQ affinities and RPS masks")
 	return testenv.Docker(t)
@@ -44,7 +44,7 @@ var (
 )
 
 // tenants starts n spin containers labelled for isolation and this run.
-func tenants(t *testing.T, cli *client.Client, runID string, n int) []string {
+func tenants(t testing.TB, cli *client.Client, runID string, n int) []string {
 	t.Helper()
 	spinOnce.Do(func() {
 		_, spinErr = image.BuildGo(context.Background(), cli, image.GoImage{Ref: spinRef, Package: "./internal/isolate/testdata/spin"})
@@ -60,7 +60,7 @@ func tenants(t *testing.T, cli *client.Client, runID string, n int) []string {
 	return ids
 }
 
-func startTenant(t *testing.T, cli *client.Client, runID string, i int) string {
+func startTenant(t testing.TB, cli *client.Client, runID string, i int) string {
 	ctx := context.Background()
 	labels := map[string]string{"ctrperf.managed": "true", "ctrperf.run": runID, LabelIsolate: "true"}
 	c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: &container.Config{Image: spinRef, Labels: labels},

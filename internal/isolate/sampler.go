@@ -73,4 +73,9 @@ func (s *sampler) known() []string {
 	return ids
 }
 
-func (s *sampler) forget(id string) { delete(s.last, id) }
+func (s *sampler) forget(id string) {
+	delete(s.last, id)
+	if f, ok := s.usage.(interface{ forgetFiles(string) }); ok {
+		f.forgetFiles(id)
+	}
+}

@@ -133,7 +133,7 @@ func DockerCgroups(cli client.APIClient, kfs kernel.FS) CgroupFS {
 // actuators are the kernel writers of a controller over a source's
 // containers; with demoteOnly it has no cpuset writer at all.
 func actuators(src Source, kfs kernel.FS, ncpu int, demoteOnly bool) (CgroupFS, Actuators) {
-	fs := CgroupFS{Layout: src.layout(), Dirs: src}
+	fs := CgroupFS{Layout: src.layout(), Dirs: src, Files: &StatFiles{}}
 	act := Actuators{CPUs: fs, Class: fs, IRQ: ProcIRQ{Kernel: kfs}, RPS: SysRPS{Kernel: kfs, NCPU: ncpu}}
 	if demoteOnly {
 		act.CPUs = nil
@@ -216,6 +216,7 @@ func StartCRI(ctx context.Context, cri CRIClient, o Options) (_ *Running, err er
 func (r *Running) start(ctx context.Context, src Source, top Topology, listIRQ func() ([]IRQ, error), steering bool) (*Running, error) {
 	o := r.opt
 	fs, act := actuators(src, o.Kernel, len(top.CPUs), o.Params.DemoteOnly)
+	r.closers = append(r.closers, fs.Files)
 	if o.Params.Demotes() {
 		if _, err := os.Stat(o.Kernel.Cgroup("cpu", "cpu.idle")); err != nil && src.layout().Mode != kernel.V2 {
 			o.Warn("this kernel has no cpu.idle (before 5.15): hot containers are demoted to the lowest cpu.shares instead, which protects less under EEVDF")
