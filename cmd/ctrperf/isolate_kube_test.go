@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -111,7 +112,7 @@ func testPod(ns, name, node, test string, hot bool) *corev1.Pod {
 	c := corev1.Container{Name: "main", Image: "ctrperf/pause:latest", ImagePullPolicy: corev1.PullNever,
 		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}}
 	if hot {
-		c.Image, c.Command = "ctrperf/debian-base:latest", []string{"/bin/sh", "-c", "while :; do :; done"}
+		c.Image, c.Command = "ctrperf/debian-base:latest", []string{"/bin/sh", "-c", "while [ ! -e /tmp/cool ]; do :; done; exec sleep infinity"}
 		c.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("100m")
 	}
 	zero := int64(0)
@@ -277,6 +278,17 @@ func TestIsolateDaemonSetKube(t *testing.T) {
 		return err == nil && strings.Contains(string(b), "restoring its originals first"), string(b)
 	})
 	waitFor(t, 60*time.Second, "hot pods demoted again", demoted)
+
+	// hot-1 cools (its loop ends): it is undemoted, its class its own again.
+	cool := exec.Command("../../bin/kube", "kubectl", "--kubeconfig", kube.LabKubeconfig, "-n", work, "exec", "hot-1", "--", "touch", "/tmp/cool")
+	if out, err := cool.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl exec: %v: %s", err, out)
+	}
+	waitFor(t, 30*time.Second, "hot-1 undemoted once it cooled", func() (bool, string) {
+		v := read(byName["hot-1"].id)
+		return v == before["hot-1"], fmt.Sprintf("%+v, was %+v", v, before["hot-1"])
+	})
+	byName["hot-1"].hot = false // from here on it is a quiet one
 
 	// Delete the DaemonSet: every value is back.
 	fg := metav1.DeletePropagationForeground
