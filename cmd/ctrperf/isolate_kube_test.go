@@ -92,6 +92,12 @@ func readCg(t *testing.T, dir, file string) string {
 // waitFor polls cond every 200 ms until it holds or d passes.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
+	waitOr(t, d, what, cond, nil)
+}
+
+// waitOr is waitFor that runs onFail (diagnostics) before failing.
+func waitOr(t *testing.T, d time.Duration, what string, cond func() (bool, string), onFail func()) {
+	t.Helper()
 	deadline := time.Now().Add(d)
 	last := ""
 	for time.Now().Before(deadline) {
@@ -101,6 +107,9 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, stri
 		}
 		last = why
 		time.Sleep(200 * time.Millisecond)
+	}
+	if onFail != nil {
+		onFail()
 	}
 	t.Fatalf("%s: not within %s (%s)", what, d, last)
 }
@@ -232,8 +241,9 @@ func TestIsolateDaemonSetKube(t *testing.T) {
 	}
 
 	// One view of the fleet.
+	// status.json is written every second: wait until both show the demotion.
 	var fleet []NodeStatus
-	waitFor(t, 60*time.Second, "both nodes' status through the API server", func() (bool, string) {
+	waitFor(t, 60*time.Second, "both nodes' status through the API server, each with its hot pod demoted", func() (bool, string) {
 		fleet, err = readFleet(ctx, cs, o.Namespace)
 		if err != nil || len(fleet) != 2 {
 			return false, fmt.Sprint(len(fleet), err)
@@ -241,6 +251,15 @@ func TestIsolateDaemonSetKube(t *testing.T) {
 		for _, n := range fleet {
 			if n.Status == nil {
 				return false, n.Node + ": " + n.Error
+			}
+			demoted := 0
+			for _, c := range n.Status.Containers {
+				if c.Demoted {
+					demoted++
+				}
+			}
+			if demoted == 0 {
+				return false, n.Node + ": nothing demoted yet"
 			}
 		}
 		return true, ""
@@ -260,6 +279,9 @@ func TestIsolateDaemonSetKube(t *testing.T) {
 		}
 		if hot != 1 {
 			t.Errorf("node %s: %d demoted, want its hot pod: %+v", n.Node, hot, n.Status.Containers)
+			if b, err := cs.CoreV1().Pods(o.Namespace).GetLogs(n.Pod, &corev1.PodLogOptions{}).DoRaw(ctx); err == nil {
+				t.Logf("the controller's log on %s:\n%s", n.Node, b)
+			}
 		}
 	}
 
@@ -277,7 +299,13 @@ func TestIsolateDaemonSetKube(t *testing.T) {
 		b, err := cs.CoreV1().Pods(o.Namespace).GetLogs(pods.Items[0].Name, &corev1.PodLogOptions{}).DoRaw(ctx)
 		return err == nil && strings.Contains(string(b), "restoring its originals first"), string(b)
 	})
-	waitFor(t, 60*time.Second, "hot pods demoted again", demoted)
+	waitOr(t, 60*time.Second, "hot pods demoted again", demoted, func() {
+		pods, _ := cs.CoreV1().Pods(o.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=kube-node-1"})
+		for _, p := range pods.Items {
+			b, _ := cs.CoreV1().Pods(o.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+			t.Logf("the controller's log on kube-node-1 (pod %s, %+v):\n%s", p.Name, p.Status.ContainerStatuses, b)
+		}
+	})
 
 	// hot-1 cools (its loop ends): it is undemoted, its class its own again.
 	cool := exec.Command("../../bin/kube", "kubectl", "--kubeconfig", kube.LabKubeconfig, "-n", work, "exec", "hot-1", "--", "touch", "/tmp/cool")

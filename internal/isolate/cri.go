@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -46,6 +47,9 @@ type CRIRuntime struct {
 	Labels []string
 	Kernel kernel.FS
 	Relist time.Duration // default DefaultRelist
+	// PodLevel resolves the cpu controller's directory (the CPU class a
+	// demotion writes) to the container's pod cgroup, its parent.
+	PodLevel bool
 
 	mu       sync.Mutex
 	members  map[string]*member
@@ -232,6 +236,10 @@ func (r *CRIRuntime) Dir(ctx context.Context, id, ctl string) (string, error) {
 	mb, ok := r.members[id]
 	var paths map[string]string
 	if ok && !r.dirty[id] {
+		if dir, ok := mb.cachedDir(ctl); ok {
+			r.mu.Unlock()
+			return dir, nil
+		}
 		paths = mb.paths
 	}
 	r.mu.Unlock()
@@ -242,7 +250,18 @@ func (r *CRIRuntime) Dir(ctx context.Context, id, ctl string) (string, error) {
 		}
 		paths = p
 	}
-	return ownDir(r.layout(), paths, id, ctl)
+	dir, err := ownDir(r.layout(), paths, id, ctl)
+	if err == nil && r.PodLevel && ctl == "cpu" {
+		dir, err = podDir(dir, id)
+	}
+	if err == nil && ok {
+		r.mu.Lock()
+		if r.members[id] == mb && !r.dirty[id] {
+			mb.remember(ctl, dir)
+		}
+		r.mu.Unlock()
+	}
+	return dir, err
 }
 
 func (r *CRIRuntime) layout() kernel.Layout { return r.Kernel.Cgroups() }
@@ -323,4 +342,14 @@ func hasLabels(have map[string]string, want []string) bool {
 		}
 	}
 	return true
+}
+
+// podDir is the pod cgroup holding a container's directory: kubelet's
+// cgroupfs driver names it pod<uid>, its systemd driver ...-pod<uid>.slice.
+func podDir(ctrDir, id string) (string, error) {
+	pod := filepath.Dir(ctrDir)
+	if !strings.Contains(filepath.Base(pod), "pod") {
+		return "", fmt.Errorf("container %s: its parent cgroup %s is not a pod's", short(id), pod)
+	}
+	return pod, nil
 }

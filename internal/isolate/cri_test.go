@@ -437,3 +437,22 @@ func TestStatFiles(t *testing.T) {
 		}
 	}
 }
+
+func TestCRIRuntimePodLevel(t *testing.T) {
+	f, kfs := criNode(t)
+	r := &CRIRuntime{Client: f, Kernel: kfs, PodLevel: true}
+	if _, err := r.Managed(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for ctl, suffix := range map[string]string{"cpu": "/kubepods/burstable/podb", "cpuacct": "/kubepods/burstable/podb/ctr-hot", "cpuset": "/kubepods/burstable/podb/ctr-hot"} {
+		for range 2 { // resolved, then cached
+			dir, err := r.Dir(context.Background(), "ctr-hot", ctl)
+			if err != nil || !strings.HasSuffix(dir, suffix) {
+				t.Errorf("%s dir %q, %v: want ...%s", ctl, dir, err, suffix)
+			}
+		}
+	}
+	if _, err := podDir("/sys/fs/cgroup/cpu/docker/abc", "abc"); err == nil {
+		t.Errorf("a Docker container's parent taken for a pod")
+	}
+}

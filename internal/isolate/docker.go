@@ -56,6 +56,21 @@ type DockerRuntime struct {
 type member struct {
 	m     Managed
 	paths map[string]string // /proc/PID/cgroup of its init
+	dirs  map[string]string // controller -> its directory, as resolved (a step's reads resolve no path again)
+}
+
+// cachedDir is mb's directory of ctl when resolved before.
+func (mb *member) cachedDir(ctl string) (string, bool) {
+	d, ok := mb.dirs[ctl]
+	return d, ok
+}
+
+// remember keeps a resolved directory of ctl.
+func (mb *member) remember(ctl, dir string) {
+	if mb.dirs == nil {
+		mb.dirs = map[string]string{}
+	}
+	mb.dirs[ctl] = dir
 }
 
 var (
@@ -188,6 +203,10 @@ func (d *DockerRuntime) Dir(ctx context.Context, id, ctl string) (string, error)
 	mb, ok := d.members[id]
 	var paths map[string]string
 	if ok && !d.dirty[id] {
+		if dir, ok := mb.cachedDir(ctl); ok {
+			d.mu.Unlock()
+			return dir, nil
+		}
 		paths = mb.paths
 	}
 	d.mu.Unlock()
@@ -198,7 +217,15 @@ func (d *DockerRuntime) Dir(ctx context.Context, id, ctl string) (string, error)
 		}
 		paths = p
 	}
-	return ownDir(d.layout(), paths, id, ctl)
+	dir, err := ownDir(d.layout(), paths, id, ctl)
+	if err == nil && ok {
+		d.mu.Lock()
+		if d.members[id] == mb && !d.dirty[id] {
+			mb.remember(ctl, dir)
+		}
+		d.mu.Unlock()
+	}
+	return dir, err
 }
 
 func (d *DockerRuntime) layout() kernel.Layout { return d.Kernel.Cgroups() }

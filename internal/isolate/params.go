@@ -60,6 +60,11 @@ type Params struct {
 	// Kubernetes node whose kubelet runs the static CPU manager the
 	// cpusets are kubelet's (isolate run --cri-socket turns it on there).
 	DemoteOnly bool `yaml:"demote_only" help:"write no cpusets, only demote hot containers (on by itself on a node whose kubelet's static CPU manager owns the cpusets)"`
+	// DemotePod, on Kubernetes, demotes a hot container's pod cgroup
+	// rather than the container's own: a container's cpu.idle ranks it
+	// only against its pod's other containers, and among the node's pods
+	// its pod still competes with its request's weight.
+	DemotePod bool `yaml:"demote_pod" help:"on Kubernetes (--cri-socket): demote a hot container's pod cgroup, not the container's own (among pods, a pod keeps its request's weight whatever its containers' class)"`
 }
 
 // DefaultParams are the defaults: policy shield, sampled every 100 ms, one

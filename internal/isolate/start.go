@@ -209,7 +209,7 @@ func StartCRI(ctx context.Context, cri CRIClient, o Options) (_ *Running, err er
 	if err != nil {
 		return nil, err
 	}
-	return r.start(ctx, &CRIRuntime{Client: cri, Kernel: o.Kernel, All: o.All, Labels: o.Labels}, top, listIRQ, steering)
+	return r.start(ctx, &CRIRuntime{Client: cri, Kernel: o.Kernel, All: o.All, Labels: o.Labels, PodLevel: o.Params.DemotePod}, top, listIRQ, steering)
 }
 
 // start is what Start and StartCRI share once the locks are held.
