@@ -80,6 +80,7 @@ func (f *fakeEngines) Close(context.Context) error { f.closed++; return nil }
 type fakeObserver struct {
 	onSample func(results.Sample)
 	stopped  bool
+	series   *results.Series
 }
 
 func (o *fakeObserver) Start(context.Context) error {
@@ -88,6 +89,9 @@ func (o *fakeObserver) Start(context.Context) error {
 }
 func (o *fakeObserver) Stop() *results.Series {
 	o.stopped = true
+	if o.series != nil {
+		return o.series
+	}
 	return &results.Series{IntervalS: 1, Samples: []results.Sample{{T: 1}, {T: 2}}}
 }
 
@@ -162,10 +166,21 @@ type harness struct {
 	c       *remote.Client
 	toAgent io.WriteCloser
 	log     bytes.Buffer
+	// series is what the samplers' Stop returns (nil: two samples).
+	series *results.Series
 }
 
+// setup changes a harness before its hello: the agent's options, the
+// client's link to the agent.
+type setup struct {
+	opt  func(*agent.Options)
+	link func(io.Writer) io.Writer
+}
+
+var _ = setup{link: func(w io.Writer) io.Writer { return w }}
+
 // start runs an agent over in-memory pipes and says hello to it.
-func start(t *testing.T, docker error, heartbeat time.Duration, co remote.ClientOptions) *harness {
+func start(t *testing.T, docker error, heartbeat time.Duration, co remote.ClientOptions, with ...setup) *harness {
 	t.Helper()
 	h := &harness{engines: &fakeEngines{eng: &fakeEngine{}}, images: &fakeImages{have: map[string]bool{}},
 		owners: owner.Dir{Path: t.TempDir()}, done: make(chan error, 1)}
@@ -184,7 +199,7 @@ func start(t *testing.T, docker error, heartbeat time.Duration, co remote.Client
 		},
 		Engines: h.engines,
 		Observer: func(cs []observe.Container, _ time.Duration, on func(results.Sample)) agent.Observer {
-			h.obs = &fakeObserver{onSample: on}
+			h.obs = &fakeObserver{onSample: on, series: h.series}
 			return h.obs
 		},
 		Workload: func(name string) (workload.Workload, error) {
@@ -198,6 +213,15 @@ func start(t *testing.T, docker error, heartbeat time.Duration, co remote.Client
 		Owners: &h.owners,
 		Log:    &h.log,
 	}
+	var link io.Writer = cw
+	for _, w := range with {
+		if w.opt != nil {
+			w.opt(&opt)
+		}
+		if w.link != nil {
+			link = w.link(link)
+		}
+	}
 	go func() {
 		err := agent.Serve(context.Background(), ar, aw, opt)
 		aw.Close()
@@ -207,7 +231,7 @@ func start(t *testing.T, docker error, heartbeat time.Duration, co remote.Client
 	if co.Heartbeat == 0 {
 		co.Heartbeat = heartbeat
 	}
-	c, err := remote.NewClient(context.Background(), cr, cw, co)
+	c, err := remote.NewClient(context.Background(), cr, link, co)
 	if err != nil {
 		t.Fatalf("hello: %v", err)
 	}
@@ -561,3 +585,98 @@ func TestLostConnectionFailsCalls(t *testing.T) {
 		t.Errorf("ping after the agent went: %v, want unreachable", err)
 	}
 }
+
+func TestSeriesLongerThanALine(t *testing.T) {
+	// Longer than the one line of protocol 1 could be (64 MiB): a long
+	// window on a host of many CPUs.
+	const longest = 64 << 20
+	h := start(t, nil, -1, remote.ClientOptions{})
+	defer h.c.Close(context.Background())
+	big := strings.Repeat("c", longest+1)
+	h.series = &results.Series{IntervalS: 1, Unavailable: map[string]string{"big": big}, Samples: []results.Sample{{T: 1}}}
+	o := remote.NewObserver(h.c, "run-1", &engine.Target{})
+	if err := o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// A heartbeat passes while the series is on its way.
+	s := o.Stop()
+	if s.Unavailable["observer"] != "" || len(s.Unavailable["big"]) != len(big) || len(s.Samples) != 1 {
+		t.Errorf("series of %d bytes: unavailable %q, %d samples", len(big), s.Unavailable["observer"], len(s.Samples))
+	}
+	if err := h.c.Call(context.Background(), agent.MethodClock, nil, nil, nil); err != nil {
+		t.Errorf("the session after the series: %v", err)
+	}
+}
+
+func TestHelloChecksTheBuild(t *testing.T) {
+	agentBuild := setup{opt: func(o *agent.Options) { o.Build = func() (string, error) { return "aaaa", nil } }}
+	for _, c := range []struct {
+		desc, build, want string
+	}{
+		{"the same build", "aaaa", ""},
+		{"another build", "bbbb", "another ctrperf build"},
+	} {
+		t.Run(c.desc, func(t *testing.T) {
+			ar, cw := io.Pipe()
+			cr, aw := io.Pipe()
+			opt := agent.Options{Log: io.Discard}
+			agentBuild.opt(&opt)
+			go func() { _ = agent.Serve(context.Background(), ar, aw, opt); aw.Close() }()
+			defer cw.Close()
+			c2, err := remote.NewClient(context.Background(), cr, cw, remote.ClientOptions{Heartbeat: -1, Build: c.build, Closer: cw, Fix: "rebuild images: ctrperf images build"})
+			if c.want == "" {
+				if err != nil || c2.Hello.Build != "aaaa" {
+					t.Fatalf("hello: %v, build %q", err, c2.Hello.Build)
+				}
+				c2.Close(context.Background())
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "ctrperf images build") {
+				t.Errorf("hello = %v: want %q and the fix", err, c.want)
+			}
+		})
+	}
+}
+
+func TestClientRefusesAnAgentOfAnotherBuild(t *testing.T) {
+	// An agent that does not check (no Build of its own) still answers
+	// with its build; the client compares.
+	ar, cw := io.Pipe()
+	cr, aw := io.Pipe()
+	go func() {
+		conn := agent.NewConn(ar, aw)
+		m, err := conn.Receive()
+		if err != nil {
+			return
+		}
+		_ = conn.Send(&agent.Message{ID: m.ID, Result: agent.Encode(agent.HelloResult{Version: agent.Version, Build: "old"})})
+		_, _ = io.Copy(io.Discard, ar)
+		aw.Close()
+	}()
+	_, err := remote.NewClient(context.Background(), cr, cw, remote.ClientOptions{Heartbeat: -1, Build: "new", Closer: cw, Fix: "rebuild images: ctrperf images build"})
+	if err == nil || !strings.Contains(err.Error(), `"old"`) || !strings.Contains(err.Error(), "ctrperf images build") {
+		t.Errorf("hello of a stale agent = %v", err)
+	}
+}
+
+func TestHelloThatNeverComesHasABudget(t *testing.T) {
+	// A remote shell that stalls: the stream stays open, nothing answers.
+	cr, aw := io.Pipe()
+	cw := io.Discard // the hello line fits in the transport's buffer
+	defer aw.Close()
+	closed := make(chan struct{})
+	_, err := remote.NewClient(context.Background(), cr, cw, remote.ClientOptions{Heartbeat: -1, HelloTimeout: 50 * time.Millisecond,
+		Closer: closerFunc(func() error { close(closed); return aw.Close() })})
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "did not answer hello within 50ms") {
+		t.Errorf("hello into silence = %v", err)
+	}
+	select {
+	case <-closed:
+	default:
+		t.Error("the transport was not closed")
+	}
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
