@@ -58,6 +58,9 @@ const FrameSize = 1 << 20
 // its envelope. A longer line is no message of this protocol.
 const MaxLine = FrameSize*4/3 + 4<<10
 
+// maxLine is the longest line of frames of frameSize bytes.
+func maxLine(frameSize int) int { return frameSize*4/3 + 4<<10 }
+
 // MaxMessage bounds a message joined from frames (a run's series of a
 // long window on a host of many CPUs is some hundred MiB).
 const MaxMessage = 1 << 30
@@ -393,18 +396,35 @@ type Conn struct {
 	framed sync.Mutex // one framed message at a time; lines pass between its frames
 	w      *bufio.Writer
 	sc     *bufio.Scanner
+	frame  int // FrameSize unless WithFrameSize
 
 	// The message being joined from frames.
 	partial   []byte
 	partialID uint64
 }
 
+// ConnOption changes a Conn.
+type ConnOption func(*Conn)
+
+// WithFrameSize sends messages longer than n bytes as frames and reads
+// lines of frames of n bytes at most (FrameSize by default; both ends
+// must agree). Tests take it small to send many frames quickly.
+func WithFrameSize(n int) ConnOption {
+	return func(c *Conn) {
+		if n > 0 {
+			c.frame = n
+		}
+	}
+}
+
 // NewConn frames messages on r and w.
-func NewConn(r io.Reader, w io.Writer) *Conn {
-	bw := bufio.NewWriterSize(w, 64<<10)
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), MaxLine)
-	return &Conn{w: bw, sc: sc}
+func NewConn(r io.Reader, w io.Writer, opts ...ConnOption) *Conn {
+	c := &Conn{w: bufio.NewWriterSize(w, 64<<10), sc: bufio.NewScanner(r), frame: FrameSize}
+	for _, o := range opts {
+		o(c)
+	}
+	c.sc.Buffer(make([]byte, min(64<<10, maxLine(c.frame))), maxLine(c.frame))
+	return c
 }
 
 // Send writes one message and flushes it: one line, or frames when its
@@ -414,7 +434,7 @@ func (c *Conn) Send(m *Message) error {
 	if err != nil {
 		return fmt.Errorf("agent protocol: encode message %d: %w", m.ID, err)
 	}
-	if len(b) <= FrameSize {
+	if len(b) <= c.frame {
 		return c.line(b)
 	}
 	if len(b) > MaxMessage {
@@ -423,7 +443,7 @@ func (c *Conn) Send(m *Message) error {
 	c.framed.Lock()
 	defer c.framed.Unlock()
 	for len(b) > 0 {
-		n := min(len(b), FrameSize)
+		n := min(len(b), c.frame)
 		f, err := json.Marshal(&Message{ID: m.ID, Frame: b[:n], More: n < len(b)})
 		if err != nil {
 			return err
@@ -488,7 +508,7 @@ func (c *Conn) Receive() (*Message, error) {
 	}
 	if err := c.sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, fmt.Errorf("agent protocol: a line longer than %d bytes (a peer of another protocol version?): %w", MaxLine, err)
+			return nil, fmt.Errorf("agent protocol: a line longer than %d bytes (a peer of another protocol version?): %w", maxLine(c.frame), err)
 		}
 		return nil, err
 	}

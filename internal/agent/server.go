@@ -61,6 +61,9 @@ type Options struct {
 	// Build is the sha256 of the agent's own binary (selfbin.Read), which
 	// a hello that names the caller's build must match; nil: no check.
 	Build func() (string, error)
+	// FrameSize is the protocol's frame size (agent.FrameSize when 0;
+	// the caller's must be the same). Tests take it small.
+	FrameSize int
 	// Observer makes the sampler set of observe.start.
 	Observer func(cs []observe.Container, interval time.Duration, onSample func(results.Sample)) Observer
 	// Workload resolves a workload by name (workload.Get).
@@ -143,7 +146,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, opt Options) error {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	in := &arrivals{r: r, since: time.Now()}
-	s := &session{opt: opt, conn: NewConn(in, w), ctx: sctx, deployed: map[string]*deployment{}, routes: map[string]bool{},
+	s := &session{opt: opt, conn: NewConn(in, w, WithFrameSize(opt.FrameSize)), ctx: sctx, deployed: map[string]*deployment{}, routes: map[string]bool{},
 		observers: map[string]Observer{}, loads: map[string]*imageLoad{}}
 	why := s.loop(sctx, in)
 	cancel()

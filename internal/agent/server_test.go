@@ -644,25 +644,73 @@ func TestLostConnectionFailsCalls(t *testing.T) {
 }
 
 func TestSeriesLongerThanALine(t *testing.T) {
-	// Longer than the one line of protocol 1 could be (64 MiB): a long
-	// window on a host of many CPUs.
-	const longest = 64 << 20
-	h := start(t, nil, -1, remote.ClientOptions{})
+	// A series many frames long: with protocol 2's frames of 1 MiB, a
+	// series over protocol 1's 64 MiB line (a long window on a host of
+	// many CPUs) arrives the same way; the frame size is small here so
+	// that the test sends 200 frames in milliseconds, not 64 MiB.
+	const frame = 4 << 10
+	h := start(t, nil, -1, remote.ClientOptions{FrameSize: frame}, setup{opt: func(o *agent.Options) { o.FrameSize = frame }})
 	defer h.c.Close(context.Background())
-	big := strings.Repeat("c", longest+1)
+	big := strings.Repeat("c", 200*frame)
 	h.series = &results.Series{IntervalS: 1, Unavailable: map[string]string{"big": big}, Samples: []results.Sample{{T: 1}}}
 	o := remote.NewObserver(h.c, "run-1", &engine.Target{})
 	if err := o.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	// A heartbeat passes while the series is on its way.
 	s := o.Stop()
 	if s.Unavailable["observer"] != "" || len(s.Unavailable["big"]) != len(big) || len(s.Samples) != 1 {
 		t.Errorf("series of %d bytes: unavailable %q, %d samples", len(big), s.Unavailable["observer"], len(s.Samples))
 	}
 	if err := h.c.Call(context.Background(), agent.MethodClock, nil, nil, nil); err != nil {
-		t.Errorf("the session after the series: %v", err)
+		t.Errorf("the session after the series: %v; agent log: %s", err, h.log.String())
 	}
+}
+
+// TestHeartbeatsLeaveWhileOneIsUnanswered: an answer that queues behind a
+// long message (a series of many frames on a slow link) must not hold the
+// next heartbeat back: the agent tears the session down when none came
+// for three periods, and a client that waited for each answer sent its
+// next one four periods after the last.
+func TestHeartbeatsLeaveWhileOneIsUnanswered(t *testing.T) {
+	const every = 50 * time.Millisecond
+	ar, cw := io.Pipe()
+	cr, aw := io.Pipe()
+	arrived := make(chan time.Time, 16)
+	go func() {
+		conn := agent.NewConn(ar, aw)
+		for {
+			m, err := conn.Receive()
+			if err != nil {
+				aw.Close()
+				return
+			}
+			switch m.Method {
+			case agent.MethodHello:
+				_ = conn.Send(&agent.Message{ID: m.ID, Result: agent.Encode(agent.HelloResult{Version: agent.Version})})
+			case agent.MethodClock:
+				_ = conn.Send(&agent.Message{ID: m.ID, Result: agent.Encode(agent.ClockResult{UnixNano: time.Now().UnixNano()})})
+			case agent.MethodHeartbeat:
+				select { // never answered
+				case arrived <- time.Now():
+				default:
+				}
+			}
+		}
+	}()
+	c, err := remote.NewClient(context.Background(), cr, cw, remote.ClientOptions{Heartbeat: every, Closer: cw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cw.Close()
+	last := <-arrived
+	for range 4 {
+		now := <-arrived
+		if gap := now.Sub(last); gap >= 3*every {
+			t.Errorf("a heartbeat %s after the last, unanswered one: the agent's watchdog (%s) would have ended the session", gap, 3*every)
+		}
+		last = now
+	}
+	_ = c
 }
 
 func TestHelloChecksTheBuild(t *testing.T) {

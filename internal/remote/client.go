@@ -71,6 +71,9 @@ type ClientOptions struct {
 	// never answers (a stalled remote shell, a pod that never starts
 	// its agent) fails the dial instead of hanging it (default 30 s).
 	HelloTimeout time.Duration
+	// FrameSize is the protocol's frame size (agent.FrameSize when 0;
+	// the agent's must be the same). Tests take it small.
+	FrameSize int
 }
 
 // DefaultHelloTimeout is ClientOptions.HelloTimeout's default.
@@ -79,7 +82,7 @@ const DefaultHelloTimeout = 30 * time.Second
 // NewClient says hello over r and w, estimates the clock offset and starts
 // the heartbeats. The agent's version must be this ctrperf's.
 func NewClient(ctx context.Context, r io.Reader, w io.Writer, o ClientOptions) (*Client, error) {
-	c := &Client{conn: agent.NewConn(r, w), Name: o.Name, pending: map[uint64]*call{}, done: make(chan struct{}), closer: o.Closer}
+	c := &Client{conn: agent.NewConn(r, w, agent.WithFrameSize(o.FrameSize)), Name: o.Name, pending: map[uint64]*call{}, done: make(chan struct{}), closer: o.Closer}
 	if c.Name == "" {
 		c.Name = "agent"
 	}
@@ -253,9 +256,15 @@ func (c *Client) heartbeat(every time.Duration) {
 		case <-c.done:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), 3*every)
-			_ = c.Call(ctx, agent.MethodHeartbeat, nil, nil, nil)
-			cancel()
+			// Not waiting for the answer: it may queue behind a long
+			// message the agent is sending (a series of many frames),
+			// and the next heartbeat must still leave on time. At most
+			// three are in flight.
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 3*every)
+				defer cancel()
+				_ = c.Call(ctx, agent.MethodHeartbeat, nil, nil, nil)
+			}()
 		}
 	}
 }
