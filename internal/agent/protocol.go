@@ -72,9 +72,9 @@ const (
 	MethodHeartbeat = "heartbeat" // nil → nil: the watchdog's proof of life
 	MethodPing      = "engine.ping"
 	MethodInfo      = "engine.info" // EngineRef → engine.Info: a private engine's own (hello has the default's)
-	MethodDeploy    = "deploy"   // DeployParams → DeployResult
-	MethodTeardown  = "teardown" // TeardownParams → nil
-	MethodExec      = "exec"     // ExecParams → engine.ExecResult
+	MethodDeploy    = "deploy"      // DeployParams → DeployResult
+	MethodTeardown  = "teardown"    // TeardownParams → nil
+	MethodExec      = "exec"        // ExecParams → engine.ExecResult
 	// MethodObserveStart starts a sampler set (ObserveParams → ObserveStarted);
 	// its samples stream as EventSample of the start request until
 	// MethodObserveStop (ObserveStop → results.Series).
