@@ -482,6 +482,9 @@ func (c *Conn) Receive() (*Message, error) {
 			return nil, err
 		}
 		if len(m.Frame) == 0 {
+			if m.More {
+				return nil, fmt.Errorf("agent protocol: message %d says more frames follow but is no frame", m.ID)
+			}
 			return m, nil
 		}
 		if c.partial != nil && m.ID != c.partialID {
