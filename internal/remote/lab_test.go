@@ -402,3 +402,27 @@ func TestCleanAfterAgentKilledLab(t *testing.T) {
 	// above); the test removes it itself.
 	onLab(t, "lab-sut", "rm -f /run/ctrperf/owners/agent-test-testcleanafteragentkilledlab-*")
 }
+
+// TestReplacedAgentBinaryRefusedLab: the binary cached on the host is
+// named by its hash but may be replaced after the copy (another ctrperf
+// writing the same path, a disk that corrupted it); hello compares the
+// agent's own hash with the caller's and the error names the fix.
+func TestReplacedAgentBinaryRefusedLab(t *testing.T) {
+	lab.Require(t)
+	testenv.Ctrperf(t)
+	first := dial(t, "lab-sut", remote.SSHOptions{})
+	_ = first.Close(context.Background())
+	// One byte more: still an ELF that runs, another build.
+	onLab(t, "lab-sut", "echo >> "+first.Binary)
+	t.Cleanup(func() { onLab(t, "lab-sut", "rm -f "+first.Binary) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, err := remote.Dial(ctx, dest(t, "lab-sut"), remote.SSHOptions{Config: labConfig, Session: "test-replaced"})
+	if err == nil {
+		_ = h.Close(context.Background())
+		t.Fatal("dial to an agent of another build succeeded")
+	}
+	if !strings.Contains(err.Error(), "another ctrperf build") || !strings.Contains(err.Error(), "remove "+first.Binary) {
+		t.Errorf("dial = %v; want the build named and the fix", err)
+	}
+}
