@@ -506,6 +506,33 @@ func (s *imageSource) Save(_ context.Context, ids []string) (io.ReadCloser, erro
 	return io.NopCloser(strings.NewReader("ID:" + ids[0] + "\n" + strings.Repeat("x", 2<<20+17))), nil
 }
 
+// TestDeployByImageID: the host's engine gets the image's ID, not its tag:
+// the tag is shared (another ctrperf, another session of another build on
+// the same host retags it), the ID is what was loaded.
+func TestDeployByImageID(t *testing.T) {
+	h := start(t, nil, -1, remote.ClientOptions{})
+	defer h.c.Close(context.Background())
+	eng := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeDocker}, &imageSource{})
+	spec := engine.DeploySpec{RunID: "r1", Services: []engine.Service{{Name: "app", Image: "ticketd"}, {Name: "side", Image: "ticketd"}}}
+	for range 2 { // the second deploy loads nothing and still goes by ID
+		if _, err := eng.Deploy(context.Background(), spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.engines.eng.mu.Lock()
+	defer h.engines.eng.mu.Unlock()
+	for _, d := range h.engines.eng.deployed {
+		for _, s := range d.Services {
+			if s.Image != "sha256:ticketd" {
+				t.Errorf("service %s deployed as %q: want the image ID", s.Name, s.Image)
+			}
+		}
+	}
+	if spec.Services[0].Image != "ticketd" {
+		t.Errorf("the caller's spec changed: %q", spec.Services[0].Image)
+	}
+}
+
 func TestImagesLoadedOnceByID(t *testing.T) {
 	h := start(t, nil, -1, remote.ClientOptions{})
 	defer h.c.Close(context.Background())
