@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -56,6 +58,54 @@ type SSHOptions struct {
 	// it bound the probe of the host, a remote shell that stalls after
 	// login (a hung home directory, a profile that waits), and hello.
 	ConnectTimeout time.Duration
+
+	// forced is the config file of Dial's ssh calls (withForcedConfig).
+	forced string
+}
+
+// withForcedConfig writes the ssh config that every ssh of one Dial
+// reads: the options ctrperf needs first (the first value ssh obtains
+// wins), then the caller's config. A ProxyJump hop gets only -F from
+// ssh, not the -o options, so without it a hop is not in batch mode and
+// checks its key as the user's config says: it asks on the terminal
+// (a background ssh is stopped by SIGTTIN), or refuses a key that
+// --accept-new-host-key would record. done removes the file once the
+// session is up (ssh reads its config when it starts).
+func (o SSHOptions) withForcedConfig() (SSHOptions, func(), error) {
+	dir, err := os.MkdirTemp("", "ctrperf-ssh-")
+	if err != nil {
+		return o, nil, err
+	}
+	var b strings.Builder
+	b.WriteString("# ctrperf: the options of its ssh calls, for every hop (removed once connected)\nHost *\n")
+	for _, kv := range o.options() {
+		k, v, _ := strings.Cut(kv, "=")
+		fmt.Fprintf(&b, "  %s %s\n", k, v)
+	}
+	if o.Config != "" {
+		fmt.Fprintf(&b, "Include %s\n", sshdest.ExpandHome(o.Config))
+	} else {
+		// ssh's own files, which -F replaces.
+		fmt.Fprintf(&b, "Include %s\nInclude /etc/ssh/ssh_config\n", sshdest.ExpandHome("~/.ssh/config"))
+	}
+	path := filepath.Join(dir, "ssh_config")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		_ = os.RemoveAll(dir)
+		return o, nil, err
+	}
+	o.forced = path
+	return o, func() { _ = os.RemoveAll(dir) }, nil
+}
+
+// options are the ssh options every call uses.
+func (o SSHOptions) options() []string {
+	strict := "yes"
+	if o.AcceptNewHostKey {
+		strict = "accept-new"
+	}
+	return []string{"BatchMode=yes", "StrictHostKeyChecking=" + strict,
+		"ConnectTimeout=" + strconv.Itoa(int(o.connectTimeout().Seconds())),
+		"ServerAliveInterval=5", "ServerAliveCountMax=3", "LogLevel=ERROR"}
 }
 
 func (o SSHOptions) connectTimeout() time.Duration {
@@ -97,18 +147,17 @@ type Host struct {
 // then the remote command.
 func (o SSHOptions) sshArgs(d plan.Dest, remote ...string) []string {
 	var args []string
-	if o.Config != "" {
+	switch {
+	case o.forced != "":
+		args = append(args, "-F", o.forced)
+	case o.Config != "":
 		args = append(args, "-F", sshdest.ExpandHome(o.Config))
 	}
-	strict := "yes"
-	if o.AcceptNewHostKey {
-		strict = "accept-new"
-	}
-	timeout := o.connectTimeout()
 	// Options on the command line win over the config file's.
-	args = append(args, "-T", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking="+strict,
-		"-o", "ConnectTimeout="+strconv.Itoa(int(timeout.Seconds())),
-		"-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", "-o", "LogLevel=ERROR")
+	args = append(args, "-T")
+	for _, kv := range o.options() {
+		args = append(args, "-o", kv)
+	}
 	args = append(args, d.SSHArgs()...)
 	return append(args, remote...)
 }
@@ -125,6 +174,11 @@ func Dial(ctx context.Context, d plan.Dest, o SSHOptions) (*Host, error) {
 		return nil, err
 	}
 	h := &Host{Dest: d, Resolved: res}
+	o, done, err := o.withForcedConfig()
+	if err != nil {
+		return nil, fmt.Errorf("ssh config for %s: %w", d.Raw, err)
+	}
+	defer done()
 	read := o.Binary
 	if read == nil {
 		read = selfbin.Read
