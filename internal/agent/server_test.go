@@ -178,7 +178,27 @@ type setup struct {
 	link func(io.Writer) io.Writer
 }
 
-var _ = setup{link: func(w io.Writer) io.Writer { return w }}
+// throttled is a link of rate bytes a second: it passes writes on in
+// pieces of 4 KiB, each after its time.
+type throttled struct {
+	w    io.Writer
+	rate int
+}
+
+func (t throttled) Write(b []byte) (int, error) {
+	n := 0
+	for len(b) > 0 {
+		p := b[:min(len(b), 4<<10)]
+		time.Sleep(time.Duration(len(p)) * time.Second / time.Duration(t.rate))
+		m, err := t.w.Write(p)
+		n += m
+		if err != nil {
+			return n, err
+		}
+		b = b[len(p):]
+	}
+	return n, nil
+}
 
 // startWith is start with the agent's options changed by set.
 func startWith(t *testing.T, set func(*agent.Options)) *harness {
@@ -530,6 +550,32 @@ func TestDeployByImageID(t *testing.T) {
 	}
 	if spec.Services[0].Image != "ticketd" {
 		t.Errorf("the caller's spec changed: %q", spec.Services[0].Image)
+	}
+}
+
+// smallImage is an image of one chunk and a byte.
+type smallImage struct{ imageSource }
+
+func (s *smallImage) Save(_ context.Context, ids []string) (io.ReadCloser, error) {
+	return io.NopCloser(strings.NewReader("ID:" + ids[0] + "\n" + strings.Repeat("x", 1<<20))), nil
+}
+
+// TestImageLoadOnASlowLink: at 1.5 Mbit/s one image chunk (1 MiB, a line
+// of 1.4 MB in base64) takes 7.5 s to arrive, longer than the agent's
+// heartbeat timeout (3 s here), and the client's heartbeats wait behind
+// it; the agent counts the chunk's bytes as they arrive, not whole
+// lines, and keeps the session.
+func TestImageLoadOnASlowLink(t *testing.T) {
+	const rate = 1_500_000 / 8
+	h := start(t, nil, time.Second, remote.ClientOptions{}, setup{link: func(w io.Writer) io.Writer { return throttled{w: w, rate: rate} }})
+	defer h.c.Close(context.Background())
+	eng := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeDocker}, &smallImage{})
+	spec := engine.DeploySpec{RunID: "r1", Services: []engine.Service{{Name: "app", Image: "ticketd"}}}
+	if _, err := eng.Deploy(context.Background(), spec); err != nil {
+		t.Fatalf("deploy over a slow link: %v; agent: %s", err, h.log.String())
+	}
+	if n := h.images.got.Len(); n != len("ID:sha256:ticketd\n")+1<<20 {
+		t.Errorf("the host loaded %d bytes", n)
 	}
 }
 
