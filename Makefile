@@ -47,7 +47,7 @@ all: build
 
 help:
 	@echo "make demo      install what is missing, get an engine, build images, run plans/smoke.yaml --quick, report"
-	@echo "make test      vet, staticcheck, unit tests (-race), fuzzing (10 decoders), beside them the lab cluster's tests, then integration tests with real Docker; ends with each phase's time and the 10 slowest tests"
+	@echo "make test      vet, staticcheck, unit tests (-race), fuzzing (11 decoders), beside them the lab cluster's tests, then integration tests with real Docker; ends with each phase's time and the 10 slowest tests"
 	@echo "make reliability  $(KILL_TRIALS) SIGKILL trials of bench run (smoke, network, storage --quick), each followed by ctrperf clean; nothing of ctrperf may be left (KILL_SEED=... replays)"
 	@echo "make build     $(BIN) (version $(VERSION))"
 	@echo "make example   the static binary of examples/hello (Benchmark your own application, README.md)"
@@ -198,7 +198,8 @@ unit:
 	set -o pipefail; $(GO) test -json -race -skip '$(INTEGRATION)' $(TEST_FLAGS) ./... \
 		| tee $(TEST_OUT)/unit.json | $(TESTSUMMARY) -slowest 0
 
-# Native fuzzing of the decoders that read user and kernel files, two targets
+# Native fuzzing of the decoders that read user and kernel files and the
+# agent protocol's stream, two targets
 # at a time with one worker each (scripts/fuzz.sh): each target runs
 # from its seed corpus (testdata/fuzz/<Target>); a crasher is written there
 # and becomes a regression case of every later `go test`. Each target runs
@@ -213,7 +214,8 @@ FUZZ_TARGETS := ./internal/plan:FuzzParse:30000x ./internal/bench:FuzzParsePlan:
 	./internal/results:FuzzReadRepair:1000x ./internal/load:FuzzParseScenario:4000x \
 	./internal/isolate:FuzzIsolateConfig:2000x ./internal/isolate:FuzzParamsValidate:10000x \
 	./internal/isolate:FuzzParseHexMask:5000x ./internal/plan:FuzzParseMemory:20000x \
-	./internal/engine/daemon:FuzzParseIPTablesSave:10000x ./internal/kernel:FuzzProcParsers:20000x
+	./internal/engine/daemon:FuzzParseIPTablesSave:10000x ./internal/kernel:FuzzProcParsers:20000x \
+	./internal/agent:FuzzConnReceive:20000x
 fuzz:
 	@GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh $(FUZZ_TARGETS)
 

@@ -11,6 +11,11 @@
 //	request   {"id":7,"method":"deploy","params":{...}}
 //	response  {"id":7,"result":{...}}       or {"id":7,"error":{"code":"failed","message":"..."}}
 //	event     {"id":7,"event":"sample","data":{...}}   streamed while request 7 runs
+//	frame     {"id":7,"frame":"<base64>","more":true}  a piece of a message longer than FrameSize
+//
+// No line is longer than MaxLine: a message that would be (a run's series,
+// a measurement with many histograms) goes as frames, which the receiver
+// joins, and other messages (events, heartbeats) pass between them.
 //
 // The first request is always hello: both sides say which protocol
 // version they speak (a mismatch is refused with both versions named) and
@@ -42,11 +47,23 @@ import (
 
 // Version is the protocol version this ctrperf speaks. It changes when a
 // message changes incompatibly; both ends refuse another version.
-const Version = 1
+// 2: messages longer than FrameSize go as frames; hello carries the build.
+const Version = 2
 
-// MaxLine bounds one message (an image chunk, a measurement with its
-// histograms, a run's series).
-const MaxLine = 64 << 20
+// FrameSize bounds the JSON of a message sent as one line; a longer one is
+// sent as frames of FrameSize bytes each.
+const FrameSize = 1 << 20
+
+// MaxLine bounds one line read: a frame (FrameSize bytes in base64) with
+// its envelope. A longer line is no message of this protocol.
+const MaxLine = FrameSize*4/3 + 4<<10
+
+// maxLine is the longest line of frames of frameSize bytes.
+func maxLine(frameSize int) int { return frameSize*4/3 + 4<<10 }
+
+// MaxMessage bounds a message joined from frames (a run's series of a
+// long window on a host of many CPUs is some hundred MiB).
+const MaxMessage = 1 << 30
 
 // Methods of the protocol.
 const (
@@ -55,9 +72,9 @@ const (
 	MethodHeartbeat = "heartbeat" // nil → nil: the watchdog's proof of life
 	MethodPing      = "engine.ping"
 	MethodInfo      = "engine.info" // EngineRef → engine.Info: a private engine's own (hello has the default's)
-	MethodDeploy    = "deploy"   // DeployParams → DeployResult
-	MethodTeardown  = "teardown" // TeardownParams → nil
-	MethodExec      = "exec"     // ExecParams → engine.ExecResult
+	MethodDeploy    = "deploy"      // DeployParams → DeployResult
+	MethodTeardown  = "teardown"    // TeardownParams → nil
+	MethodExec      = "exec"        // ExecParams → engine.ExecResult
 	// MethodObserveStart starts a sampler set (ObserveParams → ObserveStarted);
 	// its samples stream as EventSample of the start request until
 	// MethodObserveStop (ObserveStop → results.Series).
@@ -109,6 +126,10 @@ type Message struct {
 	Error  *Error          `json:"error,omitempty"`
 	Event  string          `json:"event,omitempty"`
 	Data   json.RawMessage `json:"data,omitempty"`
+	// Frame is a piece of the JSON of message ID, More that pieces follow
+	// (Conn sends and joins them; no caller sees a frame).
+	Frame []byte `json:"frame,omitempty"`
+	More  bool   `json:"more,omitempty"`
 }
 
 // Error codes: what the caller branches on.
@@ -371,47 +392,141 @@ type CleanResult struct {
 // Conn reads and writes messages on one stream pair. Send may be called
 // from many goroutines; Receive from one.
 type Conn struct {
-	mu  sync.Mutex
-	w   *bufio.Writer
-	enc *json.Encoder
-	sc  *bufio.Scanner
+	mu     sync.Mutex // one line at a time
+	framed sync.Mutex // one framed message at a time; lines pass between its frames
+	w      *bufio.Writer
+	sc     *bufio.Scanner
+	frame  int // FrameSize unless WithFrameSize
+
+	// The message being joined from frames.
+	partial   []byte
+	partialID uint64
+}
+
+// ConnOption changes a Conn.
+type ConnOption func(*Conn)
+
+// WithFrameSize sends messages longer than n bytes as frames and reads
+// lines of frames of n bytes at most (FrameSize by default; both ends
+// must agree). Tests take it small to send many frames quickly.
+func WithFrameSize(n int) ConnOption {
+	return func(c *Conn) {
+		if n > 0 {
+			c.frame = n
+		}
+	}
 }
 
 // NewConn frames messages on r and w.
-func NewConn(r io.Reader, w io.Writer) *Conn {
-	bw := bufio.NewWriterSize(w, 64<<10)
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), MaxLine)
-	return &Conn{w: bw, enc: json.NewEncoder(bw), sc: sc}
+func NewConn(r io.Reader, w io.Writer, opts ...ConnOption) *Conn {
+	c := &Conn{w: bufio.NewWriterSize(w, 64<<10), sc: bufio.NewScanner(r), frame: FrameSize}
+	for _, o := range opts {
+		o(c)
+	}
+	c.sc.Buffer(make([]byte, min(64<<10, maxLine(c.frame))), maxLine(c.frame))
+	return c
 }
 
-// Send writes one message and flushes it.
+// Send writes one message and flushes it: one line, or frames when its
+// JSON is longer than FrameSize.
 func (c *Conn) Send(m *Message) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("agent protocol: encode message %d: %w", m.ID, err)
+	}
+	if len(b) <= c.frame {
+		return c.line(b)
+	}
+	if len(b) > MaxMessage {
+		return fmt.Errorf("agent protocol: message %d is %d bytes, more than the %d a peer accepts", m.ID, len(b), MaxMessage)
+	}
+	c.framed.Lock()
+	defer c.framed.Unlock()
+	for len(b) > 0 {
+		n := min(len(b), c.frame)
+		f, err := json.Marshal(&Message{ID: m.ID, Frame: b[:n], More: n < len(b)})
+		if err != nil {
+			return err
+		}
+		if err := c.line(f); err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+func (c *Conn) line(b []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.enc.Encode(m); err != nil {
+	if _, err := c.w.Write(b); err != nil {
+		return err
+	}
+	if err := c.w.WriteByte('\n'); err != nil {
 		return err
 	}
 	return c.w.Flush()
 }
 
-// Receive reads the next message; io.EOF at the end of the stream.
+// Receive reads the next message, joined from its frames; io.EOF at the
+// end of the stream. A line that is no message, longer than MaxLine, or
+// frames that do not make one message end the stream with an error.
 func (c *Conn) Receive() (*Message, error) {
 	for c.sc.Scan() {
 		line := c.sc.Bytes()
 		if len(line) == 0 {
 			continue
 		}
-		var m Message
-		if err := json.Unmarshal(line, &m); err != nil {
-			return nil, fmt.Errorf("agent protocol: a line that is no message (%.80q): %w", line, err)
+		m, err := decodeLine(line)
+		if err != nil {
+			return nil, err
 		}
-		return &m, nil
+		if len(m.Frame) == 0 {
+			if m.More {
+				return nil, fmt.Errorf("agent protocol: message %d says more frames follow but is no frame", m.ID)
+			}
+			return m, nil
+		}
+		if c.partial != nil && m.ID != c.partialID {
+			return nil, fmt.Errorf("agent protocol: a frame of message %d among those of message %d", m.ID, c.partialID)
+		}
+		if len(c.partial)+len(m.Frame) > MaxMessage {
+			return nil, fmt.Errorf("agent protocol: message %d is longer than %d bytes", m.ID, MaxMessage)
+		}
+		c.partialID = m.ID
+		c.partial = append(c.partial, m.Frame...)
+		if m.More {
+			continue
+		}
+		whole := c.partial
+		c.partial = nil
+		full, err := decodeLine(whole)
+		if err != nil {
+			return nil, err
+		}
+		if full.ID != m.ID || len(full.Frame) > 0 {
+			return nil, fmt.Errorf("agent protocol: the frames of message %d join into another message (%d) or a frame", m.ID, full.ID)
+		}
+		return full, nil
 	}
 	if err := c.sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, fmt.Errorf("agent protocol: a line longer than %d bytes (a peer of another protocol version?): %w", maxLine(c.frame), err)
+		}
 		return nil, err
 	}
+	if c.partial != nil {
+		return nil, fmt.Errorf("agent protocol: the stream ended inside message %d: %w", c.partialID, io.ErrUnexpectedEOF)
+	}
 	return nil, io.EOF
+}
+
+func decodeLine(line []byte) (*Message, error) {
+	var m Message
+	if err := json.Unmarshal(line, &m); err != nil {
+		return nil, fmt.Errorf("agent protocol: a line that is no message (%.80q): %w", line, err)
+	}
+	return &m, nil
 }
 
 // Encode is v as a message's params, result or data.

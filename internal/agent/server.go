@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -60,6 +61,9 @@ type Options struct {
 	// Build is the sha256 of the agent's own binary (selfbin.Read), which
 	// a hello that names the caller's build must match; nil: no check.
 	Build func() (string, error)
+	// FrameSize is the protocol's frame size (agent.FrameSize when 0;
+	// the caller's must be the same). Tests take it small.
+	FrameSize int
 	// Observer makes the sampler set of observe.start.
 	Observer func(cs []observe.Container, interval time.Duration, onSample func(results.Sample)) Observer
 	// Workload resolves a workload by name (workload.Get).
@@ -141,9 +145,10 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, opt Options) error {
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s := &session{opt: opt, conn: NewConn(r, w), ctx: sctx, deployed: map[string]*deployment{}, routes: map[string]bool{},
+	in := &arrivals{r: r, since: time.Now()}
+	s := &session{opt: opt, conn: NewConn(in, w, WithFrameSize(opt.FrameSize)), ctx: sctx, deployed: map[string]*deployment{}, routes: map[string]bool{},
 		observers: map[string]Observer{}, loads: map[string]*imageLoad{}}
-	why := s.loop(sctx)
+	why := s.loop(sctx, in)
 	cancel()
 	s.wg.Wait()
 	if why != nil {
@@ -163,9 +168,32 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, opt Options) error {
 
 var errShutdown = errors.New("shutdown")
 
+// arrivals reads the caller's stream and notes when its bytes last came:
+// the watchdog judges the caller alive on bytes, not on whole lines, so a
+// long line on a slow link (an image chunk at 1 Mbit/s) is proof of life
+// while it arrives.
+type arrivals struct {
+	r     io.Reader
+	since time.Time    // monotonic base of last
+	last  atomic.Int64 // ns after since of the last read that brought bytes
+}
+
+func (a *arrivals) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if n > 0 {
+		a.last.Store(int64(time.Since(a.since)))
+	}
+	return n, err
+}
+
+// idle is how long no byte came.
+func (a *arrivals) idle() time.Duration {
+	return time.Since(a.since) - time.Duration(a.last.Load())
+}
+
 // loop reads requests and starts each in its own goroutine; the
-// watchdog's deadline moves with every message.
-func (s *session) loop(ctx context.Context) error {
+// watchdog's deadline moves with every byte that arrives.
+func (s *session) loop(ctx context.Context, in *arrivals) error {
 	msgs := make(chan *Message)
 	errc := make(chan error, 1)
 	go func() {
@@ -195,7 +223,12 @@ func (s *session) loop(ctx context.Context) error {
 			}
 			return fmt.Errorf("read from ctrperf: %w", err)
 		case <-timer.C:
-			return fmt.Errorf("%w (%s)", ErrHeartbeat, s.heartbeatTimeout())
+			hb := s.heartbeatTimeout()
+			if idle := in.idle(); idle < hb {
+				timer.Reset(hb - idle) // a line still arriving
+				continue
+			}
+			return fmt.Errorf("%w (%s)", ErrHeartbeat, hb)
 		case m := <-msgs:
 			if hb := s.heartbeatTimeout(); hb > 0 {
 				timer.Reset(hb)
@@ -352,7 +385,7 @@ func (s *session) doHello(ctx context.Context, m *Message) outcome {
 		return fail(&Error{Code: CodeBadParams, Message: "hello: " + err.Error()})
 	}
 	if p.Version != Version {
-		return fail(&Error{Code: CodeVersion, Message: fmt.Sprintf("ctrperf speaks agent protocol %d, this agent %d: use the same ctrperf on both sides", p.Version, Version)})
+		return fail(&Error{Code: CodeVersion, Message: fmt.Sprintf("ctrperf speaks agent protocol %d, this agent %d: the agent is another ctrperf than its caller", p.Version, Version)})
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -360,13 +393,17 @@ func (s *session) doHello(ctx context.Context, m *Message) outcome {
 		return fail(&Error{Code: CodeFailed, Message: "hello twice in one session"})
 	}
 	res := HelloResult{Version: Version, PID: os.Getpid()}
-	if p.Build != "" && s.opt.Build != nil {
+	if s.opt.Build != nil {
+		// The agent says its build on every hello and refuses a caller
+		// of another: the same protocol version does not make the same
+		// ctrperf (an agent pod's binary comes from an image built
+		// earlier, a host's cached copy may have been replaced).
 		own, err := s.opt.Build()
 		if err != nil {
 			return fail(fmt.Errorf("hello: this agent's own binary: %w", err))
 		}
-		if own != p.Build {
-			return fail(&Error{Code: CodeVersion, Message: fmt.Sprintf("this agent is another ctrperf build (%s) than its caller (%s), though both speak protocol %d: the agent's binary is not the one that started it",
+		if p.Build != "" && own != p.Build {
+			return fail(&Error{Code: CodeVersion, Message: fmt.Sprintf("this agent is another ctrperf build (%s) than its caller (%s), though both speak protocol %d",
 				short(own), short(p.Build), Version)})
 		}
 		res.Build = own

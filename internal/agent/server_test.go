@@ -81,6 +81,7 @@ func (f *fakeEngines) Close(context.Context) error { f.closed++; return nil }
 type fakeObserver struct {
 	onSample func(results.Sample)
 	stopped  bool
+	series   *results.Series
 }
 
 func (o *fakeObserver) Start(context.Context) error {
@@ -89,6 +90,9 @@ func (o *fakeObserver) Start(context.Context) error {
 }
 func (o *fakeObserver) Stop() *results.Series {
 	o.stopped = true
+	if o.series != nil {
+		return o.series
+	}
 	return &results.Series{IntervalS: 1, Samples: []results.Sample{{T: 1}, {T: 2}}}
 }
 
@@ -163,21 +167,47 @@ type harness struct {
 	c       *remote.Client
 	toAgent io.WriteCloser
 	log     bytes.Buffer
+	// series is what the samplers' Stop returns (nil: two samples).
+	series *results.Series
 }
 
-// start runs an agent over in-memory pipes and says hello to it.
+// setup changes a harness before its hello: the agent's options, the
+// client's link to the agent.
+type setup struct {
+	opt  func(*agent.Options)
+	link func(io.Writer) io.Writer
+}
+
+// throttled is a link of rate bytes a second: it passes writes on in
+// pieces of 4 KiB, each after its time.
+type throttled struct {
+	w    io.Writer
+	rate int
+}
+
+func (t throttled) Write(b []byte) (int, error) {
+	n := 0
+	for len(b) > 0 {
+		p := b[:min(len(b), 4<<10)]
+		time.Sleep(time.Duration(len(p)) * time.Second / time.Duration(t.rate))
+		m, err := t.w.Write(p)
+		n += m
+		if err != nil {
+			return n, err
+		}
+		b = b[len(p):]
+	}
+	return n, nil
+}
+
 // startWith is start with the agent's options changed by set.
 func startWith(t *testing.T, set func(*agent.Options)) *harness {
 	t.Helper()
-	return startOpts(t, nil, -1, remote.ClientOptions{}, set)
+	return start(t, nil, -1, remote.ClientOptions{}, setup{opt: set})
 }
 
-func start(t *testing.T, docker error, heartbeat time.Duration, co remote.ClientOptions) *harness {
-	t.Helper()
-	return startOpts(t, docker, heartbeat, co, nil)
-}
-
-func startOpts(t *testing.T, docker error, heartbeat time.Duration, co remote.ClientOptions, set func(*agent.Options)) *harness {
+// start runs an agent over in-memory pipes and says hello to it.
+func start(t *testing.T, docker error, heartbeat time.Duration, co remote.ClientOptions, with ...setup) *harness {
 	t.Helper()
 	h := &harness{engines: &fakeEngines{eng: &fakeEngine{}}, images: &fakeImages{have: map[string]bool{}},
 		owners: owner.Dir{Path: t.TempDir()}, done: make(chan error, 1)}
@@ -196,7 +226,7 @@ func startOpts(t *testing.T, docker error, heartbeat time.Duration, co remote.Cl
 		},
 		Engines: h.engines,
 		Observer: func(cs []observe.Container, _ time.Duration, on func(results.Sample)) agent.Observer {
-			h.obs = &fakeObserver{onSample: on}
+			h.obs = &fakeObserver{onSample: on, series: h.series}
 			return h.obs
 		},
 		Workload: func(name string) (workload.Workload, error) {
@@ -210,8 +240,14 @@ func startOpts(t *testing.T, docker error, heartbeat time.Duration, co remote.Cl
 		Owners: &h.owners,
 		Log:    &h.log,
 	}
-	if set != nil {
-		set(&opt)
+	var link io.Writer = cw
+	for _, w := range with {
+		if w.opt != nil {
+			w.opt(&opt)
+		}
+		if w.link != nil {
+			link = w.link(link)
+		}
 	}
 	go func() {
 		err := agent.Serve(context.Background(), ar, aw, opt)
@@ -222,7 +258,7 @@ func startOpts(t *testing.T, docker error, heartbeat time.Duration, co remote.Cl
 	if co.Heartbeat == 0 {
 		co.Heartbeat = heartbeat
 	}
-	c, err := remote.NewClient(context.Background(), cr, cw, co)
+	c, err := remote.NewClient(context.Background(), cr, link, co)
 	if err != nil {
 		t.Fatalf("hello: %v", err)
 	}
@@ -490,6 +526,59 @@ func (s *imageSource) Save(_ context.Context, ids []string) (io.ReadCloser, erro
 	return io.NopCloser(strings.NewReader("ID:" + ids[0] + "\n" + strings.Repeat("x", 2<<20+17))), nil
 }
 
+// TestDeployByImageID: the host's engine gets the image's ID, not its tag:
+// the tag is shared (another ctrperf, another session of another build on
+// the same host retags it), the ID is what was loaded.
+func TestDeployByImageID(t *testing.T) {
+	h := start(t, nil, -1, remote.ClientOptions{})
+	defer h.c.Close(context.Background())
+	eng := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeDocker}, &imageSource{})
+	spec := engine.DeploySpec{RunID: "r1", Services: []engine.Service{{Name: "app", Image: "ticketd"}, {Name: "side", Image: "ticketd"}}}
+	for range 2 { // the second deploy loads nothing and still goes by ID
+		if _, err := eng.Deploy(context.Background(), spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.engines.eng.mu.Lock()
+	defer h.engines.eng.mu.Unlock()
+	for _, d := range h.engines.eng.deployed {
+		for _, s := range d.Services {
+			if s.Image != "sha256:ticketd" {
+				t.Errorf("service %s deployed as %q: want the image ID", s.Name, s.Image)
+			}
+		}
+	}
+	if spec.Services[0].Image != "ticketd" {
+		t.Errorf("the caller's spec changed: %q", spec.Services[0].Image)
+	}
+}
+
+// smallImage is an image of one chunk and a byte.
+type smallImage struct{ imageSource }
+
+func (s *smallImage) Save(_ context.Context, ids []string) (io.ReadCloser, error) {
+	return io.NopCloser(strings.NewReader("ID:" + ids[0] + "\n" + strings.Repeat("x", 1<<20))), nil
+}
+
+// TestImageLoadOnASlowLink: at 1.5 Mbit/s one image chunk (1 MiB, a line
+// of 1.4 MB in base64) takes 7.5 s to arrive, longer than the agent's
+// heartbeat timeout (3 s here), and the client's heartbeats wait behind
+// it; the agent counts the chunk's bytes as they arrive, not whole
+// lines, and keeps the session.
+func TestImageLoadOnASlowLink(t *testing.T) {
+	const rate = 1_500_000 / 8
+	h := start(t, nil, time.Second, remote.ClientOptions{}, setup{link: func(w io.Writer) io.Writer { return throttled{w: w, rate: rate} }})
+	defer h.c.Close(context.Background())
+	eng := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeDocker}, &smallImage{})
+	spec := engine.DeploySpec{RunID: "r1", Services: []engine.Service{{Name: "app", Image: "ticketd"}}}
+	if _, err := eng.Deploy(context.Background(), spec); err != nil {
+		t.Fatalf("deploy over a slow link: %v; agent: %s", err, h.log.String())
+	}
+	if n := h.images.got.Len(); n != len("ID:sha256:ticketd\n")+1<<20 {
+		t.Errorf("the host loaded %d bytes", n)
+	}
+}
+
 func TestImagesLoadedOnceByID(t *testing.T) {
 	h := start(t, nil, -1, remote.ClientOptions{})
 	defer h.c.Close(context.Background())
@@ -626,6 +715,149 @@ func TestLostConnectionFailsCalls(t *testing.T) {
 		t.Errorf("ping after the agent went: %v, want unreachable", err)
 	}
 }
+
+func TestSeriesLongerThanALine(t *testing.T) {
+	// A series many frames long: with protocol 2's frames of 1 MiB, a
+	// series over protocol 1's 64 MiB line (a long window on a host of
+	// many CPUs) arrives the same way; the frame size is small here so
+	// that the test sends 200 frames in milliseconds, not 64 MiB.
+	const frame = 4 << 10
+	h := start(t, nil, -1, remote.ClientOptions{FrameSize: frame}, setup{opt: func(o *agent.Options) { o.FrameSize = frame }})
+	defer h.c.Close(context.Background())
+	big := strings.Repeat("c", 200*frame)
+	h.series = &results.Series{IntervalS: 1, Unavailable: map[string]string{"big": big}, Samples: []results.Sample{{T: 1}}}
+	o := remote.NewObserver(h.c, "run-1", &engine.Target{})
+	if err := o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := o.Stop()
+	if s.Unavailable["observer"] != "" || len(s.Unavailable["big"]) != len(big) || len(s.Samples) != 1 {
+		t.Errorf("series of %d bytes: unavailable %q, %d samples", len(big), s.Unavailable["observer"], len(s.Samples))
+	}
+	if err := h.c.Call(context.Background(), agent.MethodClock, nil, nil, nil); err != nil {
+		t.Errorf("the session after the series: %v; agent log: %s", err, h.log.String())
+	}
+}
+
+// TestHeartbeatsLeaveWhileOneIsUnanswered: an answer that queues behind a
+// long message (a series of many frames on a slow link) must not hold the
+// next heartbeat back: the agent tears the session down when none came
+// for three periods, and a client that waited for each answer sent its
+// next one four periods after the last.
+func TestHeartbeatsLeaveWhileOneIsUnanswered(t *testing.T) {
+	const every = 50 * time.Millisecond
+	ar, cw := io.Pipe()
+	cr, aw := io.Pipe()
+	arrived := make(chan time.Time, 16)
+	go func() {
+		conn := agent.NewConn(ar, aw)
+		for {
+			m, err := conn.Receive()
+			if err != nil {
+				aw.Close()
+				return
+			}
+			switch m.Method {
+			case agent.MethodHello:
+				_ = conn.Send(&agent.Message{ID: m.ID, Result: agent.Encode(agent.HelloResult{Version: agent.Version})})
+			case agent.MethodClock:
+				_ = conn.Send(&agent.Message{ID: m.ID, Result: agent.Encode(agent.ClockResult{UnixNano: time.Now().UnixNano()})})
+			case agent.MethodHeartbeat:
+				select { // never answered
+				case arrived <- time.Now():
+				default:
+				}
+			}
+		}
+	}()
+	c, err := remote.NewClient(context.Background(), cr, cw, remote.ClientOptions{Heartbeat: every, Closer: cw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cw.Close()
+	last := <-arrived
+	for range 4 {
+		now := <-arrived
+		if gap := now.Sub(last); gap >= 3*every {
+			t.Errorf("a heartbeat %s after the last, unanswered one: the agent's watchdog (%s) would have ended the session", gap, 3*every)
+		}
+		last = now
+	}
+	_ = c
+}
+
+func TestHelloChecksTheBuild(t *testing.T) {
+	agentBuild := setup{opt: func(o *agent.Options) { o.Build = func() (string, error) { return "aaaa", nil } }}
+	for _, c := range []struct {
+		desc, build, want string
+	}{
+		{"the same build", "aaaa", ""},
+		{"another build", "bbbb", "another ctrperf build"},
+	} {
+		t.Run(c.desc, func(t *testing.T) {
+			ar, cw := io.Pipe()
+			cr, aw := io.Pipe()
+			opt := agent.Options{Log: io.Discard}
+			agentBuild.opt(&opt)
+			go func() { _ = agent.Serve(context.Background(), ar, aw, opt); aw.Close() }()
+			defer cw.Close()
+			c2, err := remote.NewClient(context.Background(), cr, cw, remote.ClientOptions{Heartbeat: -1, Build: c.build, Closer: cw, Fix: "rebuild images: ctrperf images build"})
+			if c.want == "" {
+				if err != nil || c2.Hello.Build != "aaaa" {
+					t.Fatalf("hello: %v, build %q", err, c2.Hello.Build)
+				}
+				c2.Close(context.Background())
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "ctrperf images build") {
+				t.Errorf("hello = %v: want %q and the fix", err, c.want)
+			}
+		})
+	}
+}
+
+func TestClientRefusesAnAgentOfAnotherBuild(t *testing.T) {
+	// An agent that does not check (no Build of its own) still answers
+	// with its build; the client compares.
+	ar, cw := io.Pipe()
+	cr, aw := io.Pipe()
+	go func() {
+		conn := agent.NewConn(ar, aw)
+		m, err := conn.Receive()
+		if err != nil {
+			return
+		}
+		_ = conn.Send(&agent.Message{ID: m.ID, Result: agent.Encode(agent.HelloResult{Version: agent.Version, Build: "old"})})
+		_, _ = io.Copy(io.Discard, ar)
+		aw.Close()
+	}()
+	_, err := remote.NewClient(context.Background(), cr, cw, remote.ClientOptions{Heartbeat: -1, Build: "new", Closer: cw, Fix: "rebuild images: ctrperf images build"})
+	if err == nil || !strings.Contains(err.Error(), `"old"`) || !strings.Contains(err.Error(), "ctrperf images build") {
+		t.Errorf("hello of a stale agent = %v", err)
+	}
+}
+
+func TestHelloThatNeverComesHasABudget(t *testing.T) {
+	// A remote shell that stalls: the stream stays open, nothing answers.
+	cr, aw := io.Pipe()
+	cw := io.Discard // the hello line fits in the transport's buffer
+	defer aw.Close()
+	closed := make(chan struct{})
+	_, err := remote.NewClient(context.Background(), cr, cw, remote.ClientOptions{Heartbeat: -1, HelloTimeout: 50 * time.Millisecond,
+		Closer: closerFunc(func() error { close(closed); return aw.Close() })})
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "did not answer hello within 50ms") {
+		t.Errorf("hello into silence = %v", err)
+	}
+	select {
+	case <-closed:
+	default:
+		t.Error("the transport was not closed")
+	}
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
 
 // TestPrivateEngineInfoIsItsOwn: the info of a private engine on a host is
 // that engine's, not the host's default engine of hello (lab-network's

@@ -61,14 +61,28 @@ type ClientOptions struct {
 	Closer io.Closer
 	// Build, when set, is this ctrperf's binary's sha256 (selfbin.Read):
 	// an agent whose binary differs refuses hello with agent.CodeVersion
-	// (an agent pod's binary comes from an image, which may be stale).
+	// (an agent pod's binary comes from an image, which may be stale), and
+	// an agent that answers with another build is refused here.
 	Build string
+	// Fix is the advice that ends the error of an agent of another
+	// version or build ("rebuild images: ctrperf images build").
+	Fix string
+	// HelloTimeout bounds hello and the clock estimate: an agent that
+	// never answers (a stalled remote shell, a pod that never starts
+	// its agent) fails the dial instead of hanging it (default 30 s).
+	HelloTimeout time.Duration
+	// FrameSize is the protocol's frame size (agent.FrameSize when 0;
+	// the agent's must be the same). Tests take it small.
+	FrameSize int
 }
+
+// DefaultHelloTimeout is ClientOptions.HelloTimeout's default.
+const DefaultHelloTimeout = 30 * time.Second
 
 // NewClient says hello over r and w, estimates the clock offset and starts
 // the heartbeats. The agent's version must be this ctrperf's.
 func NewClient(ctx context.Context, r io.Reader, w io.Writer, o ClientOptions) (*Client, error) {
-	c := &Client{conn: agent.NewConn(r, w), Name: o.Name, pending: map[uint64]*call{}, done: make(chan struct{}), closer: o.Closer}
+	c := &Client{conn: agent.NewConn(r, w, agent.WithFrameSize(o.FrameSize)), Name: o.Name, pending: map[uint64]*call{}, done: make(chan struct{}), closer: o.Closer}
 	if c.Name == "" {
 		c.Name = "agent"
 	}
@@ -81,21 +95,26 @@ func NewClient(ctx context.Context, r io.Reader, w io.Writer, o ClientOptions) (
 	if hb > 0 {
 		hp.Heartbeat = 3 * hb
 	}
-	if err := c.Call(ctx, agent.MethodHello, hp, &c.Hello, nil); err != nil {
-		c.Close(ctx)
-		return nil, fmt.Errorf("%s: hello: %w", c.Name, err)
+	budget := o.HelloTimeout
+	if budget <= 0 {
+		budget = DefaultHelloTimeout
 	}
-	if c.Hello.Version != agent.Version {
-		c.Close(ctx)
-		return nil, fmt.Errorf("%s: the agent speaks protocol %d, this ctrperf %d", c.Name, c.Hello.Version, agent.Version)
+	hctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	if err := c.hello(hctx, hp, o); err != nil {
+		c.abandon()
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return nil, fmt.Errorf("%s: the agent did not answer hello within %s (a remote shell that hangs, an agent that never started): %w", c.Name, budget, err)
+		}
+		return nil, err
 	}
 	rounds := o.ClockRounds
 	if rounds <= 0 {
 		rounds = 8
 	}
-	clk, err := c.EstimateClock(ctx, rounds)
+	clk, err := c.EstimateClock(hctx, rounds)
 	if err != nil {
-		c.Close(ctx)
+		c.abandon()
 		return nil, fmt.Errorf("%s: clock: %w", c.Name, err)
 	}
 	c.Clock = clk
@@ -103,6 +122,35 @@ func NewClient(ctx context.Context, r io.Reader, w io.Writer, o ClientOptions) (
 		go c.heartbeat(hb)
 	}
 	return c, nil
+}
+
+// hello opens the session and checks that the agent is this ctrperf.
+func (c *Client) hello(ctx context.Context, hp agent.HelloParams, o ClientOptions) error {
+	fix := ""
+	if o.Fix != "" {
+		fix = ": " + o.Fix
+	}
+	if err := c.Call(ctx, agent.MethodHello, hp, &c.Hello, nil); err != nil {
+		if errors.Is(err, &agent.Error{Code: agent.CodeVersion}) {
+			return fmt.Errorf("%s: hello: %w%s", c.Name, err, fix)
+		}
+		return fmt.Errorf("%s: hello: %w", c.Name, err)
+	}
+	if c.Hello.Version != agent.Version {
+		return fmt.Errorf("%s: the agent speaks protocol %d, this ctrperf %d%s", c.Name, c.Hello.Version, agent.Version, fix)
+	}
+	if o.Build != "" && c.Hello.Build != o.Build {
+		return fmt.Errorf("%s: the agent is ctrperf build %q, this ctrperf %s%s", c.Name, c.Hello.Build, o.Build, fix)
+	}
+	return nil
+}
+
+// abandon ends a session that never opened: no shutdown to ask for (the
+// agent may not answer), the transport closed.
+func (c *Client) abandon() {
+	if c.closer != nil {
+		_ = c.closer.Close()
+	}
 }
 
 // read delivers responses and events to their calls until the stream ends.
@@ -208,9 +256,15 @@ func (c *Client) heartbeat(every time.Duration) {
 		case <-c.done:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), 3*every)
-			_ = c.Call(ctx, agent.MethodHeartbeat, nil, nil, nil)
-			cancel()
+			// Not waiting for the answer: it may queue behind a long
+			// message the agent is sending (a series of many frames),
+			// and the next heartbeat must still leave on time. At most
+			// three are in flight.
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 3*every)
+				defer cancel()
+				_ = c.Call(ctx, agent.MethodHeartbeat, nil, nil, nil)
+			}()
 		}
 	}
 }

@@ -90,8 +90,16 @@ func (e *Engine) Deploy(ctx context.Context, spec engine.DeploySpec) (*engine.Ta
 		return nil, err
 	}
 	if e.ref.Runtime != engine.RuntimeHost {
-		if err := e.loadImages(ctx, spec); err != nil {
+		ids, err := e.loadImages(ctx, spec)
+		if err != nil {
 			return nil, fmt.Errorf("deploy %s on %s: %w", spec.RunID, e.c.Name, err)
+		}
+		// By ID: the tag on the host is shared (another session of
+		// another ctrperf build retags it), the ID is what was loaded.
+		for i := range spec.Services {
+			if id, ok := ids[spec.Services[i].Image]; ok {
+				spec.Services[i].Image = id
+			}
 		}
 	}
 	var res agent.DeployResult
@@ -132,8 +140,8 @@ func (e *Engine) portable(spec engine.DeploySpec) (engine.DeploySpec, error) {
 }
 
 // loadImages sends the host the images of spec it lacks, by image ID, in
-// one archive.
-func (e *Engine) loadImages(ctx context.Context, spec engine.DeploySpec) error {
+// one archive, and says each reference's ID.
+func (e *Engine) loadImages(ctx context.Context, spec engine.DeploySpec) (map[string]string, error) {
 	var refs []string
 	for _, s := range spec.Services {
 		if s.Image != "" && !slices.Contains(refs, s.Image) {
@@ -141,25 +149,31 @@ func (e *Engine) loadImages(ctx context.Context, spec engine.DeploySpec) error {
 		}
 	}
 	if len(refs) == 0 || e.images == nil {
-		return nil
+		return nil, nil
 	}
 	want, err := e.images.Resolve(ctx, refs)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	ids := map[string]string{}
+	for _, im := range want {
+		for _, r := range im.Refs {
+			ids[r] = im.ID
+		}
 	}
 	e.mu.Lock()
 	want = slices.DeleteFunc(want, func(im agent.Image) bool { return e.loaded[im.ID] })
 	e.mu.Unlock()
 	if len(want) == 0 {
-		return nil
+		return ids, nil
 	}
 	var miss agent.ImagesMissing
 	if err := e.c.Call(ctx, agent.MethodImagesMissing, agent.ImagesParams{Images: want}, &miss, nil); err != nil {
-		return err
+		return nil, err
 	}
 	if len(miss.Missing) > 0 {
 		if err := e.send(ctx, miss.Missing); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	e.mu.Lock()
@@ -167,7 +181,7 @@ func (e *Engine) loadImages(ctx context.Context, spec engine.DeploySpec) error {
 		e.loaded[im.ID] = true
 	}
 	e.mu.Unlock()
-	return nil
+	return ids, nil
 }
 
 // imageChunk is the size of one image message (base64 in JSON: 4/3 more).

@@ -402,3 +402,62 @@ func TestCleanAfterAgentKilledLab(t *testing.T) {
 	// above); the test removes it itself.
 	onLab(t, "lab-sut", "rm -f /run/ctrperf/owners/agent-test-testcleanafteragentkilledlab-*")
 }
+
+// TestReplacedAgentBinaryRefusedLab: the binary cached on the host is
+// named by its hash but may be replaced after the copy (another ctrperf
+// writing the same path, a disk that corrupted it); hello compares the
+// agent's own hash with the caller's and the error names the fix.
+func TestReplacedAgentBinaryRefusedLab(t *testing.T) {
+	lab.Require(t)
+	testenv.Ctrperf(t)
+	first := dial(t, "lab-sut", remote.SSHOptions{})
+	_ = first.Close(context.Background())
+	// One byte more: still an ELF that runs, another build.
+	onLab(t, "lab-sut", "echo >> "+first.Binary)
+	t.Cleanup(func() { onLab(t, "lab-sut", "rm -f "+first.Binary) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, err := remote.Dial(ctx, dest(t, "lab-sut"), remote.SSHOptions{Config: labConfig, Session: "test-replaced"})
+	if err == nil {
+		_ = h.Close(context.Background())
+		t.Fatal("dial to an agent of another build succeeded")
+	}
+	if !strings.Contains(err.Error(), "another ctrperf build") || !strings.Contains(err.Error(), "remove "+first.Binary) {
+		t.Errorf("dial = %v; want the build named and the fix", err)
+	}
+}
+
+// TestOptionsReachTheJumpHostLab: ssh hands a ProxyJump hop -F but none of
+// the -o options, so BatchMode and StrictHostKeyChecking must come from
+// the config both read: with --accept-new-host-key the hop's key, unknown
+// too, is recorded (without, the hop asks on a terminal that is not there,
+// or, in a terminal, stops ctrperf's background ssh with SIGTTIN).
+func TestOptionsReachTheJumpHostLab(t *testing.T) {
+	lab.Require(t)
+	testenv.Ctrperf(t)
+	known := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(known, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	host := func(name, addr string) string {
+		return fmt.Sprintf("Host %s\n  HostName %s\n  User root\n  IdentityFile /var/lib/ctrperf/lab/id_ed25519\n  IdentitiesOnly yes\n  UserKnownHostsFile %s\n  GlobalKnownHostsFile /dev/null\n", name, addr, known)
+	}
+	cfg := filepath.Join(t.TempDir(), "ssh_config")
+	body := host("lab-sut", lab.Addr[lab.Sut]) + "  ProxyJump lab-load\n" + host("lab-load", lab.Addr[lab.Load])
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, err := remote.Dial(ctx, dest(t, "lab-sut"), remote.SSHOptions{Config: cfg, AcceptNewHostKey: true, Session: "test-jump"})
+	if err != nil {
+		t.Fatalf("dial via lab-load with accept-new: %v", err)
+	}
+	_ = h.Close(context.Background())
+	b, _ := os.ReadFile(known)
+	for _, a := range []string{lab.Addr[lab.Sut], lab.Addr[lab.Load]} {
+		if !strings.Contains(string(b), a) {
+			t.Errorf("known_hosts lacks %s: %q", a, b)
+		}
+	}
+}

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -52,9 +54,76 @@ type SSHOptions struct {
 	// Binary is the ctrperf binary copied to the host; nil is selfbin.Read
 	// (the running ctrperf or CTRPERF_SELF_BINARY).
 	Binary func() (selfbin.Binary, error)
-	// ConnectTimeout bounds the TCP connect and each preparation step
-	// (default 10 s).
+	// ConnectTimeout bounds the TCP connect (default 10 s); three times
+	// it bound the probe of the host, a remote shell that stalls after
+	// login (a hung home directory, a profile that waits), and hello.
 	ConnectTimeout time.Duration
+
+	// forced is the config file of Dial's ssh calls (withForcedConfig).
+	forced string
+}
+
+// withForcedConfig writes the ssh config that every ssh of one Dial
+// reads: the options ctrperf needs first (the first value ssh obtains
+// wins), then the caller's config. A ProxyJump hop gets only -F from
+// ssh, not the -o options, so without it a hop is not in batch mode and
+// checks its key as the user's config says: it asks on the terminal
+// (a background ssh is stopped by SIGTTIN), or refuses a key that
+// --accept-new-host-key would record. done removes the file once the
+// session is up (ssh reads its config when it starts).
+func (o SSHOptions) withForcedConfig() (SSHOptions, func(), error) {
+	dir, err := os.MkdirTemp("", "ctrperf-ssh-")
+	if err != nil {
+		return o, nil, err
+	}
+	var b strings.Builder
+	b.WriteString("# ctrperf: the options of its ssh calls, for every hop (removed once connected)\nHost *\n")
+	for _, kv := range o.options() {
+		k, v, _ := strings.Cut(kv, "=")
+		fmt.Fprintf(&b, "  %s %s\n", k, v)
+	}
+	if o.Config != "" {
+		fmt.Fprintf(&b, "Include %s\n", sshdest.ExpandHome(o.Config))
+	} else {
+		// ssh's own files, which -F replaces.
+		fmt.Fprintf(&b, "Include %s\nInclude /etc/ssh/ssh_config\n", sshdest.ExpandHome("~/.ssh/config"))
+	}
+	path := filepath.Join(dir, "ssh_config")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		_ = os.RemoveAll(dir)
+		return o, nil, err
+	}
+	o.forced = path
+	return o, func() { _ = os.RemoveAll(dir) }, nil
+}
+
+// options are the ssh options every call uses.
+func (o SSHOptions) options() []string {
+	strict := "yes"
+	if o.AcceptNewHostKey {
+		strict = "accept-new"
+	}
+	return []string{"BatchMode=yes", "StrictHostKeyChecking=" + strict,
+		"ConnectTimeout=" + strconv.Itoa(int(o.connectTimeout().Seconds())),
+		"ServerAliveInterval=5", "ServerAliveCountMax=3", "LogLevel=ERROR"}
+}
+
+func (o SSHOptions) connectTimeout() time.Duration {
+	if o.ConnectTimeout <= 0 {
+		return 10 * time.Second
+	}
+	return o.ConnectTimeout
+}
+
+// command is ssh to d running remote, in a process group of its own:
+// Ctrl-C in the terminal (SIGINT to the foreground group) or SIGHUP to
+// ctrperf's group reach ctrperf, which shuts the sessions down in order,
+// and not the ssh clients under it, whose death would cut the agents off
+// before their teardown.
+func (o SSHOptions) command(ctx context.Context, d plan.Dest, remote string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "ssh", o.sshArgs(d, remote)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd
 }
 
 // CacheDir is where the agent's binary is kept on a host, under its
@@ -78,21 +147,17 @@ type Host struct {
 // then the remote command.
 func (o SSHOptions) sshArgs(d plan.Dest, remote ...string) []string {
 	var args []string
-	if o.Config != "" {
+	switch {
+	case o.forced != "":
+		args = append(args, "-F", o.forced)
+	case o.Config != "":
 		args = append(args, "-F", sshdest.ExpandHome(o.Config))
 	}
-	strict := "yes"
-	if o.AcceptNewHostKey {
-		strict = "accept-new"
-	}
-	timeout := o.ConnectTimeout
-	if timeout <= 0 {
-		timeout = 10 * time.Second
-	}
 	// Options on the command line win over the config file's.
-	args = append(args, "-T", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking="+strict,
-		"-o", "ConnectTimeout="+strconv.Itoa(int(timeout.Seconds())),
-		"-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", "-o", "LogLevel=ERROR")
+	args = append(args, "-T")
+	for _, kv := range o.options() {
+		args = append(args, "-o", kv)
+	}
 	args = append(args, d.SSHArgs()...)
 	return append(args, remote...)
 }
@@ -109,6 +174,11 @@ func Dial(ctx context.Context, d plan.Dest, o SSHOptions) (*Host, error) {
 		return nil, err
 	}
 	h := &Host{Dest: d, Resolved: res}
+	o, done, err := o.withForcedConfig()
+	if err != nil {
+		return nil, fmt.Errorf("ssh config for %s: %w", d.Raw, err)
+	}
+	defer done()
 	read := o.Binary
 	if read == nil {
 		read = selfbin.Read
@@ -120,7 +190,12 @@ func Dial(ctx context.Context, d plan.Dest, o SSHOptions) (*Host, error) {
 	if bin.Interp != "" {
 		return nil, fmt.Errorf("%w: %s: the ctrperf binary %s is dynamically linked (%s); a host gets a static one (make build: CGO_ENABLED=0)", ErrUnsupportedHost, d.Raw, bin.Path, bin.Interp)
 	}
-	path, present, err := h.probe(ctx, o, bin.Hash)
+	pctx, cancel := context.WithTimeout(ctx, 3*o.connectTimeout())
+	path, present, err := h.probe(pctx, o, bin.Hash)
+	cancel()
+	if errors.Is(pctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+		return nil, fmt.Errorf("%s: no answer to the probe (uname) within %s: a remote shell that stalls after login? (try: ssh %s true): %w", d.Raw, 3*o.connectTimeout(), d.Raw, pctx.Err())
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +206,7 @@ func Dial(ctx context.Context, d plan.Dest, o SSHOptions) (*Host, error) {
 		}
 		h.Copied = true
 	}
-	if h.Client, err = h.start(ctx, o); err != nil {
+	if h.Client, err = h.start(ctx, o, bin.Hash); err != nil {
 		return nil, err
 	}
 	return h, nil
@@ -139,7 +214,7 @@ func Dial(ctx context.Context, d plan.Dest, o SSHOptions) (*Host, error) {
 
 // run runs one remote command (stdin in) and maps ssh's failures.
 func (h *Host) run(ctx context.Context, o SSHOptions, stdin io.Reader, remote string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "ssh", o.sshArgs(h.Dest, remote)...)
+	cmd := o.command(ctx, h.Dest, remote)
 	cmd.Stdin = stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -217,8 +292,9 @@ func (h *Host) install(ctx context.Context, o SSHOptions, bin selfbin.Binary) er
 }
 
 // start runs the agent over an SSH session and says hello.
-func (h *Host) start(ctx context.Context, o SSHOptions) (*Client, error) {
-	cmd := exec.Command("ssh", o.sshArgs(h.Dest, h.Binary+" agent")...)
+func (h *Host) start(ctx context.Context, o SSHOptions, build string) (*Client, error) {
+	// Not ctx's: the session outlives Dial; Close ends it.
+	cmd := o.command(context.Background(), h.Dest, h.Binary+" agent")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -234,7 +310,11 @@ func (h *Host) start(ctx context.Context, o SSHOptions) (*Client, error) {
 	}
 	p := &sshProcess{cmd: cmd, stdin: stdin, exited: make(chan struct{})}
 	go func() { p.err = cmd.Wait(); close(p.exited) }()
-	c, err := NewClient(ctx, stdout, stdin, ClientOptions{Name: h.Dest.Raw, Session: o.Session, Heartbeat: o.Heartbeat, Closer: p})
+	// The build on hello: the binary at h.Binary is named by its hash but
+	// may have been replaced since it was copied.
+	c, err := NewClient(ctx, stdout, stdin, ClientOptions{Name: h.Dest.Raw, Session: o.Session, Heartbeat: o.Heartbeat, Closer: p,
+		Build: build, HelloTimeout: 3 * o.connectTimeout(),
+		Fix: fmt.Sprintf("remove %s on %s (ssh %s rm -f %s) and ctrperf copies it again", h.Binary, h.Dest.Raw, h.Dest.Raw, h.Binary)})
 	if err != nil {
 		_ = p.Close()
 		if ee := h.explain(p.err, stderr.String(), o); ee != nil && p.err != nil {
