@@ -98,6 +98,14 @@ func testSession(t *testing.T) string {
 
 // nothingLeft fails the test when the session's namespace or any PV of its
 // runs is still in the cluster.
+// closeKube ends the engine's session: its namespace goes.
+func closeKube(t *testing.T, k *Kube) {
+	t.Helper()
+	if err := k.Close(context.Background()); err != nil {
+		t.Error(err)
+	}
+}
+
 func nothingLeft(t *testing.T, cs kubernetes.Interface, session string) {
 	t.Helper()
 	ns := NamespaceName(session)
@@ -169,6 +177,7 @@ func TestNetworksKube(t *testing.T) {
 			if err := k.Teardown(ctx, tg); err != nil {
 				t.Fatal(err)
 			}
+			closeKube(t, k)
 			nothingLeft(t, cs, session)
 		})
 	}
@@ -239,6 +248,7 @@ func TestDataKube(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(HostPathRoot, k.Namespace())); !os.IsNotExist(err) {
 				t.Errorf("the session's directory on the node is still there: %v", err)
 			}
+			closeKube(t, k)
 			nothingLeft(t, cs, session)
 		})
 	}
@@ -258,6 +268,7 @@ func TestImageNotOnNodeKube(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "make kube-images") || !asImageMissing(err, &missing) {
 		t.Errorf("error %v", err)
 	}
+	closeKube(t, k)
 	nothingLeft(t, cs, session)
 }
 
@@ -278,6 +289,7 @@ func TestPendingKube(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "still Pending") || !strings.Contains(err.Error(), "Insufficient cpu") {
 		t.Errorf("error %v", err)
 	}
+	closeKube(t, k)
 	nothingLeft(t, cs, session)
 }
 
@@ -501,6 +513,7 @@ func TestTerminatingNamespaceKube(t *testing.T) {
 	if err := k.Teardown(ctx, tg); err != nil {
 		t.Fatal(err)
 	}
+	closeKube(t, k)
 	nothingLeft(t, cs, session)
 }
 
@@ -525,6 +538,7 @@ func TestSamplerAgentKube(t *testing.T) {
 		if err := k.Teardown(context.Background(), tg); err != nil {
 			t.Error(err)
 		}
+		closeKube(t, k)
 		nothingLeft(t, cs, session)
 	}()
 	node := k.NodeOf(tg, "burn")

@@ -299,8 +299,11 @@ func TestEndpointPerNetwork(t *testing.T) {
 			if err := k.Teardown(context.Background(), tg); err != nil {
 				t.Fatal(err)
 			}
+			if err := k.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
 			if _, err := f.cs.CoreV1().Namespaces().Get(context.Background(), k.Namespace(), metav1.GetOptions{}); err == nil {
-				t.Error("the namespace outlived the teardown")
+				t.Error("the namespace outlived the session")
 			}
 		})
 	}
@@ -446,8 +449,15 @@ func TestFaults(t *testing.T) {
 		if tg != nil || err == nil {
 			t.Fatalf("deployed: %v", tg)
 		}
+		pods, _ := f.cs.CoreV1().Pods(k.Namespace()).List(context.Background(), metav1.ListOptions{LabelSelector: labels.Run + "=s-001"})
+		if len(pods.Items) != 0 {
+			t.Errorf("a failed deploy left pods %v", pods.Items)
+		}
+		if cerr := k.Close(context.Background()); cerr != nil {
+			t.Fatal(cerr)
+		}
 		if _, gerr := f.cs.CoreV1().Namespaces().Get(context.Background(), k.Namespace(), metav1.GetOptions{}); gerr == nil {
-			t.Error("a failed deploy left its namespace")
+			t.Error("a failed deploy's session left its namespace")
 		}
 		return err
 	}
@@ -542,5 +552,56 @@ func TestCleanKeepsLive(t *testing.T) {
 	}
 	if strings.Join(names, ",") != "ctrperf-live-1,default" {
 		t.Errorf("left %v", names)
+	}
+}
+
+// TestTeardownKeepsSessionNamespace: with two instances on hostpath, the
+// first's teardown leaves the session's namespace, so the second's helper
+// removes its data; the namespace goes when the session closes (issue 35
+// item 2: each target's teardown deleted it).
+func TestTeardownKeepsSessionNamespace(t *testing.T) {
+	f := newFake(t)
+	k, err := f.engine(t, plan.KubeSpec{Node: "node-2"}, "iptables")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := kvService()
+	s.DataDir = "/data"
+	var tgs []*engine.Target
+	for _, id := range []string{"kube-storage-0a1b2c-001", "kube-storage-0a1b2c-002"} {
+		tg, err := k.Deploy(context.Background(), engine.DeploySpec{RunID: id, Network: plan.NetworkPodIP, Data: plan.DataHostPath, Services: []engine.Service{s}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tgs = append(tgs, tg)
+	}
+	for _, tg := range tgs {
+		if err := k.Teardown(context.Background(), tg); err != nil {
+			t.Fatalf("teardown of %s: %v", tg.RunID, err)
+		}
+		if _, err := f.cs.CoreV1().Namespaces().Get(context.Background(), k.Namespace(), metav1.GetOptions{}); err != nil {
+			t.Fatalf("after the teardown of %s: namespace %v", tg.RunID, err)
+		}
+		pods, _ := f.cs.CoreV1().Pods(k.Namespace()).List(context.Background(), metav1.ListOptions{LabelSelector: labels.Run + "=" + tg.RunID})
+		for _, p := range pods.Items {
+			if !strings.HasPrefix(p.Name, "helper-") {
+				t.Errorf("pod %s of %s outlived its teardown", p.Name, tg.RunID)
+			}
+		}
+	}
+	var rms int
+	for _, c := range f.created {
+		if strings.HasPrefix(c, "helper-rm-node-2") {
+			rms++
+		}
+	}
+	if rms != 2 {
+		t.Errorf("created %v: want each instance's data removed", f.created)
+	}
+	if err := k.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cs.CoreV1().Namespaces().Get(context.Background(), k.Namespace(), metav1.GetOptions{}); err == nil {
+		t.Error("the namespace outlived the session")
 	}
 }
