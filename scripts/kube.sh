@@ -221,10 +221,11 @@ network() {
 	ip addr add "$APISERVER_IP/24" dev "$BRIDGE"
 	ip link set "$BRIDGE" up
 	# Bridged and routed frames of the cluster pass the machine's FORWARD
-	# chain (br_netfilter; Docker's policy there is DROP): accept ours.
+	# chain (br_netfilter; Docker's policy there is DROP): accept the
+	# cluster's own, from the bridge to the bridge (as lab.sh does); this
+	# machine reaches the nodes through INPUT/OUTPUT, not FORWARD.
 	iptables -w -N "$CHAIN"
-	iptables -w -A "$CHAIN" -i "$BRIDGE" -j ACCEPT
-	iptables -w -A "$CHAIN" -o "$BRIDGE" -j ACCEPT
+	iptables -w -A "$CHAIN" -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT
 	iptables -w -I FORWARD 1 -m comment --comment ctrperf-kube -j "$CHAIN"
 	local n m
 	for n in "${NODES[@]}"; do

@@ -48,6 +48,9 @@ type Engines struct {
 	def     *daemon.Daemon
 	entries map[string]*engineEntry
 	daemons []*daemon.Daemon
+	// others are the engines of registered runtimes (kubernetes), closed
+	// with the provider: a cluster session's namespace goes then.
+	others []engine.Engine
 	// ensured are the image refs built or found on the default engine.
 	ensured map[string]bool
 }
@@ -183,6 +186,9 @@ func (e *Engines) open(ctx context.Context, rt engine.Runtime, spec engine.Engin
 			return nil, engine.Info{}, nil, runtimeUnavailable(fmt.Sprintf("%s: this program was built without runtime %s", rt, rt))
 		}
 		eng, info, err := open(ctx, spec, OpenOptions{RunID: e.RunID, Kubeconfig: e.Kubeconfig})
+		if eng != nil {
+			e.others = append(e.others, eng)
+		}
 		return eng, info, nil, err
 	}
 	def, err := e.defaultDaemon(ctx)
@@ -272,6 +278,12 @@ func (e *Engines) Close(ctx context.Context) error {
 	}
 	defer e.mu.Unlock()
 	var errs []error
+	for i := len(e.others) - 1; i >= 0; i-- {
+		if err := e.others[i].Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	e.others = nil
 	for i := len(e.daemons) - 1; i >= 0; i-- {
 		if err := e.daemons[i].Close(ctx); err != nil {
 			errs = append(errs, err)

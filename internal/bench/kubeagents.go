@@ -157,6 +157,12 @@ func (o *nodeObserver) start(ctx context.Context, ns *nodeSampler) error {
 	ns.c = c
 	ns.o = remote.NewObserver(c, o.t.RunID, o.t).SamplePods(ns.pods)
 	if err := ns.o.Start(ctx); err != nil {
+		// The session is not in o.nodes yet: close it here, or its
+		// client heartbeats until the namespace goes.
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = c.Close(cctx)
+		cancel()
+		ns.c, ns.conn, ns.o = nil, nil, nil
 		return err
 	}
 	ns.started = time.Unix(0, ns.o.Started).Add(-time.Duration(c.Clock.OffsetMs * float64(time.Millisecond)))

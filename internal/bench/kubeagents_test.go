@@ -35,6 +35,7 @@ type nodeAgents struct {
 	failOn  string            // a node whose agent does not start
 	mu      sync.Mutex
 	started []string
+	closed  []string // the nodes whose agent session was closed
 }
 
 func (a *nodeAgents) NodeOf(_ *engine.Target, svc string) string { return a.podNode[svc] }
@@ -63,9 +64,19 @@ func (a *nodeAgents) StartAgent(ctx context.Context, req engine.AgentRequest) (*
 		Log: io.Discard,
 	}
 	done := make(chan struct{})
+	var once sync.Once
 	go func() { _ = agent.Serve(context.Background(), ar, aw, opt); aw.Close(); close(done) }()
 	return &engine.AgentConn{Stdout: cr, Stdin: cw, Node: req.Node, Pod: "ctrperf-s/ctrperf-agent-" + req.Node,
-		Close: func() error { cw.Close(); <-done; return nil }}, nil
+		Close: func() error {
+			cw.Close()
+			<-done
+			once.Do(func() {
+				a.mu.Lock()
+				a.closed = append(a.closed, req.Node)
+				a.mu.Unlock()
+			})
+			return nil
+		}}, nil
 }
 
 // nodeKernel is a node's fixture: the pods placed on it in kubepods, the
@@ -190,6 +201,15 @@ func TestNodeObserverFailures(t *testing.T) {
 			}
 			if s := o.Stop(); s != nil {
 				t.Errorf("a failed observer's series: %+v", s)
+			}
+			// Every agent session the failed start opened is closed
+			// (issue 35 item 7: a failed observe.start leaked it).
+			a := c.a
+			a.mu.Lock()
+			started, closed := append([]string(nil), a.started...), append([]string(nil), a.closed...)
+			a.mu.Unlock()
+			if !reflect.DeepEqual(started, closed) {
+				t.Errorf("agent sessions started on %v, closed on %v: want each closed", started, closed)
 			}
 		})
 	}

@@ -107,3 +107,35 @@ func TestRegisterRuntimeRefuses(t *testing.T) {
 	RegisterRuntime(plan.RuntimeKubernetes, open)
 	panics("twice", func() { RegisterRuntime(plan.RuntimeKubernetes, open) })
 }
+
+// closeCounter is an engine of a registered runtime that counts its Close.
+type closeCounter struct {
+	engine.Engine
+	closed int
+}
+
+func (c *closeCounter) Close(context.Context) error { c.closed++; return nil }
+
+// TestRegisteredRuntimeClosed: Engines.Close closes each engine a
+// registered opener made, once (issue 35 item 2: a cluster session's
+// namespace goes when the session ends, in the engine's Close).
+func TestRegisteredRuntimeClosed(t *testing.T) {
+	eng := &closeCounter{}
+	withOpeners(t, map[engine.Runtime]RuntimeOpener{
+		plan.RuntimeKubernetes: func(context.Context, engine.EngineSpec, OpenOptions) (engine.Engine, engine.Info, error) {
+			return eng, engine.Info{}, nil
+		},
+	})
+	e := &Engines{RunID: "s1"}
+	if _, _, err := e.Engine(context.Background(), plan.RuntimeKubernetes, engine.EngineSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := e.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if eng.closed != 1 {
+		t.Errorf("closed %d times, want once", eng.closed)
+	}
+}

@@ -108,6 +108,8 @@ func TestStaticCPUManagerKube(t *testing.T) {
 	if err := kg.Teardown(ctx, tg); err != nil {
 		t.Fatal(err)
 	}
+	closeKube(t, kb)
+	closeKube(t, kg)
 	nothingLeft(t, cs, session)
 	t.Logf("in %s", time.Since(start).Round(time.Millisecond))
 

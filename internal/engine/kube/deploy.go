@@ -229,6 +229,31 @@ func argv(s engine.Service) []string {
 	return append(append([]string(nil), s.Entrypoint...), s.Command...)
 }
 
+// waitServiceAccount waits, until deadline, for the new namespace's default
+// ServiceAccount: the controller-manager makes it a moment after the
+// namespace, and the API server refuses a pod created before then.
+func (k *Kube) waitServiceAccount(ctx context.Context, deadline time.Time) error {
+	for {
+		sctx, cancel := k.step(ctx)
+		_, err := k.cs.CoreV1().ServiceAccounts(k.ns).Get(sctx, "default", metav1.GetOptions{})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("namespace %s: %s", k.ns, describe(unreachable(err), "get", "serviceaccounts"))
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("namespace %s: its default ServiceAccount did not appear within %s (is the cluster's controller-manager running?)", k.ns, k.namespaceTimeout())
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("namespace %s: waiting for its default ServiceAccount: %w", k.ns, context.Cause(ctx))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 // ensureNamespace creates the session's namespace, or finds it: this
 // session's (a later run) is used; one that is terminating (the previous
 // run's teardown, or a clean) is waited for; anyone else's is an error.
@@ -239,7 +264,7 @@ func (k *Kube) ensureNamespace(ctx context.Context) error {
 		_, err := k.cs.CoreV1().Namespaces().Create(sctx, namespace(k.ns, k.opt.Session, k.opt.Owner), metav1.CreateOptions{})
 		cancel()
 		if err == nil {
-			return nil
+			return k.waitServiceAccount(ctx, deadline)
 		}
 		if !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("namespace %s: %s", k.ns, describe(unreachable(err), "create", "namespaces"))

@@ -98,6 +98,14 @@ func testSession(t *testing.T) string {
 
 // nothingLeft fails the test when the session's namespace or any PV of its
 // runs is still in the cluster.
+// closeKube ends the engine's session: its namespace goes.
+func closeKube(t *testing.T, k *Kube) {
+	t.Helper()
+	if err := k.Close(context.Background()); err != nil {
+		t.Error(err)
+	}
+}
+
 func nothingLeft(t *testing.T, cs kubernetes.Interface, session string) {
 	t.Helper()
 	ns := NamespaceName(session)
@@ -169,6 +177,7 @@ func TestNetworksKube(t *testing.T) {
 			if err := k.Teardown(ctx, tg); err != nil {
 				t.Fatal(err)
 			}
+			closeKube(t, k)
 			nothingLeft(t, cs, session)
 		})
 	}
@@ -239,6 +248,7 @@ func TestDataKube(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(HostPathRoot, k.Namespace())); !os.IsNotExist(err) {
 				t.Errorf("the session's directory on the node is still there: %v", err)
 			}
+			closeKube(t, k)
 			nothingLeft(t, cs, session)
 		})
 	}
@@ -258,6 +268,7 @@ func TestImageNotOnNodeKube(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "make kube-images") || !asImageMissing(err, &missing) {
 		t.Errorf("error %v", err)
 	}
+	closeKube(t, k)
 	nothingLeft(t, cs, session)
 }
 
@@ -278,6 +289,7 @@ func TestPendingKube(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "still Pending") || !strings.Contains(err.Error(), "Insufficient cpu") {
 		t.Errorf("error %v", err)
 	}
+	closeKube(t, k)
 	nothingLeft(t, cs, session)
 }
 
@@ -501,6 +513,7 @@ func TestTerminatingNamespaceKube(t *testing.T) {
 	if err := k.Teardown(ctx, tg); err != nil {
 		t.Fatal(err)
 	}
+	closeKube(t, k)
 	nothingLeft(t, cs, session)
 }
 
@@ -525,6 +538,7 @@ func TestSamplerAgentKube(t *testing.T) {
 		if err := k.Teardown(context.Background(), tg); err != nil {
 			t.Error(err)
 		}
+		closeKube(t, k)
 		nothingLeft(t, cs, session)
 	}()
 	node := k.NodeOf(tg, "burn")
@@ -575,3 +589,43 @@ func TestSamplerAgentKube(t *testing.T) {
 type closerFunc func() error
 
 func (f closerFunc) Close() error { return f() }
+
+// TestInstancesHostPathKube: two instances of one session on hostpath,
+// torn down in turn: the second's data is removed too (issue 35 item 2:
+// the first's teardown took the namespace, and the second's helper pod got
+// NotFound), and when the session closes nothing is left under
+// HostPathRoot on the node and no namespace.
+func TestInstancesHostPathKube(t *testing.T) {
+	parallelKube(t)
+	cs := requireKube(t)
+	session := testSession(t)
+	k := kubeEngine(t, session, plan.KubeSpec{Node: "kube-node-1"})
+	t.Cleanup(func() { _ = DeleteNamespace(context.Background(), cs, NamespaceName(session), 2*time.Minute) })
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	s := engine.Service{Name: "io", Image: image.Resolve(image.DebianBase.Name), DataDir: "/data",
+		Command: []string{"/bin/sh", "-c", "exec sleep infinity"}}
+	var tgs []*engine.Target
+	for i := range 2 {
+		tg, err := k.Deploy(ctx, engine.DeploySpec{RunID: fmt.Sprintf("%s-i%d", session, i), Network: plan.NetworkPodIP, Data: plan.DataHostPath, Services: []engine.Service{s}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tgs = append(tgs, tg)
+		if res, err := k.Exec(ctx, tg, "io", []string{"/bin/sh", "-c", "echo hello > /data/f"}); err != nil || res.ExitCode != 0 {
+			t.Fatalf("exec: %v %d %s", err, res.ExitCode, res.Stderr)
+		}
+	}
+	for _, tg := range tgs {
+		if err := k.Teardown(ctx, tg); err != nil {
+			t.Fatalf("teardown of %s: %v", tg.RunID, err)
+		}
+	}
+	closeKube(t, k)
+	// The lab's nodes share this machine's filesystem.
+	if _, err := os.Stat(filepath.Join(HostPathRoot, k.Namespace())); !os.IsNotExist(err) {
+		ents, _ := os.ReadDir(filepath.Join(HostPathRoot, k.Namespace()))
+		t.Errorf("%s is still on the node (%v): %v", filepath.Join(HostPathRoot, k.Namespace()), err, ents)
+	}
+	nothingLeft(t, cs, session)
+}

@@ -445,8 +445,9 @@ func (k *Kube) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close releases nothing: each run's teardown removed its namespace.
-func (k *Kube) Close(ctx context.Context) error { return nil }
+// Close ends the session: its namespace, when this process made it, goes
+// with everything left in it, and Close waits until it is gone.
+func (k *Kube) Close(ctx context.Context) error { return k.deleteOwnNamespace(ctx) }
 
 // Namespace is the session's namespace.
 func (k *Kube) Namespace() string { return k.ns }

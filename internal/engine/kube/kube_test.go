@@ -11,6 +11,7 @@ import (
 
 	authv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -37,6 +38,10 @@ type fakeCluster struct {
 	denied   map[string]bool // "verb resource[/sub]"
 	created  []string
 	nextIP   int
+	// saLate is how many looks at a new namespace's default
+	// ServiceAccount find none before the controller-manager makes it;
+	// a pod created before then is refused, as by the API server.
+	saLate int
 }
 
 func node(name, ip string, ready bool) *corev1.Node {
@@ -70,8 +75,39 @@ func newFake(t *testing.T, objs ...runtime.Object) *fakeCluster {
 		r.Status.Allowed = !f.denied[what]
 		return true, r, nil
 	})
+	defaultSA := func(ns string) *corev1.ServiceAccount {
+		return &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}}
+	}
+	f.cs.PrependReactor("create", "namespaces", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		ns := a.(k8stesting.CreateAction).GetObject().(*corev1.Namespace)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.saLate == 0 {
+			_ = f.cs.Tracker().Add(defaultSA(ns.Name))
+		}
+		return false, nil, nil
+	})
+	f.cs.PrependReactor("get", "serviceaccounts", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.saLate == 0 {
+			return false, nil, nil
+		}
+		f.saLate--
+		if f.saLate == 0 {
+			_ = f.cs.Tracker().Add(defaultSA(a.GetNamespace()))
+		}
+		return true, nil, apierrors.NewNotFound(corev1.Resource("serviceaccounts"), "default")
+	})
 	f.cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		p := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		tr := f.cs.Tracker()
+		if _, nerr := tr.Get(corev1.SchemeGroupVersion.WithResource("namespaces"), "", p.Namespace); nerr != nil {
+			// (a test that made pods without their namespace)
+		} else if _, err := tr.Get(corev1.SchemeGroupVersion.WithResource("serviceaccounts"), p.Namespace, "default"); err != nil {
+			return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), p.Name,
+				fmt.Errorf("error looking up service account %s/default: serviceaccount \"default\" not found", p.Namespace))
+		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.created = append(f.created, p.Name)
@@ -299,8 +335,11 @@ func TestEndpointPerNetwork(t *testing.T) {
 			if err := k.Teardown(context.Background(), tg); err != nil {
 				t.Fatal(err)
 			}
+			if err := k.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
 			if _, err := f.cs.CoreV1().Namespaces().Get(context.Background(), k.Namespace(), metav1.GetOptions{}); err == nil {
-				t.Error("the namespace outlived the teardown")
+				t.Error("the namespace outlived the session")
 			}
 		})
 	}
@@ -446,8 +485,15 @@ func TestFaults(t *testing.T) {
 		if tg != nil || err == nil {
 			t.Fatalf("deployed: %v", tg)
 		}
+		pods, _ := f.cs.CoreV1().Pods(k.Namespace()).List(context.Background(), metav1.ListOptions{LabelSelector: labels.Run + "=s-001"})
+		if len(pods.Items) != 0 {
+			t.Errorf("a failed deploy left pods %v", pods.Items)
+		}
+		if cerr := k.Close(context.Background()); cerr != nil {
+			t.Fatal(cerr)
+		}
 		if _, gerr := f.cs.CoreV1().Namespaces().Get(context.Background(), k.Namespace(), metav1.GetOptions{}); gerr == nil {
-			t.Error("a failed deploy left its namespace")
+			t.Error("a failed deploy's session left its namespace")
 		}
 		return err
 	}
@@ -542,5 +588,75 @@ func TestCleanKeepsLive(t *testing.T) {
 	}
 	if strings.Join(names, ",") != "ctrperf-live-1,default" {
 		t.Errorf("left %v", names)
+	}
+}
+
+// TestTeardownKeepsSessionNamespace: with two instances on hostpath, the
+// first's teardown leaves the session's namespace, so the second's helper
+// removes its data; the namespace goes when the session closes (issue 35
+// item 2: each target's teardown deleted it).
+func TestTeardownKeepsSessionNamespace(t *testing.T) {
+	f := newFake(t)
+	k, err := f.engine(t, plan.KubeSpec{Node: "node-2"}, "iptables")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := kvService()
+	s.DataDir = "/data"
+	var tgs []*engine.Target
+	for _, id := range []string{"kube-storage-0a1b2c-001", "kube-storage-0a1b2c-002"} {
+		tg, err := k.Deploy(context.Background(), engine.DeploySpec{RunID: id, Network: plan.NetworkPodIP, Data: plan.DataHostPath, Services: []engine.Service{s}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tgs = append(tgs, tg)
+	}
+	for _, tg := range tgs {
+		if err := k.Teardown(context.Background(), tg); err != nil {
+			t.Fatalf("teardown of %s: %v", tg.RunID, err)
+		}
+		if _, err := f.cs.CoreV1().Namespaces().Get(context.Background(), k.Namespace(), metav1.GetOptions{}); err != nil {
+			t.Fatalf("after the teardown of %s: namespace %v", tg.RunID, err)
+		}
+		pods, _ := f.cs.CoreV1().Pods(k.Namespace()).List(context.Background(), metav1.ListOptions{LabelSelector: labels.Run + "=" + tg.RunID})
+		for _, p := range pods.Items {
+			if !strings.HasPrefix(p.Name, "helper-") {
+				t.Errorf("pod %s of %s outlived its teardown", p.Name, tg.RunID)
+			}
+		}
+	}
+	var rms int
+	for _, c := range f.created {
+		if strings.HasPrefix(c, "helper-rm-node-2") {
+			rms++
+		}
+	}
+	if rms != 2 {
+		t.Errorf("created %v: want each instance's data removed", f.created)
+	}
+	if err := k.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cs.CoreV1().Namespaces().Get(context.Background(), k.Namespace(), metav1.GetOptions{}); err == nil {
+		t.Error("the namespace outlived the session")
+	}
+}
+
+// TestServiceAccountLate: the namespace's default ServiceAccount appears a
+// moment after the namespace; the deploy waits for it instead of failing
+// its first pod (issue 35 item 10: "error looking up service account").
+func TestServiceAccountLate(t *testing.T) {
+	f := newFake(t)
+	f.saLate = 2
+	k, err := f.engine(t, plan.KubeSpec{}, "iptables")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := k.Deploy(context.Background(), engine.DeploySpec{RunID: "kube-network-0a1b2c-001", Network: plan.NetworkPodIP, Data: plan.DataLayer, Services: []engine.Service{kvService()}})
+	if err != nil {
+		t.Fatalf("deploy in a namespace whose ServiceAccount came late: %v", err)
+	}
+	if err := k.Teardown(context.Background(), tg); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -20,8 +20,9 @@ import (
 )
 
 // Teardown removes the run's data directories on their nodes (hostpath,
-// local-pv), its local PersistentVolumes, and the session's namespace with
-// everything in it, and waits until the namespace is gone. Safe with a
+// local-pv), its local PersistentVolumes, and its pods, services and
+// claims. The session's namespace stays for the session's other targets
+// (instances, the next run) and goes in Close. Safe with a
 // partial target and more than once; it runs on a fresh context when ctx
 // is already cancelled (Ctrl-C).
 func (k *Kube) Teardown(ctx context.Context, t *engine.Target) error {
@@ -52,14 +53,61 @@ func (k *Kube) Teardown(ctx context.Context, t *engine.Target) error {
 	if err := deletePVs(ctx, k.cs, labels.Run+"="+labelValue(t.RunID)); err != nil {
 		errs = append(errs, err)
 	}
-	if mine, err := k.ownNamespace(ctx); err != nil {
+	if err := k.deleteRun(ctx, t.RunID); err != nil {
 		errs = append(errs, err)
-	} else if mine {
-		if err := DeleteNamespace(ctx, k.cs, k.ns, k.namespaceTimeout()); err != nil {
-			errs = append(errs, err)
-		}
 	}
 	return errors.Join(errs...)
+}
+
+// deleteRun removes the run's pods, services and claims from the session's
+// namespace; the namespace itself stays for the session's other targets
+// and goes in Close.
+func (k *Kube) deleteRun(ctx context.Context, runID string) error {
+	sctx, cancel := lifecycle.Detached(ctx, stepTimeout)
+	defer cancel()
+	sel := metav1.ListOptions{LabelSelector: labels.Run + "=" + labelValue(runID)}
+	grace := int64(0)
+	var errs []error
+	if pods, err := k.cs.CoreV1().Pods(k.ns).List(sctx, sel); err == nil {
+		for _, p := range pods.Items {
+			if err := k.cs.CoreV1().Pods(k.ns).Delete(sctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("pod %s/%s: %s", k.ns, p.Name, describe(unreachable(err), "delete", "pods")))
+			}
+		}
+	} else if !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("namespace %s: %s", k.ns, describe(unreachable(err), "list", "pods")))
+	}
+	if svcs, err := k.cs.CoreV1().Services(k.ns).List(sctx, sel); err == nil {
+		for _, s := range svcs.Items {
+			if err := k.cs.CoreV1().Services(k.ns).Delete(sctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("service %s/%s: %s", k.ns, s.Name, describe(unreachable(err), "delete", "services")))
+			}
+		}
+	} else if !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("namespace %s: %s", k.ns, describe(unreachable(err), "list", "services")))
+	}
+	if pvcs, err := k.cs.CoreV1().PersistentVolumeClaims(k.ns).List(sctx, sel); err == nil {
+		for _, c := range pvcs.Items {
+			if err := k.cs.CoreV1().PersistentVolumeClaims(k.ns).Delete(sctx, c.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("claim %s/%s: %s", k.ns, c.Name, describe(unreachable(err), "delete", "persistentvolumeclaims")))
+			}
+		}
+	} else if !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("namespace %s: %s", k.ns, describe(unreachable(err), "list", "persistentvolumeclaims")))
+	}
+	return errors.Join(errs...)
+}
+
+// deleteOwnNamespace removes the session's namespace with everything in
+// it, when this process made it, and waits until it is gone.
+func (k *Kube) deleteOwnNamespace(ctx context.Context) error {
+	ctx, cancel := lifecycle.Detached(ctx, lifecycle.DefaultCleanupTimeout)
+	defer cancel()
+	mine, err := k.ownNamespace(ctx)
+	if err != nil || !mine {
+		return err
+	}
+	return DeleteNamespace(ctx, k.cs, k.ns, k.namespaceTimeout())
 }
 
 // ownNamespace says whether the session's namespace exists and is this
