@@ -12,7 +12,12 @@ shift
 [[ ${1:-} == -- ]] && shift
 GO=${GO:-go}
 pkg=${!#} # the last argument: the package built
-total=$($GO list -deps "$pkg" 2>/dev/null | wc -l) || total=0
+tags=()   # the build's -tags, for go list
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+	[[ ${args[i]} == -tags ]] && tags=(-tags "${args[i + 1]}")
+done
+total=$($GO list "${tags[@]}" -deps "$pkg" 2>/dev/null | wc -l) || total=0
 start=$(date +%s%N)
 since() { local ms=$((($(date +%s%N) - start) / 1000000)); printf '%d.%d s' $((ms / 1000)) $((ms % 1000 / 100)); }
 

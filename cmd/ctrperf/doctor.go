@@ -156,7 +156,7 @@ func writeLacks(w io.Writer, lacks []bench.Lacks) error {
 			lines = append(lines, s)
 		}
 		if len(l.Images) > 0 {
-			lines = append(lines, fmt.Sprintf("images %s not built: %s (else bench builds them on first use)", strings.Join(l.Images, ", "), l.BuildImages()))
+			lines = append(lines, fmt.Sprintf("images to build (missing or of an older recipe) %s: %s, else bench builds them on first use", strings.Join(l.Images, ", "), l.BuildImages()))
 		}
 		if len(lines) == 0 {
 			lines = append(lines, "ready")
