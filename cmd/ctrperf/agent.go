@@ -107,6 +107,7 @@ func runAgent(cmd *cobra.Command, owners owner.Dir, fs kernel.FS) error {
 			return b.Hash, err
 		},
 		Self:   selfbin.Path,
+		Net:    agent.HostNet{Routes: engine.NewRouteTable()},
 		Owners: &owners,
 		Log:    cmd.ErrOrStderr(),
 	}

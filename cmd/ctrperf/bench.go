@@ -275,7 +275,10 @@ line, and the exit status is 1. A valid plan is printed expanded: its
 configurations with all their knobs (the matrix multiplied out, plan-level
 app and load maps merged in) and the run order. --format json prints the
 same as one document (configurations with their knobs as records store
-them, runs in order).`,
+them, runs in order). A plan with hosts: shows how ssh resolves each host
+and, for each configuration whose load host is not its SUT, the path the
+load host takes (the SUT's address, Docker's DNAT of a published port, or a
+route to the container): never a relay of ctrperf's.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opt, err := hosts.apply(plan.Options{Quick: quick, Only: only})

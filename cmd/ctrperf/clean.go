@@ -31,7 +31,10 @@ namespaces and veths, host-runtime processes, cgroups, tmpfs mounts and data,
 the cgroup a killed load generator was protected in (ctrperf/generator-PID),
 then the private engines themselves with their loop devices, mounts, bridges
 and iptables rules, and runs' data filesystems (the plan's filesystem knob:
-ctrperf-fs-<run> mount, loop device and image). --run limits it to one run
+ctrperf-fs-<run> mount, loop device and image). On a host of a two-host
+plan also the run's admit chain (iptables filter CTRPERF-ADMIT-<hash>, which
+let only the load host in) and, on a load host, the routes to containers
+it was given (recorded in /run/ctrperf/routes). --run limits it to one run
 id. Cached images are kept.
 
 Only orphaned objects are removed. Every 'bench run' keeps an owner record

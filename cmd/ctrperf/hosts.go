@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"ctrperf/internal/bench"
 	"ctrperf/internal/exitcode"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/sshdest"
@@ -121,6 +122,14 @@ func describeHosts(ctx context.Context, w io.Writer, p *plan.Plan) []validatedHo
 		fmt.Fprintf(w, "\nhosts (ssh config %s):\n", cfg)
 	}
 	var out []validatedHost
+	defer func() {
+		if w == nil {
+			return
+		}
+		for _, l := range pathLines(p) {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+	}()
 	for _, u := range uses {
 		v := validatedHost{Name: u.Dest.Raw, Roles: u.Roles}
 		r, err := sshdest.Resolve(ctx, p.SSHConfig, u.Dest)
@@ -152,4 +161,26 @@ type validatedHost struct {
 	ProxyJump     string   `json:"proxy_jump,omitempty"`
 	IdentityFiles []string `json:"identity_files,omitempty"`
 	Error         string   `json:"error,omitempty"`
+}
+
+// pathLines say, for each configuration whose load host is not its SUT,
+// what path the load host takes (bench/path.go): the real one, never a
+// relay of ctrperf's.
+func pathLines(p *plan.Plan) []string {
+	var out []string
+	for _, c := range p.Configurations {
+		hs := c.Hosts
+		if hs.SUT.Local() || hs.Load.Raw == hs.SUT.Raw || c.Runtime == plan.RuntimeKubernetes {
+			continue
+		}
+		if len(out) == 0 {
+			out = append(out, "paths from the load host (no process of ctrperf's between client and server; only the load host is admitted):")
+		}
+		l := fmt.Sprintf("  %s (network %s): %s", c.Name, c.Network, bench.PathVia(c.Network))
+		if c.Network == plan.NetworkPublishedExternal {
+			l += "; across hosts published-external is the same as published: the load host is the external client"
+		}
+		out = append(out, l)
+	}
+	return out
 }

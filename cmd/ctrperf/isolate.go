@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	remote "k8s.io/cri-client/pkg"
 
 	"ctrperf/internal/exitcode"
 	"ctrperf/internal/isolate"
@@ -39,13 +41,13 @@ type isolateOptions = isolate.RunConfig
 
 // defaultIsolateOptions are the flags' defaults.
 func defaultIsolateOptions() isolateOptions {
-	return isolateOptions{Params: isolate.DefaultParams(), Metrics: "127.0.0.1:9477", StateDir: isolateStateDir}
+	return isolateOptions{Params: isolate.DefaultParams(), Metrics: "127.0.0.1:9477", StateDir: isolateStateDir, KubeletDir: isolate.DefaultKubeletDir}
 }
 
 func newIsolateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "isolate",
-		Short: "Real-time CPU and interrupt isolation controller for Docker containers",
+		Short: "Real-time CPU and interrupt isolation controller for Docker containers and Kubernetes pods",
 		Long: `ctrperf isolate keeps quiet containers fast when a neighbour gets hot.
 
 Containers opt in with the label ctrperf.isolate=true (or --all) and may state
@@ -79,6 +81,13 @@ restored on SIGINT, SIGTERM or SIGHUP (a closed terminal); after a crash,
 the next start (or 'ctrperf isolate restore') puts the originals back first.
 One controller at a time.
 
+On Kubernetes (--cri-socket; 'isolate manifest' prints it as a DaemonSet)
+the pods labelled ctrperf.isolate: "true" are managed, from the node's CRI
+runtime; a pod's entitlement is its request-weighted share of the CPUs
+(what cpu.shares gives it under contention, at least its request), and on
+a node whose kubelet runs the static CPU manager no cpuset is written
+(demote only). 'isolate status --kubeconfig' shows every node.
+
 Metrics (--metrics, 127.0.0.1:9477 by default; :PORT binds loopback, any
 other host is served with a warning): ctrperf_isolate_container_{usage_cpus,
 entitlement_cpus,hot,demoted,cpus,stall_ratio}{container,name},
@@ -88,7 +97,7 @@ ctrperf_isolate_reaction_seconds (a container's saturation to the first
 change applied to it), ctrperf_build_info{version}, go_build_info, process_*
 and go_*. A Grafana dashboard for them is contrib/grafana/ctrperf-isolate.json.`,
 	}
-	cmd.AddCommand(newIsolateRunCmd(startIsolate), newIsolateStatusCmd(), newIsolateRestoreCmd())
+	cmd.AddCommand(newIsolateRunCmd(startIsolate), newIsolateStatusCmd(), newIsolateRestoreCmd(), newIsolateManifestCmd())
 	return cmd
 }
 
@@ -101,6 +110,21 @@ type controller interface {
 type isolateStarter func(ctx context.Context, cli client.APIClient, o isolate.Options) (controller, error)
 
 func startIsolate(ctx context.Context, cli client.APIClient, o isolate.Options) (controller, error) {
+	if o.CRISocket != "" {
+		cri, err := remote.NewRemoteRuntimeServiceBuilder().WithEndpoint(criEndpoint(o.CRISocket)).
+			WithConnectionTimeout(10 * time.Second).WithTracerProvider(nil).Build(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("CRI runtime at %s: %w", o.CRISocket, err)
+		}
+		if _, err := cri.Version(ctx, "v1"); err != nil {
+			return nil, fmt.Errorf("no CRI runtime answers at %s (%v): give the node's containerd or CRI-O socket", o.CRISocket, err)
+		}
+		run, err := isolate.StartCRI(ctx, cri, o)
+		if err != nil {
+			return nil, err
+		}
+		return run, nil
+	}
 	run, err := isolate.Start(ctx, cli, o)
 	if err != nil {
 		return nil, err
@@ -123,7 +147,7 @@ decision log on stdout is a copy: when the terminal is gone its writes are
 dropped and the controller goes on (the log file keeps every decision).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := refuseRemoteDocker("isolate run"); err != nil {
+			if err := refuseRemoteDocker("isolate run"); err != nil && o.CRISocket == "" {
 				return err
 			}
 			if configFile != "" {
@@ -159,6 +183,16 @@ func loadIsolateConfig(path string, o *isolateOptions, flags *pflag.FlagSet, fie
 func runIsolate(cmd *cobra.Command, o isolateOptions, start isolateStarter) error {
 	out := cmd.OutOrStdout()
 	params := o.Params
+	if o.CRISocket != "" && !params.DemoteOnly {
+		policy, err := isolate.KubeletCPUManagerPolicy(o.KubeletDir)
+		if err != nil {
+			return fmt.Errorf("kubelet's CPU manager policy (--kubelet-dir %s): %w", o.KubeletDir, err)
+		}
+		if policy == "static" {
+			params.DemoteOnly = true
+			fmt.Fprintf(out, "ctrperf isolate: kubelet's CPU manager policy is static (%s): the cpusets are kubelet's, hot pods are only demoted\n", o.KubeletDir)
+		}
+	}
 	if err := params.ValidateDecoded(); err != nil {
 		return err
 	}
@@ -180,8 +214,14 @@ func runIsolate(cmd *cobra.Command, o isolateOptions, start isolateStarter) erro
 	defer stop()
 
 	reg := prometheus.NewRegistry()
+	var metricsReg prometheus.Registerer = reg
+	if node := os.Getenv("NODE_NAME"); node != "" && o.CRISocket != "" {
+		// A node's controller (the DaemonSet sets NODE_NAME): every series
+		// says which node, for the dashboard's node variable.
+		metricsReg = prometheus.WrapRegistererWith(prometheus.Labels{"node": node}, reg)
+	}
 	run, err := start(ctx, cli, isolate.Options{Params: params, All: o.All, Labels: o.Labels, DryRun: o.DryRun,
-		StateDir: o.StateDir, LogPath: o.Log, Log: out, Metrics: registerIsolateMetrics(reg),
+		StateDir: o.StateDir, LogPath: o.Log, Log: out, Metrics: registerIsolateMetrics(metricsReg), CRISocket: o.CRISocket,
 		Warn: func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning:", s) }})
 	if err != nil {
 		return err
@@ -196,6 +236,7 @@ func runIsolate(cmd *cobra.Command, o isolateOptions, start isolateStarter) erro
 		fmt.Fprintf(out, "ctrperf isolate: metrics on http://%s/metrics\n", ln.Addr())
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/status", statusHandler(o.StateDir))
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
@@ -257,13 +298,24 @@ func registerIsolateMetrics(reg prometheus.Registerer) *isolate.Metrics {
 }
 
 func newIsolateStatusCmd() *cobra.Command {
-	var stateDir string
+	var stateDir, kubeconfig, namespace string
 	var format *outputFormat
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show the running controller's placement table",
-		Args:  cobra.NoArgs,
+		Short: "Show the running controller's placement table (--kubeconfig: every node's)",
+		Long: `Show the running controller's placement table: each managed container's
+CPU use against its entitlement, its CPUs, whether it is hot or demoted and
+why, and the IRQs steered.
+
+With --kubeconfig, the same for every node of a cluster where the controller
+runs as the DaemonSet of 'ctrperf isolate manifest': each pod's /status is
+read through the API server's pod proxy (it needs get on pods/proxy in that
+namespace), with each node's last decisions.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if kubeconfig != "" {
+				return fleetStatus(cmd, kubeconfig, namespace, format.JSON())
+			}
 			b, err := os.ReadFile(filepath.Join(stateDir, "status.json"))
 			if errors.Is(err, os.ErrNotExist) {
 				return errors.New("no controller is running (no " + filepath.Join(stateDir, "status.json") + ")")
@@ -278,32 +330,43 @@ func newIsolateStatusCmd() *cobra.Command {
 			if format.JSON() {
 				return writeJSONBytes(cmd.OutOrStdout(), b)
 			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintf(w, "policy %s (pid %d, %s), shared pool %s, control steps used %.2f CPU s\n", s.Policy, s.PID, s.Time.Format(time.RFC3339), s.SharedPool, s.StepCPUSeconds)
-			if s.PinRefused != "" {
-				fmt.Fprintf(w, "not pinning: %s\n", s.PinRefused)
-			}
-			fmt.Fprintln(w)
-			fmt.Fprintln(w, "CONTAINER\tUSAGE\tENTITLED\tSTALL\tCPUS\tHOT\tDEMOTED\tREASON")
-			for _, c := range s.Containers {
-				cpus := c.CPUs
-				if cpus == "" {
-					cpus = "own"
-				}
-				fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.1f%%\t%s\t%v\t%v\t%s\n", c.Name, c.Usage, c.Entitlement, 100*c.Stall, cpus, c.Hot, c.Demoted, c.Reason)
-			}
-			for irq, cpu := range s.IRQs {
-				fmt.Fprintf(w, "IRQ %d\t\t\t\t%d\t\t\t\n", irq, cpu)
-			}
-			for irq, why := range s.Skipped {
-				fmt.Fprintf(w, "IRQ %d\t\t\t\tskipped\t\t\t%s\n", irq, why)
-			}
-			return w.Flush()
+			return printIsolateStatus(cmd.OutOrStdout(), s)
 		},
 	}
 	cmd.Flags().StringVar(&stateDir, "state-dir", isolateStateDir, "the controller's state directory")
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "show every node's controller of this cluster (the DaemonSet of 'isolate manifest')")
+	cmd.Flags().StringVar(&namespace, "namespace", "ctrperf-isolate", "with --kubeconfig: the DaemonSet's namespace")
 	format = addFormatFlags(cmd, formatTable, formatJSON)
 	return cmd
+}
+
+// printIsolateStatus prints one controller's placement table.
+func printIsolateStatus(out io.Writer, s isolate.Status) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	mode := ""
+	if s.DemoteOnly {
+		mode = ", demote only (the cpusets are kubelet's)"
+	}
+	fmt.Fprintf(w, "policy %s%s (pid %d, %s), shared pool %s, control steps used %.2f CPU s\n", s.Policy, mode, s.PID, s.Time.Format(time.RFC3339), s.SharedPool, s.StepCPUSeconds)
+	if s.PinRefused != "" {
+		fmt.Fprintf(w, "not pinning: %s\n", s.PinRefused)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "CONTAINER\tUSAGE\tENTITLED\tSTALL\tCPUS\tHOT\tDEMOTED\tREASON")
+	for _, c := range s.Containers {
+		cpus := c.CPUs
+		if cpus == "" {
+			cpus = "own"
+		}
+		fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.1f%%\t%s\t%v\t%v\t%s\n", c.Name, c.Usage, c.Entitlement, 100*c.Stall, cpus, c.Hot, c.Demoted, c.Reason)
+	}
+	for irq, cpu := range s.IRQs {
+		fmt.Fprintf(w, "IRQ %d\t\t\t\t%d\t\t\t\n", irq, cpu)
+	}
+	for irq, why := range s.Skipped {
+		fmt.Fprintf(w, "IRQ %d\t\t\t\tskipped\t\t\t%s\n", irq, why)
+	}
+	return w.Flush()
 }
 
 func newIsolateRestoreCmd() *cobra.Command {
@@ -353,4 +416,27 @@ also refuses while another controller steers them.`,
 	}
 	cmd.Flags().StringVar(&stateDir, "state-dir", isolateStateDir, "the controller's state directory")
 	return cmd
+}
+
+// criEndpoint is a CRI socket as the client dials it.
+func criEndpoint(s string) string {
+	if strings.Contains(s, "://") {
+		return s
+	}
+	return "unix://" + s
+}
+
+// statusHandler serves the controller's status.json (what `isolate status`
+// prints), for `isolate status --kubeconfig` through the API server's pod
+// proxy.
+func statusHandler(stateDir string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		b, err := os.ReadFile(filepath.Join(stateDir, "status.json"))
+		if err != nil {
+			http.Error(w, "no status yet: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(b)
+	}
 }

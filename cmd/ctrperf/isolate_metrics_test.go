@@ -123,7 +123,9 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 	metric := regexp.MustCompile(`\b(?:ctrperf|process|go)_[a-zA-Z0-9_]+`)
 	var exprs []string
+	vars := map[string]bool{}
 	for _, v := range dash.Templating.List {
+		vars[v.Name] = true
 		switch q := v.Query.(type) {
 		case string:
 			exprs = append(exprs, q)
@@ -131,6 +133,9 @@ func TestGrafanaDashboard(t *testing.T) {
 			s, _ := q["query"].(string)
 			exprs = append(exprs, s)
 		}
+	}
+	if !vars["node"] {
+		t.Errorf("no node variable: a cluster's controllers (the DaemonSet) are told apart by their node label")
 	}
 	ids := map[int]bool{}
 	panelsQuerying := map[string][]string{}

@@ -193,3 +193,15 @@ func TestIsolateParamsOneStructEverywhere(t *testing.T) {
 		})
 	}
 }
+
+// A plan's parameters reach a controller started elsewhere (the DaemonSet
+// of a Kubernetes run) as flags: they must parse back to the same values.
+func TestIsolateParamsFlagsRoundTrip(t *testing.T) {
+	p := isolate.DefaultParams()
+	p.Policy, p.HotAfter, p.CoolThreshold, p.Interval, p.IRQ, p.StallGate, p.DemoteOnly = isolate.PolicyStrict, 7, 0.25, 250*time.Millisecond, false, true, true
+	p.Demote, p.IRQPattern = true, "eth[0-9]"
+	got := isolateOptionsFor(t, p.Flags()...).Params
+	if !reflect.DeepEqual(got, p) {
+		t.Errorf("flags %v parse to\n%+v\nwant\n%+v", p.Flags(), got, p)
+	}
+}

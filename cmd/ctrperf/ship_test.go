@@ -203,7 +203,7 @@ func TestCompletion(t *testing.T) {
 		{[]string{"bench", "run", "noisy"}, []string{"noisy-neighbour", "noisy-neighbour-2hot"}},
 		{[]string{"bench", "validate", "mi"}, []string{"mine.yaml"}},
 		{[]string{"plans", "show", "sm"}, []string{"smoke"}},
-		{[]string{"clean", "--hosts", "lab"}, []string{"lab-smoke"}},
+		{[]string{"clean", "--hosts", "lab"}, []string{"lab-network", "lab-smoke"}},
 		{[]string{"bench", "run", "smoke", "--only", ""}, []string{"bare-metal", "docker-published", "docker-container-ip"}},
 		{[]string{"bench", "run", "smoke", "--only", "docker-published,docker-c"}, []string{"docker-published,docker-container-ip"}},
 		{[]string{"bench", "validate", "mine.yaml", "--only", ""}, []string{"a", "b"}},

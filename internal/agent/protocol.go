@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -53,6 +54,7 @@ const (
 	MethodClock     = "clock"     // nil → ClockResult: one round trip of the clock-offset estimate
 	MethodHeartbeat = "heartbeat" // nil → nil: the watchdog's proof of life
 	MethodPing      = "engine.ping"
+	MethodInfo      = "engine.info" // EngineRef → engine.Info: a private engine's own (hello has the default's)
 	MethodDeploy    = "deploy"   // DeployParams → DeployResult
 	MethodTeardown  = "teardown" // TeardownParams → nil
 	MethodExec      = "exec"     // ExecParams → engine.ExecResult
@@ -72,8 +74,21 @@ const (
 	// (ImageChunk → nil, the last with Done → ImageLoaded).
 	MethodImagesMissing = "images.missing"
 	MethodImagesLoad    = "images.load"
-	MethodClean         = "clean"    // CleanParams → CleanResult
-	MethodShutdown      = "shutdown" // nil → nil: tear down the session and exit
+	MethodClean         = "clean" // CleanParams → CleanResult
+	// The real path between a load host and a SUT (engine.Reach):
+	// MethodSource asks a host which of its addresses talks to another
+	// (SourceParams → SourceResult, `ip route get`); MethodRouteAdd puts a
+	// route of a run's on the load host (RouteParams → nil), removed by
+	// MethodRouteRemove (RunParams → nil) or when the session ends;
+	// MethodDialCheck dials from the host (DialParams → nil);
+	// MethodAdmitCounts reads the SUT's admit chain of a run (RunParams →
+	// engine.AdmitCounts).
+	MethodSource      = "net.source"
+	MethodRouteAdd    = "route.add"
+	MethodRouteRemove = "route.remove"
+	MethodDialCheck   = "dial.check"
+	MethodAdmitCounts = "admit.counts"
+	MethodShutdown    = "shutdown" // nil → nil: tear down the session and exit
 )
 
 // Events streamed while a request runs.
@@ -174,24 +189,42 @@ const SelfBinary = "{{ctrperf}}"
 type DeployParams struct {
 	EngineRef
 	Spec engine.DeploySpec `json:"spec"`
-	// Expose, when set, is the address of the host the load host reaches
-	// it at: the agent relays each endpoint that listens on loopback there
-	// (a TCP relay of its own, listed in DeployResult.Relays).
-	Expose string `json:"expose,omitempty"`
-}
-
-// Relay is an endpoint the agent relays to: From (on Expose) → To.
-type Relay struct {
-	Service string `json:"service"`
-	From    string `json:"from"`
-	To      string `json:"to"`
 }
 
 // DeployResult is the deployed target as the caller sees it.
 type DeployResult struct {
 	Target Target             `json:"target"`
 	Info   results.EngineInfo `json:"info"`
-	Relays []Relay            `json:"relays,omitempty"`
+}
+
+// SourceParams ask which address of the host talks to To (an address or
+// a name the host resolves).
+type SourceParams struct {
+	To string `json:"to"`
+}
+
+// SourceResult is the host's address toward SourceParams.To and its device.
+type SourceResult struct {
+	To   netip.Addr `json:"to"`   // To, resolved
+	Addr netip.Addr `json:"addr"` // this host's source address
+	Dev  string     `json:"dev,omitempty"`
+}
+
+// RouteParams put one route of a run on the host.
+type RouteParams struct {
+	RunID string `json:"run_id"`
+	engine.RunRoute
+}
+
+// RunParams name a run.
+type RunParams struct {
+	RunID string `json:"run_id"`
+}
+
+// DialParams dial Addr (host:port) from the host within Timeout.
+type DialParams struct {
+	Addr    string        `json:"addr"`
+	Timeout time.Duration `json:"timeout_ns"`
 }
 
 // Target is an engine.Target without what only the host can hold (its

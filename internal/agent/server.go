@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -67,6 +68,9 @@ type Options struct {
 	Images func(ctx context.Context) (Images, error)
 	// Clean is `ctrperf clean` on the host.
 	Clean func(ctx context.Context, p CleanParams) (CleanResult, error)
+	// Net is what a two-host plan asks of the host's network (the real
+	// path between load host and SUT); nil refuses those methods.
+	Net Net
 	// Self is the path of the ctrperf binary on this host (selfbin.Path),
 	// which SelfBinary in a service's argv stands for.
 	Self func() (string, error)
@@ -79,8 +83,19 @@ type Options struct {
 	Log io.Writer
 }
 
+// Net is the host's network as a two-host plan uses it (engine.HostNet).
+type Net interface {
+	// Source is the host's address toward to, and its device.
+	Source(to netip.Addr) (netip.Addr, string, error)
+	// AddRoute and RemoveRoutes manage a run's routes on a load host.
+	AddRoute(runID string, r engine.RunRoute) error
+	RemoveRoutes(runID string) ([]string, error)
+	// AdmitCounts reads a run's admit chain on a SUT.
+	AdmitCounts(ctx context.Context, runID string) (engine.AdmitCounts, error)
+}
+
 // KindAgent is the owner-record kind of an agent's session.
-const KindAgent = "agent"
+const KindAgent = owner.KindAgent
 
 // ErrHeartbeat ends a session whose caller stopped sending.
 var ErrHeartbeat = errors.New("no message from ctrperf within the heartbeat timeout")
@@ -97,6 +112,7 @@ type session struct {
 	heartbeat  time.Duration
 	owner      *owner.Owner
 	deployed   map[string]*deployment
+	routes     map[string]bool // runs with routes on this host
 	observers  map[string]Observer
 	loads      map[string]*imageLoad
 	docker     *results.EngineInfo
@@ -109,7 +125,6 @@ type deployment struct {
 	ref    EngineRef
 	eng    engine.Engine
 	target *engine.Target
-	relays []*relay
 }
 
 // Serve runs one session over r and w until the caller shuts it down, the
@@ -126,7 +141,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, opt Options) error {
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s := &session{opt: opt, conn: NewConn(r, w), ctx: sctx, deployed: map[string]*deployment{},
+	s := &session{opt: opt, conn: NewConn(r, w), ctx: sctx, deployed: map[string]*deployment{}, routes: map[string]bool{},
 		observers: map[string]Observer{}, loads: map[string]*imageLoad{}}
 	why := s.loop(sctx)
 	cancel()
@@ -268,6 +283,15 @@ func (s *session) dispatch(ctx context.Context, m *Message) outcome {
 	case MethodPing:
 		var p EngineRef
 		return with(m, &p, func() outcome { return s.ping(ctx, p) })
+	case MethodInfo:
+		var p EngineRef
+		return with(m, &p, func() outcome {
+			_, info, err := s.engineFor(ctx, p)
+			if err != nil {
+				return fail(err)
+			}
+			return ok(info)
+		})
 	case MethodDeploy:
 		var p DeployParams
 		return with(m, &p, func() outcome { return s.deploy(ctx, p) })
@@ -295,6 +319,21 @@ func (s *session) dispatch(ctx context.Context, m *Message) outcome {
 	case MethodClean:
 		var p CleanParams
 		return with(m, &p, func() outcome { return s.clean(ctx, p) })
+	case MethodSource:
+		var p SourceParams
+		return with(m, &p, func() outcome { return s.source(ctx, p) })
+	case MethodRouteAdd:
+		var p RouteParams
+		return with(m, &p, func() outcome { return fail(s.routeAdd(p)) })
+	case MethodRouteRemove:
+		var p RunParams
+		return with(m, &p, func() outcome { return fail(s.routeRemove(p.RunID)) })
+	case MethodDialCheck:
+		var p DialParams
+		return with(m, &p, func() outcome { return fail(dialCheck(ctx, p)) })
+	case MethodAdmitCounts:
+		var p RunParams
+		return with(m, &p, func() outcome { return s.admitCounts(ctx, p) })
 	}
 	return fail(&Error{Code: CodeUnknownMethod, Message: fmt.Sprintf("ctrperf agent (protocol %d) has no method %q", Version, m.Method)})
 }
@@ -457,21 +496,7 @@ func (s *session) deploy(ctx context.Context, p DeployParams) outcome {
 	if err != nil {
 		return fail(err)
 	}
-	res := DeployResult{Target: WireTarget(t), Info: info}
-	if p.Expose != "" {
-		eps, relays, err := relayEndpoints(ctx, p.Expose, t)
-		s.mu.Lock()
-		d.relays = relays
-		s.mu.Unlock()
-		if err != nil {
-			return fail(fmt.Errorf("deploy %s: relay its endpoints on %s: %w", t.RunID, p.Expose, err))
-		}
-		res.Target.Endpoints = eps
-		for _, r := range relays {
-			res.Relays = append(res.Relays, Relay{Service: r.service, From: r.ln.Addr().String(), To: r.to})
-		}
-	}
-	return ok(res)
+	return ok(DeployResult{Target: WireTarget(t), Info: info})
 }
 
 func (s *session) teardown(ctx context.Context, p TeardownParams) error {
@@ -491,9 +516,6 @@ func (s *session) teardown(ctx context.Context, p TeardownParams) error {
 }
 
 func (d *deployment) release(ctx context.Context) error {
-	for _, r := range d.relays {
-		r.close()
-	}
 	if d.target == nil {
 		return nil
 	}
@@ -660,12 +682,12 @@ func (s *session) clean(ctx context.Context, p CleanParams) outcome {
 	return ok(r)
 }
 
-// release ends everything of the session: samplers, image loads, relays
-// and deployments, engines, the owner record.
+// release ends everything of the session: samplers, image loads,
+// deployments and routes, engines, the owner record.
 func (s *session) release(ctx context.Context) {
 	s.mu.Lock()
-	obs, deps, loads := s.observers, s.deployed, s.loads
-	s.observers, s.deployed, s.loads = map[string]Observer{}, map[string]*deployment{}, map[string]*imageLoad{}
+	obs, deps, loads, routes := s.observers, s.deployed, s.loads, s.routes
+	s.observers, s.deployed, s.loads, s.routes = map[string]Observer{}, map[string]*deployment{}, map[string]*imageLoad{}, map[string]bool{}
 	own := s.owner
 	s.owner = nil
 	s.mu.Unlock()
@@ -680,6 +702,11 @@ func (s *session) release(ctx context.Context) {
 			fmt.Fprintf(s.opt.Log, "ctrperf agent: teardown of run %s: %v (left to `ctrperf clean` on this host)\n", id, err)
 		} else {
 			fmt.Fprintf(s.opt.Log, "ctrperf agent: run %s torn down\n", id)
+		}
+	}
+	for id := range routes {
+		if _, err := s.opt.Net.RemoveRoutes(id); err != nil {
+			fmt.Fprintf(s.opt.Log, "ctrperf agent: routes of run %s: %v (left to `ctrperf clean` on this host)\n", id, err)
 		}
 	}
 	if s.opt.Engines != nil {

@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
+	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -165,7 +166,18 @@ type harness struct {
 }
 
 // start runs an agent over in-memory pipes and says hello to it.
+// startWith is start with the agent's options changed by set.
+func startWith(t *testing.T, set func(*agent.Options)) *harness {
+	t.Helper()
+	return startOpts(t, nil, -1, remote.ClientOptions{}, set)
+}
+
 func start(t *testing.T, docker error, heartbeat time.Duration, co remote.ClientOptions) *harness {
+	t.Helper()
+	return startOpts(t, docker, heartbeat, co, nil)
+}
+
+func startOpts(t *testing.T, docker error, heartbeat time.Duration, co remote.ClientOptions, set func(*agent.Options)) *harness {
 	t.Helper()
 	h := &harness{engines: &fakeEngines{eng: &fakeEngine{}}, images: &fakeImages{have: map[string]bool{}},
 		owners: owner.Dir{Path: t.TempDir()}, done: make(chan error, 1)}
@@ -197,6 +209,9 @@ func start(t *testing.T, docker error, heartbeat time.Duration, co remote.Client
 		Self:   func() (string, error) { return "/far/cache/ctrperf", nil },
 		Owners: &h.owners,
 		Log:    &h.log,
+	}
+	if set != nil {
+		set(&opt)
 	}
 	go func() {
 		err := agent.Serve(context.Background(), ar, aw, opt)
@@ -280,7 +295,7 @@ func TestHelloRefusesAnotherVersion(t *testing.T) {
 func TestDeployExecTeardown(t *testing.T) {
 	h := start(t, nil, -1, remote.ClientOptions{})
 	defer h.c.Close(context.Background())
-	eng := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeHost}, "", nil)
+	eng := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeHost}, nil)
 	spec := engine.DeploySpec{RunID: "plan-abcd-001", Network: engine.NetworkHost,
 		Services: []engine.Service{{Name: "app", HostCommand: []string{agent.SelfBinary, "__ticketd", "--listen", "x"}}}}
 	tg, err := eng.Deploy(context.Background(), spec)
@@ -313,7 +328,7 @@ func TestDeployExecTeardown(t *testing.T) {
 func TestNoDockerOnTheHost(t *testing.T) {
 	h := start(t, errors.New("docker engine at unix:///var/run/docker.sock does not answer"), -1, remote.ClientOptions{})
 	defer h.c.Close(context.Background())
-	docker := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeDocker}, "", nil)
+	docker := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeDocker}, nil)
 	if _, err := docker.Info(context.Background()); err == nil || !strings.Contains(err.Error(), "no Docker engine on far") {
 		t.Errorf("docker info = %v", err)
 	}
@@ -323,7 +338,7 @@ func TestNoDockerOnTheHost(t *testing.T) {
 		t.Errorf("docker deploy = %v: want no_engine with the reason", err)
 	}
 	// The host runtime runs all the same.
-	host := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeHost}, "", nil)
+	host := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeHost}, nil)
 	if _, err := host.Deploy(context.Background(), engine.DeploySpec{RunID: "r2", Services: []engine.Service{{Name: "app"}}}); err != nil {
 		t.Errorf("host deploy: %v", err)
 	}
@@ -333,7 +348,7 @@ func TestDiskFullHasItsCode(t *testing.T) {
 	h := start(t, nil, -1, remote.ClientOptions{})
 	defer h.c.Close(context.Background())
 	h.engines.eng.deployErr = fmt.Errorf("create data directory: %w", &os.PathError{Op: "mkdir", Path: "/var/lib/ctrperf/x", Err: syscall.ENOSPC})
-	_, err := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeHost}, "", nil).
+	_, err := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeHost}, nil).
 		Deploy(context.Background(), engine.DeploySpec{RunID: "r1", Services: []engine.Service{{Name: "app"}}})
 	var ae *agent.Error
 	if !errors.As(err, &ae) || ae.Code != agent.CodeDiskFull || !strings.Contains(err.Error(), "no space left") {
@@ -343,7 +358,7 @@ func TestDiskFullHasItsCode(t *testing.T) {
 
 func TestWatchdogTearsDownAtEndOfStream(t *testing.T) {
 	h := start(t, nil, -1, remote.ClientOptions{})
-	eng := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeDocker}, "", nil)
+	eng := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeDocker}, nil)
 	for _, id := range []string{"plan-abcd-001", "plan-abcd-002"} {
 		if _, err := eng.Deploy(context.Background(), engine.DeploySpec{RunID: id, Services: []engine.Service{{Name: "app"}}}); err != nil {
 			t.Fatal(err)
@@ -373,7 +388,7 @@ func TestWatchdogTearsDownAtEndOfStream(t *testing.T) {
 func TestWatchdogTearsDownWithoutHeartbeats(t *testing.T) {
 	// The client's heartbeats every 50 ms keep the session alive ...
 	h := start(t, nil, 50*time.Millisecond, remote.ClientOptions{})
-	eng := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeHost}, "", nil)
+	eng := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeHost}, nil)
 	if _, err := eng.Deploy(context.Background(), engine.DeploySpec{RunID: "plan-abcd-001", Services: []engine.Service{{Name: "app"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -479,7 +494,7 @@ func TestImagesLoadedOnceByID(t *testing.T) {
 	h := start(t, nil, -1, remote.ClientOptions{})
 	defer h.c.Close(context.Background())
 	src := &imageSource{}
-	eng := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeDocker}, "", src)
+	eng := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeDocker}, src)
 	spec := engine.DeploySpec{RunID: "r1", Services: []engine.Service{{Name: "app", Image: "ticketd"}}}
 	for i := range 2 {
 		spec.RunID = fmt.Sprint("r", i)
@@ -494,57 +509,107 @@ func TestImagesLoadedOnceByID(t *testing.T) {
 		t.Errorf("the host loaded %d bytes", n)
 	}
 	// A new engine of the same host asks again but sends nothing: the host has it.
-	eng2 := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeDocker}, "", src)
+	eng2 := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeDocker}, src)
 	if _, err := eng2.Deploy(context.Background(), spec); err != nil || src.saved != 1 {
 		t.Errorf("second engine: saved %d, %v", src.saved, err)
 	}
 }
 
-func TestRelayReachesALoopbackService(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
+// TestDeployKeepsTheRealPath: a spec with Reach reaches the host's engine
+// as it is, and the endpoints come back as the engine gave them — no
+// listener of the agent's in front of them (the TCP relay of fd00570
+// answered on an address of its own).
+func TestDeployKeepsTheRealPath(t *testing.T) {
 	h := start(t, nil, -1, remote.ClientOptions{})
 	defer h.c.Close(context.Background())
-	h.engines.eng.endpoint = ln.Addr().String()
-	eng := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeHost}, "127.0.0.1", nil)
-	tg, err := eng.Deploy(context.Background(), engine.DeploySpec{RunID: "r1", Services: []engine.Service{{Name: "app"}}})
+	h.engines.eng.endpoint = "198.19.200.2:40001"
+	reach := &engine.Reach{Addr: netip.MustParseAddr("198.19.200.2"), From: netip.MustParseAddr("198.19.200.3")}
+	eng := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeHost}, nil)
+	tg, err := eng.Deploy(context.Background(), engine.DeploySpec{RunID: "r1", Services: []engine.Service{{Name: "app"}}, Reach: reach})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep, _ := tg.Endpoint("app", 8080)
-	if ep.Addr == ln.Addr().String() {
-		t.Fatalf("endpoint %s not relayed", ep.Addr)
+	if ep, _ := tg.Endpoint("app", 8080); ep.Addr != "198.19.200.2:40001" {
+		t.Errorf("endpoint %s, want the engine's own 198.19.200.2:40001", ep.Addr)
 	}
-	if rs := eng.Relays("r1"); len(rs) != 1 || rs[0].To != ln.Addr().String() || rs[0].From != ep.Addr {
-		t.Errorf("relays = %+v", rs)
+	h.engines.eng.mu.Lock()
+	got := h.engines.eng.deployed[0].Reach
+	h.engines.eng.mu.Unlock()
+	if got == nil || *got != *reach {
+		t.Errorf("the engine got reach %+v, want %+v", got, reach)
 	}
-	c, err := net.Dial("tcp", ep.Addr)
-	if err != nil {
+}
+
+type fakeNet struct {
+	mu      sync.Mutex
+	routes  map[string][]engine.RunRoute
+	removed []string
+	err     error
+}
+
+func (f *fakeNet) Source(to netip.Addr) (netip.Addr, string, error) {
+	return netip.MustParseAddr("198.19.200.3"), "eth0", f.err
+}
+func (f *fakeNet) AddRoute(runID string, r engine.RunRoute) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.routes == nil {
+		f.routes = map[string][]engine.RunRoute{}
+	}
+	f.routes[runID] = append(f.routes[runID], r)
+	return f.err
+}
+func (f *fakeNet) RemoveRoutes(runID string) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.removed = append(f.removed, runID)
+	delete(f.routes, runID)
+	return nil, f.err
+}
+func (f *fakeNet) AdmitCounts(_ context.Context, runID string) (engine.AdmitCounts, error) {
+	return engine.AdmitCounts{Chain: "CTRPERF-ADMIT-x", AdmittedPackets: 7, RefusedPackets: 2}, f.err
+}
+
+// TestRoutesGoWithTheSession: a load host's routes are the session's; the
+// run is in the agent's owner record while they exist (clean keeps them),
+// and the end of the session removes them however it ends.
+func TestRoutesGoWithTheSession(t *testing.T) {
+	fn := &fakeNet{}
+	h := startWith(t, func(o *agent.Options) { o.Net = fn })
+	ctx := context.Background()
+	src, err := h.c.Source(ctx, "127.0.0.1")
+	if err != nil || src.Addr.String() != "198.19.200.3" || src.To.String() != "127.0.0.1" {
+		t.Fatalf("source = %+v, %v", src, err)
+	}
+	r := engine.RunRoute{Dst: netip.MustParseAddr("198.19.202.2"), Via: netip.MustParseAddr("198.19.200.2")}
+	if err := h.c.AddRoute(ctx, "plan-abcd-001", r); err != nil {
 		t.Fatal(err)
 	}
-	_, _ = c.Write([]byte("ping"))
-	buf := make([]byte, 4)
-	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
-		t.Errorf("through the relay: %q, %v", buf, err)
+	list, err := h.owners.List()
+	if err != nil || len(list) != 1 || !slices.Contains(list[0].Record.Objects, "plan-abcd-001") {
+		t.Errorf("owner records %+v, %v: want the run recorded", list, err)
 	}
-	c.Close()
-	if err := eng.Teardown(context.Background(), tg); err != nil {
-		t.Fatal(err)
+	c, err := h.c.AdmitCounts(ctx, "plan-abcd-001")
+	if err != nil || c.AdmittedPackets != 7 || c.RefusedPackets != 2 {
+		t.Errorf("admit counts %+v, %v", c, err)
 	}
-	if _, err := net.DialTimeout("tcp", ep.Addr, time.Second); err == nil {
-		t.Error("the relay still accepts after the teardown")
+	h.c.Close(ctx)
+	_ = h.wait(t)
+	fn.mu.Lock()
+	defer fn.mu.Unlock()
+	if len(fn.routes) != 0 || !slices.Contains(fn.removed, "plan-abcd-001") {
+		t.Errorf("after the session: routes %v, removed %v", fn.routes, fn.removed)
+	}
+}
+
+func TestNetMethodsRefusedWithoutNet(t *testing.T) {
+	h := start(t, nil, -1, remote.ClientOptions{})
+	defer h.c.Close(context.Background())
+	if _, err := h.c.Source(context.Background(), "127.0.0.1"); err == nil {
+		t.Error("net.source without Net succeeded")
+	}
+	if err := h.c.DialCheck(context.Background(), "127.0.0.1:1", time.Second); err == nil {
+		t.Error("dial.check to a closed port succeeded")
 	}
 }
 
@@ -557,7 +622,25 @@ func TestLostConnectionFailsCalls(t *testing.T) {
 	if !errors.Is(err, remote.ErrDisconnected) {
 		t.Errorf("call after the agent went: %v", err)
 	}
-	if err := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeHost}, "", nil).Ping(context.Background()); !engine.Unreachable(err) {
+	if err := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeHost}, nil).Ping(context.Background()); !engine.Unreachable(err) {
 		t.Errorf("ping after the agent went: %v, want unreachable", err)
+	}
+}
+
+// TestPrivateEngineInfoIsItsOwn: the info of a private engine on a host is
+// that engine's, not the host's default engine of hello (lab-network's
+// records named default@lab-sut, userland proxy on, for the configuration
+// with userland_proxy: false).
+func TestPrivateEngineInfoIsItsOwn(t *testing.T) {
+	h := start(t, nil, -1, remote.ClientOptions{})
+	defer h.c.Close(context.Background())
+	off := false
+	def, err := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeDocker}, nil).Info(context.Background())
+	if err != nil || def.Name != "default" {
+		t.Errorf("default engine: %+v, %v", def, err)
+	}
+	priv, err := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeDocker, Engine: engine.EngineSpec{UserlandProxy: &off}}, nil).Info(context.Background())
+	if err != nil || priv.Name != "fake" {
+		t.Errorf("private engine: %+v, %v; want the engine's own info", priv, err)
 	}
 }

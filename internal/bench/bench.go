@@ -99,7 +99,7 @@ type Options struct {
 	Only  []string
 	Quick bool
 	// Isolate starts the isolate controller of configurations with
-	// `isolate:`; nil means DockerIsolator.
+	// `isolate:`; nil means DefaultIsolator.
 	Isolate Isolator
 	// IsolateStateDir is the isolate controller's state directory
 	// (default isolate.DefaultStateDir, the machine's; tests give their own).
@@ -386,7 +386,7 @@ func (r *runner) defaults() {
 		r.opt.IsolateStateDir = isolate.DefaultStateDir
 	}
 	if r.opt.Isolate == nil {
-		r.opt.Isolate = DockerIsolator
+		r.opt.Isolate = DefaultIsolator
 	}
 	if r.opt.OpenStore == nil {
 		r.opt.OpenStore = results.OpenStore

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,6 +43,7 @@ type hostSet struct {
 
 	mu      sync.Mutex
 	hosts   map[string]*remote.Host
+	paths   map[string]*netPath // by "sut load"
 	engines map[*remote.Host]map[string]*remote.Engine
 	infos   map[string]*results.HostInfo
 	all     []*remote.Host // every session opened, closed at the end
@@ -55,7 +55,7 @@ func newHostSet(r *runner) *hostSet {
 	if dial == nil {
 		dial = remote.Dial
 	}
-	s := &hostSet{opt: o, dial: dial, hosts: map[string]*remote.Host{}, engines: map[*remote.Host]map[string]*remote.Engine{},
+	s := &hostSet{opt: o, dial: dial, hosts: map[string]*remote.Host{}, paths: map[string]*netPath{}, engines: map[*remote.Host]map[string]*remote.Engine{},
 		infos: map[string]*results.HostInfo{}}
 	if e, ok := r.opt.Engines.(*Engines); ok {
 		s.images = localImages{e}
@@ -110,20 +110,20 @@ func (s *hostSet) note(d plan.Dest, h *remote.Host, role string) {
 }
 
 // engine is the remote engine of ref on d's session.
-func (s *hostSet) engine(ctx context.Context, d plan.Dest, ref agent.EngineRef, expose string) (*remote.Engine, *remote.Host, error) {
+func (s *hostSet) engine(ctx context.Context, d plan.Dest, ref agent.EngineRef) (*remote.Engine, *remote.Host, error) {
 	h, err := s.host(ctx, d, results.RoleSUT)
 	if err != nil {
 		return nil, nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	key := string(ref.Runtime) + "/" + ref.Engine.Key() + "/" + expose
+	key := string(ref.Runtime) + "/" + ref.Engine.Key()
 	if s.engines[h] == nil {
 		s.engines[h] = map[string]*remote.Engine{}
 	}
 	e := s.engines[h][key]
 	if e == nil {
-		e = remote.NewEngine(h.Client, ref, expose, s.images)
+		e = remote.NewEngine(h.Client, ref, s.images)
 		s.engines[h][key] = e
 	}
 	return e, h, nil
@@ -183,10 +183,9 @@ func (r *runner) engineOf(ctx context.Context, cfg *plan.Configuration) (engine.
 	}
 	he := &hostEngine{set: r.hosts, dest: hs.SUT, ref: agent.EngineRef{Runtime: cfg.Runtime, Engine: cfg.Engine}}
 	if hs.Load.Raw != hs.SUT.Raw {
-		// The services listen on the SUT host's loopback or bridges: its
-		// agent relays them on the address the load host (or this
-		// machine) reaches it at.
-		he.expose = "resolve"
+		// The load host dials the SUT as a client on another machine
+		// would (path.go): no process of ctrperf's in between.
+		he.load = &hs.Load
 	}
 	eng, h, err := he.get(ctx)
 	if err != nil {
@@ -223,24 +222,22 @@ func (r *runner) engineOf(ctx context.Context, cfg *plan.Configuration) (engine.
 // goes to the live session, dialled again after a drop, except Ping, which
 // reports the drop (the run in progress fails with it).
 type hostEngine struct {
-	set    *hostSet
-	dest   plan.Dest
-	ref    agent.EngineRef
-	expose string // "resolve": the SUT's address as ssh resolved it
+	set  *hostSet
+	dest plan.Dest
+	ref  agent.EngineRef
+	// load, when set, is a load host other than the SUT: the services are
+	// served where its packets arrive, only it gets in, and a container's
+	// own address is routed to from there (path.go).
+	load *plan.Dest
+
+	mu    sync.Mutex
+	paths map[string]*runPath // by run id
 }
 
 var _ engine.Engine = (*hostEngine)(nil)
 
 func (e *hostEngine) get(ctx context.Context) (*remote.Engine, *remote.Host, error) {
-	expose := ""
-	if e.expose != "" {
-		h, err := e.set.host(ctx, e.dest, results.RoleSUT)
-		if err != nil {
-			return nil, nil, err
-		}
-		expose = h.Resolved.HostName
-	}
-	return e.set.engine(ctx, e.dest, e.ref, expose)
+	return e.set.engine(ctx, e.dest, e.ref)
 }
 
 func (e *hostEngine) Info(ctx context.Context) (engine.Info, error) {
@@ -256,7 +253,7 @@ func (e *hostEngine) Ping(ctx context.Context) error {
 	if h == nil {
 		return fmt.Errorf("%w: SUT host %s: the connection to its agent dropped", engine.ErrUnreachable, e.dest.Raw)
 	}
-	eng, _, err := e.set.engine(ctx, e.dest, e.ref, "")
+	eng, _, err := e.set.engine(ctx, e.dest, e.ref)
 	if err != nil {
 		return fmt.Errorf("%w: %w", engine.ErrUnreachable, err)
 	}
@@ -268,7 +265,10 @@ func (e *hostEngine) Deploy(ctx context.Context, spec engine.DeploySpec) (*engin
 	if err != nil {
 		return nil, err
 	}
-	return eng.Deploy(ctx, spec)
+	if e.load == nil {
+		return eng.Deploy(ctx, spec)
+	}
+	return e.deployReached(ctx, eng, spec)
 }
 
 func (e *hostEngine) Exec(ctx context.Context, t *engine.Target, service string, argv []string) (engine.ExecResult, error) {
@@ -280,33 +280,15 @@ func (e *hostEngine) Exec(ctx context.Context, t *engine.Target, service string,
 }
 
 func (e *hostEngine) Teardown(ctx context.Context, t *engine.Target) error {
+	rerr := e.removeRoutes(ctx, t.RunID)
 	eng, _, err := e.get(ctx)
 	if err != nil {
-		return fmt.Errorf("teardown of %s: SUT host %s: %w (its agent's watchdog tears the run down when the connection drops; `ctrperf clean --hosts` finds what a killed agent left)", t.RunID, e.dest.Raw, err)
+		return errors.Join(rerr, fmt.Errorf("teardown of %s: SUT host %s: %w (its agent's watchdog tears the run down when the connection drops; `ctrperf clean --hosts` finds what a killed agent left)", t.RunID, e.dest.Raw, err))
 	}
-	return eng.Teardown(ctx, t)
+	return errors.Join(rerr, eng.Teardown(ctx, t))
 }
 
 func (e *hostEngine) Close(context.Context) error { return nil }
-
-// relays are the relays of run id on the SUT host (for the record's notes).
-func (e *hostEngine) relays(runID string) []agent.Relay {
-	eng, _, err := e.set.engine(context.Background(), e.dest, e.ref, e.exposed())
-	if err != nil {
-		return nil
-	}
-	return eng.Relays(runID)
-}
-
-func (e *hostEngine) exposed() string {
-	if e.expose == "" {
-		return ""
-	}
-	if h := e.set.current(e.dest); h != nil {
-		return h.Resolved.HostName
-	}
-	return ""
-}
 
 // observerOf samples where the system under test runs: this machine, or
 // the SUT host through its agent.
@@ -391,12 +373,7 @@ func (d hostDriver) Drive(ctx context.Context, env workload.Env) (*results.Measu
 	}
 	m.Notes = append(m.Notes, fmt.Sprintf("load generated on %s (%s)", d.dest.Raw, h.Hello.Facts.Hostname))
 	if he, ok := d.rn.eng.(*hostEngine); ok {
-		// One note for every run alike (the ports differ run by run):
-		// each configuration goes through the same kind of relay.
-		for _, rl := range he.relays(env.Target.RunID) {
-			host, _, _ := net.SplitHostPort(rl.From)
-			m.Notes = append(m.Notes, fmt.Sprintf("%s reached from the load host through ctrperf agent's TCP relay on %s at %s (a userland proxy in every configuration)", rl.Service, he.dest.Raw, host))
-		}
+		he.recordPath(ctx, env.Target, m)
 	}
 	return m, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -98,6 +99,7 @@ func (f *farHosts) dial(ctx context.Context, d plan.Dest, o remote.SSHOptions) (
 			return &fakeObserver{}
 		},
 		Workload: func(string) (workload.Workload, error) { return farWorkload{f}, nil },
+		Net:      farNet{addr: farAddr(d.Raw)},
 		Log:      io.Discard,
 	}
 	go func() { _ = agent.Serve(context.Background(), ar, aw, opt); aw.Close() }()
@@ -108,7 +110,26 @@ func (f *farHosts) dial(ctx context.Context, d plan.Dest, o remote.SSHOptions) (
 	f.mu.Lock()
 	f.cut[d.Raw] = func() { cw.Close(); cr.Close() }
 	f.mu.Unlock()
-	return &remote.Host{Client: c, Dest: d, Resolved: sshdest.Resolved{HostName: "127.0.0.1", User: "root", Port: 22}}, nil
+	return &remote.Host{Client: c, Dest: d, Resolved: sshdest.Resolved{HostName: farAddr(d.Raw).String(), User: "root", Port: 22}}, nil
+}
+
+// farAddr is a far host's address on a network of its own (198.18.9.0/24).
+func farAddr(name string) netip.Addr {
+	var h byte
+	for _, c := range name {
+		h = h*31 + byte(c)
+	}
+	return netip.AddrFrom4([4]byte{198, 18, 9, h%250 + 2})
+}
+
+// farNet is a far host's network: every peer is reached from addr.
+type farNet struct{ addr netip.Addr }
+
+func (n farNet) Source(netip.Addr) (netip.Addr, string, error) { return n.addr, "eth0", nil }
+func (farNet) AddRoute(string, engine.RunRoute) error          { return nil }
+func (farNet) RemoveRoutes(string) ([]string, error)           { return nil, nil }
+func (farNet) AdmitCounts(context.Context, string) (engine.AdmitCounts, error) {
+	return engine.AdmitCounts{Chain: "CTRPERF-ADMIT-far"}, nil
 }
 
 const hostsPlanYAML = `
@@ -160,7 +181,7 @@ func TestHostsRunThroughTheirAgents(t *testing.T) {
 	recs := readRecords(t, out)
 	failed := 0
 	for _, r := range recs {
-		if r.Hosts == nil || r.Hosts.SUT.Hostname != "far-sut1" || r.Hosts.Load.Hostname != "far-load1" || r.Hosts.SUT.Dest != "root@127.0.0.1:22" {
+		if r.Hosts == nil || r.Hosts.SUT.Hostname != "far-sut1" || r.Hosts.Load.Hostname != "far-load1" || r.Hosts.SUT.Dest != "root@"+farAddr("sut1").String()+":22" {
 			t.Errorf("%s: hosts %+v", r.RunID, r.Hosts)
 		}
 		switch r.Status {

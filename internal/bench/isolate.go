@@ -28,9 +28,10 @@ import (
 
 // IsolateRequest is what an Isolator needs for one run.
 type IsolateRequest struct {
-	Engine engine.Engine
-	RunID  string
-	Spec   plan.IsolateSpec
+	Engine  engine.Engine
+	Runtime engine.Runtime
+	RunID   string
+	Spec    plan.IsolateSpec
 	// StateDir is the controller's lock, checkpoint and status: the
 	// machine's (isolate.DefaultStateDir) in a real run, because IRQ
 	// affinity is machine-wide and a crashed run's checkpoint must be
@@ -64,6 +65,36 @@ func (p *imagePreparer) Client() client.APIClient {
 	}
 	return nil
 }
+
+// DefaultIsolator starts the controller the run's runtime registered
+// (RegisterIsolator: kubernetes, a DaemonSet on every node), else the one
+// over Docker (DockerIsolator).
+func DefaultIsolator(ctx context.Context, req IsolateRequest) (IsolateRun, error) {
+	registry.mu.RLock()
+	iso := registry.isolators[req.Runtime]
+	registry.mu.RUnlock()
+	if iso != nil {
+		return iso(ctx, req)
+	}
+	return DockerIsolator(ctx, req)
+}
+
+// RegisterIsolator makes iso the controller of runtime rt's runs, from an
+// init function beside RegisterRuntime.
+func RegisterIsolator(rt engine.Runtime, iso Isolator) {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	if registry.isolators == nil {
+		registry.isolators = map[engine.Runtime]Isolator{}
+	}
+	if _, dup := registry.isolators[rt]; dup || iso == nil {
+		panic(fmt.Sprintf("bench: RegisterIsolator(%q) twice or nil", rt))
+	}
+	registry.isolators[rt] = iso
+}
+
+// IsolateParams are the controller's parameters of a configuration.
+func IsolateParams(s plan.IsolateSpec) isolate.Params { return isolateParams(s) }
 
 // DockerIsolator starts the real controller (isolate.Start) on the engine
 // of the run, managing only the run's containers that opted in. Its state

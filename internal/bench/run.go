@@ -185,6 +185,11 @@ func (rn *run) deploy() error {
 				err2 = notRunnable(fmt.Sprintf("engine %s cannot start privileged containers on this machine: %v (dockerd itself lacks a capability that --privileged grants, as when it runs in a container or sandbox without all of them)", name, err))
 				break
 			}
+			var nr notRunnable
+			if errors.As(err, &nr) { // a path the SUT refuses the load host (hosts.go)
+				err2 = nr
+				break
+			}
 			var missing *engine.ImageMissingError
 			if errors.Is(err, image.ErrMissing) || errors.As(err, &missing) {
 				// An image nobody can build here (ctrperf never pulls): every
@@ -229,7 +234,7 @@ func (rn *run) startIsolate() error {
 	pr.Phase("starting isolate controller")
 	rn.watch.setPhase("isolate controller")
 	s := &isolateSession{spec: rn.cfg.Isolate}
-	ctl, err := rn.r.opt.Isolate(rn.rctx, IsolateRequest{Engine: rn.eng, RunID: rn.id, Spec: rn.cfg.Isolate,
+	ctl, err := rn.r.opt.Isolate(rn.rctx, IsolateRequest{Engine: rn.eng, Runtime: rn.cfg.Runtime, RunID: rn.id, Spec: rn.cfg.Isolate,
 		StateDir: rn.r.opt.IsolateStateDir, LogDir: filepath.Join(rn.r.opt.Out, "isolate"), Events: s.event, Warn: pr.Warn,
 		Kernel: rn.r.opt.Kernel})
 	if err != nil {

@@ -32,8 +32,9 @@ type OpenOptions struct {
 }
 
 var registry struct {
-	mu      sync.RWMutex
-	openers map[engine.Runtime]RuntimeOpener
+	mu        sync.RWMutex
+	openers   map[engine.Runtime]RuntimeOpener
+	isolators map[engine.Runtime]Isolator
 }
 
 // RegisterRuntime makes open the constructor of runtime rt's engines, from

@@ -83,6 +83,11 @@ func Clean(ctx context.Context, cli client.APIClient, runID string, opts ...Clea
 	if err != nil {
 		errs = append(errs, err)
 	}
+	rr, err := NewRouteTable().clean(runID, cfg.dryRun, cfg.own)
+	removed = append(removed, rr...)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	gr, err := cleanGeneratorCgroups(cfg.kernel, runID, cfg.dryRun, cfg.own)
 	removed = append(removed, gr...)
 	if err != nil {
@@ -166,6 +171,11 @@ func cleanRun(ctx context.Context, cli client.APIClient, runID, bindRoot string,
 		}
 	}
 	r, err := removeLoopbackRules(ctx, execIPTables, runID, dry, own)
+	removed = append(removed, r...)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	r, err = removeAdmit(ctx, execIPTables, runID, dry, own)
 	removed = append(removed, r...)
 	if err != nil {
 		errs = append(errs, err)

@@ -188,6 +188,7 @@ func (d *Docker) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err er
 		if err != nil {
 			return t, fmt.Errorf("deploy %s: %w", spec.RunID, err)
 		}
+		b.reach(spec)
 	} else {
 		b = Bindings{}
 		for _, s := range spec.Services {
@@ -216,7 +217,7 @@ func (d *Docker) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err er
 	if err != nil {
 		return t, fmt.Errorf("deploy %s: create network %s: %w", spec.RunID, st.network, err)
 	}
-	if spec.Network == NetworkPublishedExternal {
+	if spec.Network == NetworkPublishedExternal && !spec.Reach.Valid() { // with Reach: the load host is the external client
 		if err := ctx.Err(); err != nil {
 			return t, fmt.Errorf("deploy %s: %w", spec.RunID, context.Cause(ctx))
 		}
@@ -235,6 +236,9 @@ func (d *Docker) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err er
 		if err := d.deployService(ctx, t, spec, i, b); err != nil {
 			return t, fmt.Errorf("deploy %s: %w", spec.RunID, err)
 		}
+	}
+	if err := admitReach(ctx, d.iptables, spec, t); err != nil {
+		return t, fmt.Errorf("deploy %s: %w", spec.RunID, err)
 	}
 	return t, nil
 }
@@ -338,7 +342,12 @@ func containerConfigs(spec DeploySpec, i int, b Bindings, bindRoot string, ext *
 		}}
 		if i == 0 && (spec.Network == NetworkPublished || spec.Network == NetworkPublishedExternal) {
 			hostIP := netip.AddrFrom4([4]byte{127, 0, 0, 1})
-			if spec.Network == NetworkPublishedExternal {
+			if spec.Reach.Valid() {
+				// Where the load host's packets arrive: Docker DNATs them
+				// there (docker-proxy serves only this host's own
+				// connections).
+				hostIP = spec.Reach.Addr
+			} else if spec.Network == NetworkPublishedExternal {
 				if ext == nil {
 					return nil, nil, nil, errors.New("published-external without a client namespace")
 				}
@@ -447,7 +456,7 @@ func (d *Docker) deployService(ctx context.Context, t *Target, spec DeploySpec, 
 			if err != nil {
 				return "", err
 			}
-			return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
+			return net.JoinHostPort(b.listenHost(s.Name), strconv.Itoa(p)), nil
 		}
 		if c.IP == "" {
 			return "", fmt.Errorf("container %s has no IP on %s", name, st.network)
@@ -467,7 +476,7 @@ func (d *Docker) deployService(ctx context.Context, t *Target, spec DeploySpec, 
 				return fmt.Errorf("service %q port %d: %w", s.Name, p, err)
 			}
 			t.Endpoints = append(t.Endpoints, Endpoint{Service: s.Name, Port: p, Addr: addr})
-			if spec.Network == NetworkPublished && (d.userlandProxy == nil || *d.userlandProxy) {
+			if spec.Network == NetworkPublished && !spec.Reach.Valid() && (d.userlandProxy == nil || *d.userlandProxy) {
 				if err := d.keepOnProxy(ctx, spec.RunID, addr); err != nil {
 					return fmt.Errorf("service %q port %d: %w", s.Name, p, err)
 				}

@@ -92,12 +92,9 @@ func addLoopbackRule(ctx context.Context, run iptablesRunner, runID string, port
 // removeLoopbackRules deletes the loopback rules of a run (runID "": of
 // every run). No iptables binary means no rule was ever added.
 func removeLoopbackRules(ctx context.Context, run iptablesRunner, runID string, dry bool, own *Ownership) ([]string, error) {
-	out, err := run(ctx, "-t", "nat", "-S", "OUTPUT")
-	if err != nil {
-		if errors.Is(err, exec.ErrNotFound) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("list nat OUTPUT rules: %w", err)
+	out, err := listRules(ctx, run, "nat", "OUTPUT")
+	if out == nil || err != nil {
+		return nil, err
 	}
 	var removed []string
 	var errs []error
@@ -114,6 +111,26 @@ func removeLoopbackRules(ctx context.Context, run iptablesRunner, runID string, 
 		removed = append(removed, fmt.Sprintf("iptables rule nat OUTPUT 127.0.0.1:%d of run %s", r.Port, r.RunID))
 	}
 	return removed, errors.Join(errs...)
+}
+
+// listRules is `iptables -t table -S [chain]`; nil and no error when there
+// is no iptables binary (nothing of ctrperf's can be in a table then).
+func listRules(ctx context.Context, run iptablesRunner, table, chain string) ([]byte, error) {
+	args := []string{"-t", table, "-S"}
+	if chain != "" {
+		args = append(args, chain)
+	}
+	out, err := run(ctx, args...)
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("list %s %s rules: %w", table, chain, err)
+	}
+	if out == nil {
+		out = []byte{}
+	}
+	return out, nil
 }
 
 // dockerProxyServes reports whether a docker-proxy process serves host port

@@ -85,7 +85,9 @@ type ReadyCheck struct {
 //	                   network namespace of its own (a bridge network),
 //	                   127.0.0.1 when it shares the host's (host runtime,
 //	                   docker --net=host), so it never listens on the
-//	                   machine's real interfaces.
+//	                   machine's real interfaces — except the front
+//	                   service of a spec with Reach, which listens on
+//	                   Reach.Addr, the one the load host dials.
 //
 // An unknown service or undeclared port is a deploy error.
 type Service struct {
@@ -141,6 +143,10 @@ type DeploySpec struct {
 	// runtime's <DataRoot>/<run>/<svc>, docker's bind sources): a data
 	// filesystem of the run's (the plan's filesystem knob).
 	DataRoot string
+	// Reach, when set, is the load host of a two-host plan: the front
+	// service is served on Reach.Addr as a client elsewhere dials it, and
+	// only Reach.From gets in (see Reach). Nil: a client on this host.
+	Reach *Reach `json:"reach,omitempty"`
 }
 
 // Endpoint is an address the load generator dials.

@@ -112,6 +112,7 @@ func (h *Host) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err erro
 	if err != nil {
 		return t, fmt.Errorf("deploy %s: %w", spec.RunID, err)
 	}
+	b.reach(spec)
 	if err := b.Check(spec.Services, hostArgv); err != nil {
 		return t, fmt.Errorf("deploy %s: %w", spec.RunID, err)
 	}
@@ -120,6 +121,14 @@ func (h *Host) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err erro
 			return t, fmt.Errorf("deploy %s: stopped before service %q: %w", spec.RunID, spec.Services[i].Name, context.Cause(ctx))
 		}
 		if err := h.startService(ctx, t, r, spec, i, b); err != nil {
+			return t, fmt.Errorf("deploy %s: %w", spec.RunID, err)
+		}
+	}
+	if spec.Reach.Valid() {
+		r.mu.Lock()
+		r.admit = true
+		r.mu.Unlock()
+		if err := admitReach(ctx, execIPTables, spec, t); err != nil {
 			return t, fmt.Errorf("deploy %s: %w", spec.RunID, err)
 		}
 	}
@@ -223,7 +232,7 @@ func (h *Host) startService(ctx context.Context, t *Target, r *hostRun, spec Dep
 			if err != nil {
 				return err
 			}
-			t.Endpoints = append(t.Endpoints, Endpoint{Service: s.Name, Port: p, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))})
+			t.Endpoints = append(t.Endpoints, Endpoint{Service: s.Name, Port: p, Addr: net.JoinHostPort(b.listenHost(s.Name), strconv.Itoa(port))})
 		}
 	}
 	if s.Ready == nil {
@@ -237,7 +246,7 @@ func (h *Host) startService(ctx context.Context, t *Target, r *hostRun, spec Dep
 	if err != nil {
 		return err
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	addr := net.JoinHostPort(b.listenHost(s.Name), strconv.Itoa(port))
 	alive := func(context.Context) error {
 		select {
 		case <-done:
@@ -333,8 +342,10 @@ func (h *Host) Teardown(ctx context.Context, t *Target) error {
 	defer cancel()
 	var st hostState
 	var done map[string]chan struct{}
+	admit := true // a run known only by its state file: look for its chain
 	if r, ok := t.Private.(*hostRun); ok {
 		r.mu.Lock()
+		admit = r.admit
 		st = r.state
 		st.Services = append([]hostServiceS(nil), r.state.Services...)
 		st.Cgroups = append([]string(nil), r.state.Cgroups...)
@@ -351,6 +362,10 @@ func (h *Host) Teardown(ctx context.Context, t *Target) error {
 		st = s
 	}
 	_, err := h.destroy(ctx, st, false, done)
+	if admit {
+		_, aerr := removeAdmit(ctx, execIPTables, t.RunID, false, nil)
+		err = errors.Join(err, aerr)
+	}
 	return err
 }
 

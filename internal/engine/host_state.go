@@ -43,6 +43,7 @@ type hostRun struct {
 	dirs  map[string]string   // per service: data directory
 	cgs   map[string][]string // per service: cgroup.procs files
 	done  map[string]chan struct{}
+	admit bool // an admit chain was (being) installed: teardown removes it
 }
 
 func (h *Host) statePath(runID string) string { return filepath.Join(h.stateDir, runID+".json") }

@@ -102,24 +102,34 @@ func (o *Ownership) keepExternal(what, name, fallback string) bool {
 }
 
 // KeepShared decides an object every session may use (the shared default
-// private engine): live while any bench session is. Like Keep, it reads
-// the owners again before calling the object orphaned: a bench run that
-// started since the first reading may be sharing it.
+// private engine): live while any bench session is, or any agent session
+// (on a host of a plan's hosts: the bench run is on another machine, and
+// its agent here deploys on the shared engines). Like Keep, it reads the
+// owners again before calling the object orphaned: a run that started
+// since the first reading may be sharing it.
 func (o *Ownership) KeepShared(what string) bool {
 	if o == nil {
 		return false
 	}
-	s, ok := o.owners.AnyLive(owner.KindBench)
+	s, ok := o.anySession()
 	if !ok && o.refresh != nil {
 		if ow, err := o.refresh(); err == nil {
 			o.owners = ow
-			s, ok = o.owners.AnyLive(owner.KindBench)
+			s, ok = o.anySession()
 		}
 	}
 	if ok {
 		return o.note(Object{What: what, Live: true, Owner: "shared, in use by " + s.Record.String()})
 	}
-	return o.note(Object{What: what, Owner: "shared, no bench run is live"})
+	return o.note(Object{What: what, Owner: "shared, no bench run or agent session is live"})
+}
+
+// anySession is a live owner that may use shared objects.
+func (o *Ownership) anySession() (owner.Status, bool) {
+	if s, ok := o.owners.AnyLive(owner.KindBench); ok {
+		return s, true
+	}
+	return o.owners.AnyLive(owner.KindAgent)
 }
 
 // keepGenerator decides a load generator's cgroup (ctrperf/generator-PID):

@@ -58,6 +58,14 @@ func TestOwnershipDecides(t *testing.T) {
 	if NewOwnership(owner.Owners{deadRec}, false).KeepShared("private engine ctrperf-default") {
 		t.Error("the shared engine is kept with no live session")
 	}
+	// On a host of a plan's hosts the live sessions are agents: a clean
+	// there (another test's, a user's) took the engine a live agent's run
+	// was measuring on (found on the lab, 2026-11-28).
+	agentRec := owner.Status{Record: owner.Record{Kind: owner.KindAgent, Session: "lab-network-5028b8", PID: 12, Command: []string{"ctrperf", "agent"}},
+		Live: true, Reason: "its lock is held"}
+	if !NewOwnership(owner.Owners{deadRec, agentRec}, false).KeepShared("private engine ctrperf-auto-native-noproxy") {
+		t.Error("the shared engine is not kept while an agent session is live")
+	}
 	var nilOwn *Ownership
 	if nilOwn.Keep("x", "smoke-aaaaaa-000") || nilOwn.Found() != nil {
 		t.Error("a nil Ownership keeps or records something")

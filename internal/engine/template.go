@@ -24,6 +24,33 @@ type ServiceBinding struct {
 	Ports         map[int]int
 	PortsIdentity bool
 	DataDir       string
+	// Listen, when set, is where a service that shares the host's network
+	// listens instead of 127.0.0.1: the front service of a spec with Reach.
+	Listen string
+}
+
+// reach makes the front service of a shared network namespace listen on
+// the address the load host dials (spec.Reach); the others stay on
+// loopback.
+func (b Bindings) reach(spec DeploySpec) {
+	if !spec.Reach.Valid() || len(spec.Services) == 0 {
+		return
+	}
+	sb := b[spec.Services[0].Name]
+	if sb.PortsIdentity {
+		return
+	}
+	sb.Listen = spec.Reach.Addr.String()
+	b[spec.Services[0].Name] = sb
+}
+
+// listenHost is where service svc is dialled on its own host: its Listen
+// address, else loopback.
+func (b Bindings) listenHost(svc string) string {
+	if l := b[svc].Listen; l != "" {
+		return l
+	}
+	return "127.0.0.1"
 }
 
 var templateRe = regexp.MustCompile(`\{\{\s*(port|addr|host|data|listen)\s*:\s*([^}:\s]+)\s*(?::\s*([0-9]+)\s*)?\}\}`)
@@ -112,6 +139,9 @@ func (b Bindings) resolve(kind, svc, portStr string) (string, error) {
 		}
 		if sb.PortsIdentity {
 			return "0.0.0.0", nil // its own network namespace
+		}
+		if sb.Listen != "" {
+			return sb.Listen, nil // the address the load host dials, and only that one
 		}
 		return "127.0.0.1", nil // the host's: never the machine's real interfaces
 	}

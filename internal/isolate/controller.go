@@ -15,16 +15,20 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/utils/cpuset"
 
+	"ctrperf/internal/kernel"
 	"ctrperf/internal/owner"
 )
 
 // Managed is a container the controller manages.
 type Managed struct {
-	ID     string
-	Name   string
-	CPUs   int  // CPUs it is entitled to by label; 0 = a fair share
-	PID    int  // init process on the host (for the veth); 0 = unknown
-	Paused bool // frozen: still managed, its cgroup is alive
+	ID   string
+	Name string
+	CPUs int // CPUs it is entitled to by label; 0 = a fair share
+	// Request is the CPU its pod asked for (Kubernetes: its request, or its
+	// limit when only a limit is set); 0 = none stated.
+	Request float64
+	PID     int  // init process on the host (for the veth); 0 = unknown
+	Paused  bool // frozen: still managed, its cgroup is alive
 }
 
 // Runtime lists the containers that opted in and are running or paused. A
@@ -33,6 +37,18 @@ type Managed struct {
 // confirmed that; on doubt it returns an error.
 type Runtime interface {
 	Managed(ctx context.Context) ([]Managed, error)
+}
+
+// Source is where the managed containers and their cgroups come from: a
+// Docker engine (DockerRuntime) or a Kubernetes node's CRI runtime
+// (CRIRuntime). The policy and the actuators do not know which.
+type Source interface {
+	Runtime
+	DirResolver
+	// Events fires when membership may have changed (a container started,
+	// died, was updated); the channel closes when ctx ends.
+	Events(ctx context.Context) <-chan struct{}
+	layout() kernel.Layout
 }
 
 // UsageReader returns a container's cumulative CPU time.
@@ -123,7 +139,13 @@ type Controller struct {
 	lastRefusal string
 	stepCPU     time.Duration
 	saturation  saturation
+
+	recentMu sync.Mutex
+	recent   []Event // the last RecentEvents decisions, oldest first (Status)
 }
+
+// RecentEvents is how many of the last decisions Status carries.
+const RecentEvents = 10
 
 // Option configures a Controller.
 type Option func(*Controller)
@@ -196,6 +218,11 @@ func (c *Controller) emit(e Event) {
 	if c.events != nil {
 		c.events(e)
 	}
+	c.recentMu.Lock()
+	if c.recent = append(c.recent, e); len(c.recent) > RecentEvents {
+		c.recent = slices.Delete(c.recent, 0, len(c.recent)-RecentEvents)
+	}
+	c.recentMu.Unlock()
 	c.metrics.event(e)
 	if d, ok := c.saturation.reaction(e, c.decision.State[e.Container].Hot); ok {
 		c.metrics.reacted(d)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,12 +38,16 @@ func (f *fakeUsage) CPUTime(_ context.Context, m Managed) (time.Duration, error)
 }
 
 type fakeCPUs struct {
-	sets   map[string]string
-	writes int
-	err    error
+	sets    map[string]string
+	writes  int
+	err     error
+	readErr map[string]error
 }
 
 func (f *fakeCPUs) CPUs(_ context.Context, id string) (string, error) {
+	if err := f.readErr[id]; err != nil {
+		return "", err
+	}
 	s, ok := f.sets[id]
 	if !ok {
 		return "", fmt.Errorf("%s: %w", id, ErrContainerGone)
@@ -404,6 +409,23 @@ func TestControllerChurnForgetsGoneContainers(t *testing.T) {
 	r.now = r.now.Add(time.Second)
 	if err := r.c.Step(context.Background()); err == nil || !strings.Contains(err.Error(), "EBUSY") {
 		t.Errorf("write failure not reported: %v", err)
+	}
+}
+
+// A cgroup removed between the listing and the read: v1's kernfs answers
+// ENODEV for a file opened in a cgroup being removed (TestChurnDocker met
+// it in CI). That is churn, not a controller error.
+func TestControllerCgroupRemovedMidReadIsChurn(t *testing.T) {
+	r := newRig(t, PolicyStrict, false)
+	r.step(t, map[string]float64{"a": 0.1, "b": 0.1, "c": 0.1})
+	r.cpus.readErr = map[string]error{"b": fmt.Errorf("read cpuset.cpus in /sys/fs/cgroup/cpuset/docker/b: %w", syscall.ENODEV)}
+	r.step(t, map[string]float64{"a": 0.1, "b": 0.1, "c": 0.1})
+	if strings.Contains(r.log.String(), `"kind":"error"`) {
+		t.Errorf("a removed cgroup was reported as an error:\n%s", r.log.String())
+	}
+	// ENODEV from an IRQ or a device is not a container's churn.
+	if gone(fmt.Errorf("write smp_affinity_list: %w", syscall.EIO)) {
+		t.Errorf("EIO taken for a gone container")
 	}
 }
 

@@ -198,14 +198,7 @@ func (d *DockerRuntime) Dir(ctx context.Context, id, ctl string) (string, error)
 		}
 		paths = p
 	}
-	dir, ok := d.layout().Dir(paths, ctl)
-	if !ok {
-		return "", fmt.Errorf("container %s has no %q cgroup", short(id), ctl)
-	}
-	if !ContainerCgroup(dir, id) {
-		return "", fmt.Errorf("container %s: %s cgroup %q is not its own: %w", short(id), ctl, dir, ErrContainerGone)
-	}
-	return dir, nil
+	return ownDir(d.layout(), paths, id, ctl)
 }
 
 func (d *DockerRuntime) layout() kernel.Layout { return d.Kernel.Cgroups() }

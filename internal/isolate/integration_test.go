@@ -29,7 +29,7 @@ const spinRef = "ctrperf/isolate-spin:test"
 // dockerOrSkip returns a client of the engine on DOCKER_HOST or the default
 // socket for a test that also needs root (cpusets, IRQ affinities, RPS
 // masks).
-func dockerOrSkip(t *testing.T) *client.Client {
+func dockerOrSkip(t testing.TB) *client.Client {
 	t.Helper()
 	testenv.RequireRoot(t, "to write cpusets, IRQ affinities and RPS masks")
 	return testenv.Docker(t)
@@ -44,7 +44,7 @@ var (
 )
 
 // tenants starts n spin containers labelled for isolation and this run.
-func tenants(t *testing.T, cli *client.Client, runID string, n int) []string {
+func tenants(t testing.TB, cli *client.Client, runID string, n int) []string {
 	t.Helper()
 	spinOnce.Do(func() {
 		_, spinErr = image.BuildGo(context.Background(), cli, image.GoImage{Ref: spinRef, Package: "./internal/isolate/testdata/spin"})
@@ -60,7 +60,7 @@ func tenants(t *testing.T, cli *client.Client, runID string, n int) []string {
 	return ids
 }
 
-func startTenant(t *testing.T, cli *client.Client, runID string, i int) string {
+func startTenant(t testing.TB, cli *client.Client, runID string, i int) string {
 	ctx := context.Background()
 	labels := map[string]string{"ctrperf.managed": "true", "ctrperf.run": runID, LabelIsolate: "true"}
 	c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: &container.Config{Image: spinRef, Labels: labels},
@@ -595,5 +595,75 @@ func TestRestartLeavesChangedClassDocker(t *testing.T) {
 	}
 	if cl, err := fs.Class(ctx, hot); err != nil || cl.Idle != 0 || cl.Weight != 512 {
 		t.Errorf("after the second controller stopped the tenant's class is %s (%v), want idle=0 cpu.shares=512", cl, err)
+	}
+}
+
+// TestNoFlappingSaturatedDocker: two CPU-bound containers the controller
+// does not manage (normal class) saturate the 2 CPUs beside a managed
+// spinner and a quiet tenant. The spinner turns hot and is demoted, which
+// starves it; the decision log must then show no flapping — at most one
+// hot/normal transition of the spinner in 12 s. Before issue 36 its usage
+// fell below cool_threshold while it was starved, it was undemoted after
+// cool_after samples and turned hot again a few samples later.
+func TestNoFlappingSaturatedDocker(t *testing.T) {
+	cli := dockerOrSkip(t)
+	runID := fmt.Sprintf("isoflap%d", time.Now().UnixNano()%1_000_000)
+	ids := tenants(t, cli, runID, 2)
+	ctx := context.Background()
+	// The saturators: the same spin image, without the isolate label.
+	for i := range 2 {
+		c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: &container.Config{Image: spinRef,
+			Labels: map[string]string{"ctrperf.managed": "true", "ctrperf.run": runID}},
+			HostConfig: &container.HostConfig{}, Name: fmt.Sprintf("ctrperf-%s-sat%d", runID, i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cli.ContainerKill(ctx, c.ID, client.ContainerKillOptions{Signal: "USR1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var log bytes.Buffer
+	ctl := realController(t, cli, runID, t.TempDir(), PolicyShield, &log)
+	defer func() {
+		if err := ctl.Restore(context.Background()); err != nil {
+			t.Errorf("restore: %v", err)
+		}
+	}()
+	if _, err := cli.ContainerKill(ctx, ids[0], client.ContainerKillOptions{Signal: "USR1"}); err != nil {
+		t.Fatal(err)
+	}
+	end := time.Now().Add(12 * time.Second)
+	for time.Now().Before(end) {
+		time.Sleep(200 * time.Millisecond)
+		if err := ctl.Step(ctx); err != nil {
+			t.Fatalf("step: %v\n%s", err, log.String())
+		}
+	}
+	transitions, demoted := 0, false
+	dec := json.NewDecoder(&log)
+	for {
+		var e Event
+		if err := dec.Decode(&e); err != nil {
+			break
+		}
+		if e.Container != ids[0] {
+			continue
+		}
+		switch e.Kind {
+		case "hot", "normal":
+			transitions++
+			t.Logf("%s %s: %s", e.Time.Format("15:04:05.000"), e.Kind, e.Reason)
+		case "demote":
+			demoted = true
+		}
+	}
+	if !demoted {
+		t.Fatalf("the spinner was never demoted: the test did not reach the case it is for")
+	}
+	if transitions > 1 {
+		t.Errorf("%d hot/normal transitions of the demoted spinner in 12 s on saturated CPUs, want at most 1 (flapping)", transitions)
 	}
 }

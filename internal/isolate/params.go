@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,6 +56,10 @@ type Params struct {
 	IRQRotate  time.Duration `yaml:"irq_rotate" help:"rotate the IRQs round-robin over the pool this often"`
 	// RPS sets the RPS mask of managed containers' host veths to the pool.
 	RPS bool `yaml:"rps" help:"set the RPS mask of managed containers' host veths to the shared pool"`
+	// DemoteOnly writes no cpuset: hot containers are only demoted. On a
+	// Kubernetes node whose kubelet runs the static CPU manager the
+	// cpusets are kubelet's (isolate run --cri-socket turns it on there).
+	DemoteOnly bool `yaml:"demote_only" help:"write no cpusets, only demote hot containers (on by itself on a node whose kubelet's static CPU manager owns the cpusets)"`
 }
 
 // DefaultParams are the defaults: policy shield, sampled every 100 ms, one
@@ -151,6 +156,9 @@ func (p Params) problems() []error {
 	if hot && cool && p.CoolThreshold >= p.HotThreshold {
 		bad("cool_threshold", "cool threshold %.2f must be below hot threshold %.2f, or containers would flap", p.CoolThreshold, p.HotThreshold)
 	}
+	if p.DemoteOnly && p.Policy != PolicyShield && !p.Demote {
+		bad("demote_only", "policy %s writes only cpusets unless it demotes too: use policy shield, or demote: true", p.Policy)
+	}
 	count("cpus_per_container", p.CPUsPerContainer, 1, 4096, "a number of CPUs")
 	count("min_shared", p.MinShared, 1, 4096, "a number of CPUs")
 	fraction("stall_threshold", p.StallThreshold, 1, "a fraction of the interval in (0, 1], like 0.02")
@@ -246,4 +254,27 @@ func (p Params) Node(set func(key string) bool) (*yaml.Node, error) {
 		out.Content = append(out.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, &n)
 	}
 	return out, nil
+}
+
+// Flags are p as `isolate run` flags (--key-with-dashes=value, every
+// field: the flags start from DefaultParams, so a zero must be said), for
+// a controller started elsewhere (the DaemonSet of a Kubernetes run).
+func (p Params) Flags() []string {
+	p = p.withDefaults()
+	v := reflect.ValueOf(p)
+	var out []string
+	for i := range v.NumField() {
+		key, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("yaml"), ",")
+		var val string
+		switch f := v.Field(i).Interface().(type) {
+		case time.Duration:
+			val = f.String()
+		case float64:
+			val = strconv.FormatFloat(f, 'g', -1, 64)
+		default:
+			val = fmt.Sprint(f)
+		}
+		out = append(out, "--"+strings.ReplaceAll(key, "_", "-")+"="+val)
+	}
+	return out
 }

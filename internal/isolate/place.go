@@ -33,8 +33,8 @@ func (c *Controller) place(ctx context.Context, start time.Time, d Decision) err
 func (c *Controller) placeCPUSet(ctx context.Context, start time.Time, pl Placement) error {
 	id, t, s := pl.ContainerID, c.state.cpusets, c.set.cpusets
 	_, known := t.applied[id]
-	if pl.CPUs.IsEmpty() && !known {
-		return nil // its own cpuset, never touched
+	if s.read == nil || (pl.CPUs.IsEmpty() && !known) {
+		return nil // no cpuset writer (kubelet's), or its own cpuset, never touched
 	}
 	ev := Event{Kind: "cpuset", Container: id, Name: pl.Name, Reason: pl.Reason}
 	cur, ok, err := observe(ctx, c, s, t, ev)

@@ -33,6 +33,9 @@ type Container struct {
 	ID   string
 	Name string
 	CPUs int // CPUs it is entitled to (label); 0 = a fair share of the machine
+	// Request is what its pod asked for (CPUs, may be a fraction); it
+	// replaces the fair share when CPUs is 0.
+	Request float64
 }
 
 // ContainerState is what the policy remembers of a container between samples.
@@ -91,12 +94,22 @@ type Transition struct {
 }
 
 // Entitlement is the CPU a container may use before it counts as
-// saturated: its label, else its fair share of the online CPUs among the
-// managed containers; never more than the CPUs it is pinned to.
-func Entitlement(c Container, online, managed, pinned int) float64 {
+// saturated: its label; else, for a pod that requested CPU, its share of
+// the online CPUs weighted by its request among the managed containers'
+// requests (requested: their sum), which is what cpu.shares gives it under
+// contention and never less than its request; else its fair share of the
+// online CPUs among the managed containers; never more than the CPUs it
+// is pinned to.
+//
+// So a Burstable pod at twice its small request, beside another at fifteen
+// times the same request, is not the hot one: both are entitled to half
+// the machine, and only the second uses more.
+func Entitlement(c Container, online, managed int, requested float64, pinned int) float64 {
 	e := float64(online)
 	if c.CPUs > 0 {
 		e = float64(c.CPUs)
+	} else if c.Request > 0 && requested > 0 {
+		e = min(max(float64(online)*c.Request/requested, c.Request), float64(online))
 	} else if managed > 0 {
 		e = float64(online) / float64(managed)
 	}
@@ -114,7 +127,7 @@ func Entitlement(c Container, online, managed, pinned int) float64 {
 // hot), dedication (whose CPUs), demotion (whose class) and placement.
 func Decide(top Topology, params Params, prev State, containers []Container, usage, stall map[string]float64) Decision {
 	d := newDecider(top, params, containers)
-	next, transitions := d.hysteresis(prev, usage)
+	next, transitions := d.hysteresis(prev, usage, stall)
 	dedicated, pin := d.dedicate(next)
 	for id, cpus := range dedicated {
 		st := next[id]
@@ -140,12 +153,32 @@ type decider struct {
 	top    Topology
 	all    cpuset.CPUSet
 	sorted []Container
+	// requested is the managed containers' CPU requests summed, each at
+	// least kubelet's floor (a BestEffort pod's 2 shares): 0 when none
+	// requested any (Docker), and then every share is fair.
+	requested float64
 }
+
+// minRequest is a BestEffort pod's weight: kubelet's 2 cpu.shares.
+const minRequest = 2.0 / 1024
 
 func newDecider(top Topology, params Params, containers []Container) decider {
 	sorted := append([]Container(nil), containers...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].ID < sorted[j].ID })
-	return decider{p: params.withDefaults(), top: top, all: top.All(), sorted: sorted}
+	var requested float64
+	for _, c := range sorted {
+		if c.Request > 0 {
+			requested += c.Request
+		}
+	}
+	if requested > 0 {
+		for _, c := range sorted {
+			if c.Request <= 0 {
+				requested += minRequest
+			}
+		}
+	}
+	return decider{p: params.withDefaults(), top: top, all: top.All(), sorted: sorted, requested: requested}
 }
 
 // want is how many dedicated CPUs a normal container gets.
@@ -164,19 +197,19 @@ func (d decider) entitlement(c Container, dedicated int) float64 {
 	if d.p.Policy != PolicyShield {
 		pinned = d.want(c)
 	}
-	return Entitlement(c, d.all.Size(), len(d.sorted), pinned)
+	return Entitlement(c, d.all.Size(), len(d.sorted), d.requested, pinned)
 }
 
 // hysteresis is step 1: hot after HotAfter saturated samples, normal after
 // CoolAfter calm ones; a container without a usage sample keeps its state.
-func (d decider) hysteresis(prev State, usage map[string]float64) (State, []Transition) {
+func (d decider) hysteresis(prev State, usage, stall map[string]float64) (State, []Transition) {
 	next := State{}
 	var transitions []Transition
 	for _, c := range d.sorted {
 		st := prev[c.ID]
 		if u, seen := usage[c.ID]; seen {
 			var t *Transition
-			st, t = d.heat(c, st, u, d.entitlement(c, st.Dedicated.Size()))
+			st, t = d.heat(c, st, u, stall[c.ID], d.entitlement(c, st.Dedicated.Size()))
 			if t != nil {
 				transitions = append(transitions, *t)
 			}
@@ -188,7 +221,14 @@ func (d decider) hysteresis(prev State, usage map[string]float64) (State, []Tran
 
 // heat counts one sample of usage u against entitlement e into c's
 // streaks, and says when c turns hot or normal.
-func (d decider) heat(c Container, st ContainerState, u, e float64) (ContainerState, *Transition) {
+//
+// A demoted container's own stall (the share of the interval its tasks
+// waited for a CPU) counts as demand: on CPUs saturated by normal tenants
+// its demotion starves it, its usage falls, and without this it would be
+// taken for calm, undemoted after CoolAfter samples and turn hot again a
+// few samples later, over and over (flapping, issue 36). A container that
+// really went quiet stalls no more and cools as before.
+func (d decider) heat(c Container, st ContainerState, u, ownStall, e float64) (ContainerState, *Transition) {
 	p := d.p
 	if !st.Hot {
 		if st.HotStreak = streak(st.HotStreak, u >= p.HotThreshold*e); st.HotStreak < p.HotAfter {
@@ -198,7 +238,11 @@ func (d decider) heat(c Container, st ContainerState, u, e float64) (ContainerSt
 		return st, &Transition{c.ID, c.Name, true,
 			fmt.Sprintf("used %.2f of its %.2f CPUs (>= %.0f%%) for %d samples", u, e, p.HotThreshold*100, st.HotStreak)}
 	}
-	if st.CalmStreak = streak(st.CalmStreak, u < p.CoolThreshold*e); st.CalmStreak < p.CoolAfter {
+	demand := u
+	if st.Demoted && ownStall > 0 {
+		demand += min(ownStall, 1) * e // starved by its demotion, not calm
+	}
+	if st.CalmStreak = streak(st.CalmStreak, demand < p.CoolThreshold*e); st.CalmStreak < p.CoolAfter {
 		return st, nil
 	}
 	st.Hot, st.HotStreak = false, 0
@@ -241,7 +285,9 @@ func (d decider) dedicate(next State) (map[string]cpuset.CPUSet, pinning) {
 			need += d.want(c)
 		}
 	}
-	if len(normals) > 0 && need > avail.Size() {
+	if d.p.DemoteOnly {
+		pin.refused = "demote only: the cpusets are not the controller's (a static CPU manager owns them)"
+	} else if len(normals) > 0 && need > avail.Size() {
 		pin.refused = fmt.Sprintf("%d normal container(s) need %d dedicated CPU(s), only %d outside the shared pool %s: not pinning rather than putting two on one CPU",
 			len(normals), need, avail.Size(), pin.reserved)
 	} else {
@@ -340,6 +386,8 @@ func (d decider) place(c Container, st ContainerState, pin pinning) Placement {
 	pl := Placement{ContainerID: c.ID, Name: c.Name, Hot: st.Hot, Demote: st.Demoted,
 		Entitlement: d.entitlement(c, st.Dedicated.Size())}
 	switch {
+	case st.Hot && p.DemoteOnly:
+		pl.Reason = "hot: keeps its CPUs (demote only)"
 	case st.Hot && p.Policy == PolicyStrict:
 		pl.CPUs, pl.Reason = pin.confine, "hot: confined to the shared pool"
 	case st.Hot && p.Policy == PolicyPaper:

@@ -378,3 +378,52 @@ func TestHexMask(t *testing.T) {
 		t.Errorf("bad mask accepted")
 	}
 }
+
+// saturatedMachine is the CPU a hot spinner gets on 2 CPUs that normal
+// tenants outside the controller keep busy: demoted (the idle class), it
+// is starved — next to no usage, its tasks waiting all the time; in the
+// normal class it gets a fair share and waits part of the time.
+func saturatedMachine(demoted bool) (usage, stall float64) {
+	if demoted {
+		return 0.01, 0.98
+	}
+	return 1.0, 0.5
+}
+
+// TestNoFlappingOnASaturatedMachine: the spinner, demoted, is starved by
+// its own demotion. Before issue 36 its usage fell below cool_threshold,
+// it was undemoted after cool_after samples and turned hot again two
+// samples later: 100 transitions a minute at the default 100 ms interval.
+// Its own stall now counts as demand while it is demoted: one transition
+// (to hot) in the minute, and it still cools once it really goes quiet.
+func TestNoFlappingOnASaturatedMachine(t *testing.T) {
+	cs := []Container{{ID: "spin", Name: "spin"}, {ID: "quiet", Name: "quiet"}}
+	p := DefaultParams()
+	var st State
+	transitions := 0
+	const minute = 600 // samples of 100 ms
+	for range minute {
+		u, s := saturatedMachine(st["spin"].Demoted)
+		d := Decide(flat(2), p, st, cs, map[string]float64{"spin": u, "quiet": 0.05}, map[string]float64{"spin": s, "quiet": 0.3})
+		transitions += len(d.Transitions)
+		st = d.State
+	}
+	t.Logf("transitions in a minute of saturation: %d", transitions)
+	if transitions > 1 {
+		t.Errorf("%d transitions in a minute on a saturated machine, want 1 (hot once, then demoted until it goes quiet)", transitions)
+	}
+	if !st["spin"].Hot || !st["spin"].Demoted {
+		t.Fatalf("after a minute the spinner is hot=%v demoted=%v, want both", st["spin"].Hot, st["spin"].Demoted)
+	}
+	// It stops spinning: no usage, no stall; it cools after cool_after samples.
+	for i := range p.CoolAfter {
+		d := Decide(flat(2), p, st, cs, map[string]float64{"spin": 0, "quiet": 0.05}, map[string]float64{"spin": 0, "quiet": 0})
+		st = d.State
+		if i < p.CoolAfter-1 && !st["spin"].Hot {
+			t.Fatalf("cooled after %d quiet samples, want %d", i+1, p.CoolAfter)
+		}
+	}
+	if st["spin"].Hot || st["spin"].Demoted {
+		t.Errorf("after %d quiet samples the spinner is hot=%v demoted=%v, want neither", p.CoolAfter, st["spin"].Hot, st["spin"].Demoted)
+	}
+}

@@ -23,6 +23,13 @@ type RunConfig struct {
 	Metrics  string   `yaml:"metrics" help:"serve Prometheus metrics on HOST:PORT; :PORT or PORT binds loopback, a host that is not loopback is served with a warning (empty: off)"`
 	Log      string   `yaml:"log" help:"decision log, JSON lines (default STATE_DIR/decisions.jsonl)"`
 	StateDir string   `yaml:"state_dir" help:"where the lock, checkpoint and status live"`
+	// CRISocket makes the controller a Kubernetes node's: pods labelled
+	// ctrperf.isolate: "true" from the node's CRI runtime, entitled to
+	// their CPU request.
+	CRISocket string `yaml:"cri_socket" help:"manage the pods of this Kubernetes node's CRI runtime (containerd or CRI-O socket, e.g. /run/containerd/containerd.sock) instead of Docker's containers"`
+	// KubeletDir is kubelet's root directory: its cpu_manager_state says
+	// whether the static CPU manager owns the cpusets (then demote only).
+	KubeletDir string `yaml:"kubelet_dir" help:"with --cri-socket: kubelet's root directory, whose cpu_manager_state says whether the static CPU manager owns the cpusets (then the controller only demotes)"`
 }
 
 // DecodeRunConfig reads an `isolate run --config` file over base strictly:

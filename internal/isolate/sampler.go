@@ -40,7 +40,7 @@ func (s *sampler) sample(ctx context.Context, ms []Managed, at time.Time) sample
 	out := sample{live: map[string]bool{}, usage: map[string]float64{}, stall: map[string]float64{}, from: map[string]time.Time{}}
 	for _, m := range ms {
 		out.live[m.ID] = true
-		out.containers = append(out.containers, Container{ID: m.ID, Name: m.Name, CPUs: m.CPUs})
+		out.containers = append(out.containers, Container{ID: m.ID, Name: m.Name, CPUs: m.CPUs, Request: m.Request})
 		t, err := s.usage.CPUTime(ctx, m)
 		if err != nil {
 			continue
@@ -73,4 +73,9 @@ func (s *sampler) known() []string {
 	return ids
 }
 
-func (s *sampler) forget(id string) { delete(s.last, id) }
+func (s *sampler) forget(id string) {
+	delete(s.last, id)
+	if f, ok := s.usage.(interface{ forgetFiles(string) }); ok {
+		f.forgetFiles(id)
+	}
+}

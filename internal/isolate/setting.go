@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/utils/cpuset"
@@ -65,9 +66,11 @@ func (s settings) dryRun() settings {
 // ErrContainerGone lets a CPUSetter say the container no longer exists.
 var ErrContainerGone = errors.New("container is gone")
 
-// gone reports an error that only means the container went away.
+// gone reports an error that only means the container went away: its
+// cgroup directory is missing, or (ENODEV) it was removed while the file was
+// open, which v1's kernfs answers for a cgroup being destroyed.
 func gone(err error) bool {
-	return errors.Is(err, ErrContainerGone) || errors.Is(err, os.ErrNotExist)
+	return errors.Is(err, ErrContainerGone) || errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENODEV)
 }
 
 // canonCPUs is a CPU list as the kernel prints it ("0,1,2" is "0-2").

@@ -80,6 +80,9 @@ type Options struct {
 	// Kernel is the kernel read and written: /proc, /sys and the cgroup
 	// mount (the zero FS: the real ones).
 	Kernel kernel.FS
+	// CRISocket: the controller is a Kubernetes node's (StartCRI), not
+	// Docker's. Read by the command, which dials it.
+	CRISocket string
 }
 
 // defaults fills in Start's own options; the controller's are New's.
@@ -127,10 +130,15 @@ func DockerCgroups(cli client.APIClient, kfs kernel.FS) CgroupFS {
 	return CgroupFS{Layout: rt.layout(), Dirs: rt}
 }
 
-// actuators are the kernel writers of a controller over a Docker engine.
-func actuators(rt *DockerRuntime, ncpu int) (CgroupFS, Actuators) {
-	fs := CgroupFS{Layout: rt.layout(), Dirs: rt}
-	return fs, Actuators{CPUs: fs, Class: fs, IRQ: ProcIRQ{Kernel: rt.Kernel}, RPS: SysRPS{Kernel: rt.Kernel, NCPU: ncpu}}
+// actuators are the kernel writers of a controller over a source's
+// containers; with demoteOnly it has no cpuset writer at all.
+func actuators(src Source, kfs kernel.FS, ncpu int, demoteOnly bool) (CgroupFS, Actuators) {
+	fs := CgroupFS{Layout: src.layout(), Dirs: src, Files: &StatFiles{}}
+	act := Actuators{CPUs: fs, Class: fs, IRQ: ProcIRQ{Kernel: kfs}, RPS: SysRPS{Kernel: kfs, NCPU: ncpu}}
+	if demoteOnly {
+		act.CPUs = nil
+	}
+	return fs, act
 }
 
 // Start builds the controller over a Docker engine exactly as `ctrperf
@@ -168,10 +176,49 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 	if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
 		return nil, fmt.Errorf("no Docker engine answers (%v): isolate manages containers of a running engine; start one or set DOCKER_HOST", err)
 	}
-	rt := &DockerRuntime{Client: cli, Kernel: o.Kernel, All: o.All, Labels: o.Labels}
-	fs, act := actuators(rt, len(top.CPUs))
+	return r.start(ctx, &DockerRuntime{Client: cli, Kernel: o.Kernel, All: o.All, Labels: o.Labels}, top, listIRQ, steering)
+}
+
+// StartCRI is Start on a Kubernetes node: membership from the node's CRI
+// runtime (pods labelled ctrperf.isolate: "true"), entitlement from each
+// pod's CPU request. With o.Params.DemoteOnly (a static CPU manager on the
+// node) it writes no cpuset.
+func StartCRI(ctx context.Context, cri CRIClient, o Options) (_ *Running, err error) {
+	if o.StateDir == "" {
+		return nil, errors.New("isolate: no state directory")
+	}
+	o.defaults()
+	if err := o.Params.Validate(); err != nil {
+		return nil, err
+	}
+	listIRQ, err := irqLister(o)
+	if err != nil {
+		return nil, err
+	}
+	top, err := DiscoverTopology(o.Kernel)
+	if err != nil {
+		return nil, err
+	}
+	r := &Running{opt: o, ckptPath: filepath.Join(o.StateDir, "checkpoint.json"), statusPath: filepath.Join(o.StateDir, "status.json")}
+	defer func() {
+		if err != nil {
+			r.release()
+		}
+	}()
+	steering, err := r.lock()
+	if err != nil {
+		return nil, err
+	}
+	return r.start(ctx, &CRIRuntime{Client: cri, Kernel: o.Kernel, All: o.All, Labels: o.Labels}, top, listIRQ, steering)
+}
+
+// start is what Start and StartCRI share once the locks are held.
+func (r *Running) start(ctx context.Context, src Source, top Topology, listIRQ func() ([]IRQ, error), steering bool) (*Running, error) {
+	o := r.opt
+	fs, act := actuators(src, o.Kernel, len(top.CPUs), o.Params.DemoteOnly)
+	r.closers = append(r.closers, fs.Files)
 	if o.Params.Demotes() {
-		if _, err := os.Stat(o.Kernel.Cgroup("cpu", "cpu.idle")); err != nil && rt.layout().Mode != kernel.V2 {
+		if _, err := os.Stat(o.Kernel.Cgroup("cpu", "cpu.idle")); err != nil && src.layout().Mode != kernel.V2 {
 			o.Warn("this kernel has no cpu.idle (before 5.15): hot containers are demoted to the lowest cpu.shares instead, which protects less under EEVDF")
 		}
 	}
@@ -183,12 +230,16 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, er
 	if err != nil {
 		return nil, err
 	}
-	opts := append(r.controllerOptions(rt, fs, act, listIRQ), WithDecisionLog(log))
-	ctl, err := New(Config{Params: o.Params, DryRun: o.DryRun, CheckpointPath: r.ckptPath, NCPU: len(top.CPUs)}, top, rt, fs, fs, opts...)
+	opts := append(r.controllerOptions(src, fs, act, listIRQ), WithDecisionLog(log))
+	var cpus CPUSetter
+	if act.CPUs != nil {
+		cpus = fs
+	}
+	ctl, err := New(Config{Params: o.Params, DryRun: o.DryRun, CheckpointPath: r.ckptPath, NCPU: len(top.CPUs)}, top, src, fs, cpus, opts...)
 	if err != nil {
 		return nil, err
 	}
-	r.run(ctx, ctl, rt)
+	r.run(ctx, ctl, src)
 	return r, nil
 }
 
@@ -287,10 +338,10 @@ func (r *Running) openLog(reconciled []Event) (io.Writer, error) {
 
 // controllerOptions are the controller's actuators and outputs as the
 // options ask for them.
-func (r *Running) controllerOptions(rt *DockerRuntime, fs CgroupFS, act Actuators, listIRQ func() ([]IRQ, error)) []Option {
+func (r *Running) controllerOptions(src Source, fs CgroupFS, act Actuators, listIRQ func() ([]IRQ, error)) []Option {
 	o := r.opt
 	opts := []Option{WithDemoter(fs)}
-	if rt.layout().Unified != "" {
+	if src.layout().Unified != "" {
 		opts = append(opts, WithStall(fs))
 	}
 	if o.Metrics != nil {
@@ -313,7 +364,7 @@ func (r *Running) controllerOptions(rt *DockerRuntime, fs CgroupFS, act Actuator
 }
 
 // run starts the control loop and the status writer.
-func (r *Running) run(ctx context.Context, ctl *Controller, rt *DockerRuntime) {
+func (r *Running) run(ctx context.Context, ctl *Controller, src Source) {
 	r.ctl = ctl
 	loopCtx, cancel := context.WithCancel(ctx)
 	r.cancel = cancel
@@ -322,7 +373,7 @@ func (r *Running) run(ctx context.Context, ctl *Controller, rt *DockerRuntime) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		_ = ctl.Run(loopCtx, rt.Events(loopCtx)) // step errors are events, not fatal
+		_ = ctl.Run(loopCtx, src.Events(loopCtx)) // step errors are events, not fatal
 	}()
 	go func() {
 		defer wg.Done()
@@ -390,7 +441,7 @@ func RestoreStateDir(ctx context.Context, cli client.APIClient, stateDir string,
 	}
 	act := Actuators{IRQ: ProcIRQ{Kernel: kfs}, RPS: SysRPS{Kernel: kfs, NCPU: len(top.CPUs)}}
 	if cli != nil {
-		_, act = actuators(&DockerRuntime{Client: cli, Kernel: kfs}, len(top.CPUs))
+		_, act = actuators(&DockerRuntime{Client: cli, Kernel: kfs}, kfs, len(top.CPUs), false)
 	}
 	if err := RestoreCheckpoint(ctx, cp, act, emit); err != nil {
 		return false, fmt.Errorf("restore from %s: %w (the checkpoint is kept)", path, err)

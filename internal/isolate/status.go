@@ -2,6 +2,7 @@ package isolate
 
 import (
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -21,6 +22,10 @@ type Status struct {
 	RPS        map[string]string `json:"rps,omitempty"`
 	// StepCPUSeconds is the CPU time the control steps used so far.
 	StepCPUSeconds float64 `json:"step_cpu_s"`
+	// Recent are the last decisions (RecentEvents of them), oldest first.
+	Recent []Event `json:"recent,omitempty"`
+	// DemoteOnly: no cpuset is the controller's (a static CPU manager's node).
+	DemoteOnly bool `json:"demote_only,omitempty"`
 }
 
 // ContainerStatus is one row of the placement table.
@@ -60,5 +65,9 @@ func (c *Controller) Status() Status {
 	for k, v := range c.rps.masked {
 		s.RPS[k] = v
 	}
+	s.DemoteOnly = c.cfg.Params.DemoteOnly
+	c.recentMu.Lock()
+	s.Recent = slices.Clone(c.recent)
+	c.recentMu.Unlock()
 	return s
 }

@@ -2,8 +2,10 @@ package kernel
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -143,4 +145,49 @@ func CPUPressure(dir string) (PSI, error) {
 		return p, fmt.Errorf("parse cpu.pressure in %s: %w", dir, err)
 	}
 	return p, nil
+}
+
+// ParseCPUUsage is a cgroup's cumulative CPU time from the content of its
+// usage file: cpuacct.usage (v1, nanoseconds) or cpu.stat (v2, the
+// usage_usec line).
+func ParseCPUUsage(file string, b []byte) (time.Duration, error) {
+	if file == "cpuacct.usage" {
+		ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("cpuacct.usage %q is not a whole number", bytes.TrimSpace(b))
+		}
+		return time.Duration(ns), nil
+	}
+	for line := range bytes.Lines(b) {
+		if v, ok := bytes.CutPrefix(line, []byte("usage_usec ")); ok {
+			us, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("cpu.stat: usage_usec %q", bytes.TrimSpace(v))
+			}
+			return time.Duration(us) * time.Microsecond, nil
+		}
+	}
+	return 0, fmt.Errorf("cpu.stat has no usage_usec")
+}
+
+// PressureSomeTotal is the "some" line's total of a PSI file's content,
+// without the averages ParsePressure also checks (the controller's
+// sampler reads only this, every interval for every container).
+func PressureSomeTotal(b []byte) (time.Duration, error) {
+	for line := range bytes.Lines(b) {
+		rest, ok := bytes.CutPrefix(line, []byte("some "))
+		if !ok {
+			continue
+		}
+		i := bytes.Index(rest, []byte("total="))
+		if i < 0 {
+			break
+		}
+		us, err := strconv.ParseInt(string(bytes.TrimSpace(rest[i+len("total="):])), 10, 64)
+		if err != nil || us < 0 || us > math.MaxInt64/int64(time.Microsecond) {
+			return 0, fmt.Errorf("pressure total %q: not a whole number of microseconds", bytes.TrimSpace(rest[i+len("total="):]))
+		}
+		return time.Duration(us) * time.Microsecond, nil
+	}
+	return 0, fmt.Errorf("pressure has no some total")
 }

@@ -227,6 +227,17 @@ func KillSession(s Session) error {
 // contain sub (e.g. "ctrperf agent") and kills it with KillSession. It
 // returns the session as it was, for its Commands.
 func CutSession(host, sub string, timeout time.Duration) (Session, error) {
+	return cutSessionWhere(host, timeout, func(s Session) bool { return s.Runs(sub) }, fmt.Sprintf("runs %q", sub))
+}
+
+// CutSessionOf kills (KillSession) the session of host that runs process
+// pid — one agent among those of tests running side by side — waiting up
+// to timeout for it to appear.
+func CutSessionOf(host string, pid int, timeout time.Duration) (Session, error) {
+	return cutSessionWhere(host, timeout, func(s Session) bool { _, ok := s.Commands[pid]; return ok }, fmt.Sprintf("runs pid %d", pid))
+}
+
+func cutSessionWhere(host string, timeout time.Duration, match func(Session) bool, what string) (Session, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		ss, err := Sessions(host)
@@ -234,12 +245,12 @@ func CutSession(host, sub string, timeout time.Duration) (Session, error) {
 			return Session{}, err
 		}
 		for _, s := range ss {
-			if s.Runs(sub) {
+			if match(s) {
 				return s, KillSession(s)
 			}
 		}
 		if time.Now().After(deadline) {
-			return Session{}, fmt.Errorf("no session of %s runs %q after %v", host, sub, timeout)
+			return Session{}, fmt.Errorf("no session of %s %s after %v", host, what, timeout)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -313,6 +313,35 @@ var responseCases = []struct {
 	{desc: "not HTTP", raw: "SSH-2.0-OpenSSH\r\n", wantErr: "bad HTTP status line"},
 	{desc: "cut short", raw: "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", wantErr: "EOF"},
 	{desc: "bad length", raw: "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", wantErr: "Content-Length"},
+	{desc: "names in any case among headers that do not count (nginx's)",
+		raw: "HTTP/1.1 301 Moved Permanently\r\nServer: nginx\r\nDate: Sat, 28 Nov 2026 20:00:00 GMT\r\nContent-Type: text/html\r\nCONTENT-length:  5 \r\n" +
+			"X-Location: /not-this\r\nContent-Lengths: 9\r\nlocation:\t/next \r\nConnection: Close\r\nETag: \"1-2\"\r\nAccept-Ranges: bytes\r\n\r\nhelloNEXT",
+		keep: true, status: 301, close: true, body: "hello", location: "/next", rest: "NEXT"},
+	{desc: "a name Unicode folds to one of ours is not one (ſ is not s)", raw: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTran\u017ffer-Encoding: chunked\r\n\r\nhelloNEXT",
+		keep: true, status: 200, body: "hello", rest: "NEXT"},
+	{desc: "header line without a colon", raw: "HTTP/1.1 200 OK\r\nContent-Length 5\r\n\r\nhello", wantErr: "bad header line"},
+}
+
+func TestEqualFoldASCII(t *testing.T) {
+	tests := []struct {
+		desc, b, name string
+		want          bool
+	}{
+		{"same", "Content-Length", "Content-Length", true},
+		{"other case", "cONTENT-lENGTH", "Content-Length", true},
+		{"longer", "Content-Lengths", "Content-Length", false},
+		{"shorter", "Content-Lengt", "Content-Length", false},
+		{"empty", "", "Location", false},
+		{"one letter differs", "Lacation", "Location", false},
+		{"CR is not a dash (0x0d|0x20 is 0x2d)", "Set\rCookie", "Set-Cookie", false},
+		{"@ is not a backquote", "@", "`", false},
+		{"no Unicode folding: the Kelvin sign is not k", "\u212aeep", "keep", false},
+	}
+	for _, tc := range tests {
+		if got := equalFoldASCII([]byte(tc.b), tc.name); got != tc.want {
+			t.Errorf("%s: equalFoldASCII(%q, %q) = %v, want %v", tc.desc, tc.b, tc.name, got, tc.want)
+		}
+	}
 }
 
 func TestReadResponse(t *testing.T) {

@@ -37,14 +37,6 @@ func (r *response) Cookies() []*http.Cookie {
 
 const maxKeptBody = 16 << 20
 
-var (
-	hdrContentLength    = []byte("Content-Length")
-	hdrTransferEncoding = []byte("Transfer-Encoding")
-	hdrConnection       = []byte("Connection")
-	hdrSetCookie        = []byte("Set-Cookie")
-	hdrLocation         = []byte("Location")
-)
-
 // readResponse reads one complete response (skipping 1xx interim ones) from
 // br into r. keepBody keeps the body (for extraction); otherwise it is
 // discarded as it is read.
@@ -123,33 +115,64 @@ func parseStatusLine(line []byte) (code int, http10 bool, err error) {
 
 // header applies one header line (without its line end) to r and to the
 // body framing: the length (-1 when none) and whether the body is chunked.
+//
+// Most lines of a response are none of the five names it looks for (nginx
+// sends eight headers, two of which count), so a name is compared by
+// length first and a value trimmed only when it counts. With
+// bytes.EqualFold, which folds Unicode and so cannot rule a name out by
+// its length, and a TrimSpace of every value, the event loop ran 8 500
+// instructions per request against nginx; now 5 400 (callgrind, 2026-11-28).
 func (r *response) header(h []byte, http10 bool, length *int64, chunked *bool) error {
-	name, value, ok := bytes.Cut(h, []byte(":"))
-	if !ok {
+	i := bytes.IndexByte(h, ':')
+	if i < 0 {
 		return &protocolError{kind: KindProtocol, msg: "bad header line " + quote(h)}
 	}
-	value = bytes.TrimSpace(value)
+	name, value := h[:i], h[i+1:]
 	switch {
-	case bytes.EqualFold(name, hdrContentLength):
+	case equalFoldASCII(name, "Content-Length"):
+		value = bytes.TrimSpace(value)
 		n, err := strconv.ParseInt(string(value), 10, 64)
 		if err != nil || n < 0 {
 			return &protocolError{kind: KindProtocol, msg: "bad Content-Length " + quote(value)}
 		}
 		*length = n
-	case bytes.EqualFold(name, hdrTransferEncoding):
+	case equalFoldASCII(name, "Transfer-Encoding"):
 		*chunked = containsFold(value, "chunked")
-	case bytes.EqualFold(name, hdrConnection):
+	case equalFoldASCII(name, "Connection"):
 		if containsFold(value, "close") {
 			r.Close = true
 		} else if http10 && containsFold(value, "keep-alive") {
 			r.Close = false
 		}
-	case bytes.EqualFold(name, hdrSetCookie):
-		r.SetCookies = append(r.SetCookies, string(value))
-	case bytes.EqualFold(name, hdrLocation):
-		r.Location = string(value)
+	case equalFoldASCII(name, "Set-Cookie"):
+		r.SetCookies = append(r.SetCookies, string(bytes.TrimSpace(value)))
+	case equalFoldASCII(name, "Location"):
+		r.Location = string(bytes.TrimSpace(value))
 	}
 	return nil
+}
+
+// equalFoldASCII reports whether b is name with its ASCII letters in any
+// case. A header name is a token (RFC 9110, 5.1): ASCII, compared without
+// case and nothing more, so "Tranſfer-Encoding" (U+017F, which Unicode
+// folds to s) names no header of ours, as it names none for net/http.
+func equalFoldASCII(b []byte, name string) bool {
+	if len(b) != len(name) {
+		return false
+	}
+	for i := 0; i < len(b); i++ {
+		if c, d := b[i], name[i]; c != d && lowerASCII(c) != lowerASCII(d) {
+			return false
+		}
+	}
+	return true
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + ('a' - 'A')
+	}
+	return c
 }
 
 // hasNoBody reports whether a response to method with this status carries no body.
@@ -196,7 +219,7 @@ func readHTTPLine(br *bufio.Reader) ([]byte, error) {
 // any case, without allocating (bytes.ToLower did, once per response).
 func containsFold(s []byte, word string) bool {
 	for i := 0; i+len(word) <= len(s); i++ {
-		if bytes.EqualFold(s[i:i+len(word)], []byte(word)) {
+		if equalFoldASCII(s[i:i+len(word)], word) {
 			return true
 		}
 	}

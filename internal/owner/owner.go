@@ -41,6 +41,10 @@ const DefaultDir = "/run/ctrperf/owners"
 const (
 	KindBench   = "bench"   // a `bench run` session
 	KindIsolate = "isolate" // an isolate controller (or a restore of its checkpoint)
+	// KindAgent is a `ctrperf agent` session on a host of a plan's hosts:
+	// it deploys there, and uses the shared private engines, for a bench
+	// run elsewhere.
+	KindAgent = "agent"
 )
 
 // Record is what an owner says about itself.

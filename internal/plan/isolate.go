@@ -115,7 +115,7 @@ func (d *decoder) checkIsolate(c *Configuration) {
 		return
 	}
 	if c.Runtime.Known() && !c.Runtime.Traits().Isolate {
-		d.errorf(c.isolateNode("policy"), field("isolate.policy"), "%q needs runtime docker: the isolate controller manages containers, and runtime %s has none (use isolate.policy off, or remove it)", s.Policy(), c.Runtime)
+		d.errorf(c.isolateNode("policy"), field("isolate.policy"), "%q needs runtime docker or kubernetes: the isolate controller manages containers or pods, and runtime %s has none (use isolate.policy off, or remove it)", s.Policy(), c.Runtime)
 		return
 	}
 	if d.schema == nil {

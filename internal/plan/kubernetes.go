@@ -51,7 +51,7 @@ const (
 var (
 	kubeNetworks   = []string{string(NetworkPodIP), string(NetworkService), string(NetworkNodePort), string(NetworkHostNetwork)}
 	kubePlacements = []string{string(DataLayer), string(DataEmptyDir), string(DataEmptyDirMemory), string(DataHostPath), string(DataLocalPV)}
-	kubeKeys       = []string{"kubeconfig", "context", "proxy_mode", "qos", "node", "client", "client_node", "clients"}
+	kubeKeys       = []string{"kubeconfig", "context", "proxy_mode", "qos", "node", "client", "client_node", "clients", "kubelet_dir"}
 	// KubeProxyModes are the kube-proxy modes a plan may require.
 	KubeProxyModes = []string{"iptables", "nftables", "ipvs"}
 	// KubeQoS are the QoS classes a plan may ask for.
@@ -102,6 +102,11 @@ type KubeSpec struct {
 	// rate split over them, so that the total offered load is the plan's,
 	// and their HdrHistograms merged into one measurement.
 	Clients int `json:"clients,omitempty" yaml:"clients,omitempty"`
+	// KubeletDir is kubelet's root directory on the nodes, for the isolate
+	// controller's DaemonSet (isolate.policy): its cpu_manager_state says
+	// whether the static CPU manager owns the cpusets. It may hold
+	// $(NODE_NAME); empty is /var/lib/kubelet.
+	KubeletDir string `json:"kubelet_dir,omitempty" yaml:"kubelet_dir,omitempty"`
 }
 
 // ClientPods is the number of generator pods of client: pod (0 without).
@@ -119,7 +124,7 @@ func (k KubeSpec) IsZero() bool { return k == KubeSpec{} }
 // distinct block is an engine of its own (the cluster, and what the
 // engine checks once, such as the kube-proxy mode a plan requires).
 func (k KubeSpec) Key() string {
-	return fmt.Sprintf("kube(%s|%s|%s|%s|%s|%s|%s|%d)", k.Kubeconfig, k.Context, k.ProxyMode, k.QoS, k.Node, k.Client, k.ClientNode, k.Clients)
+	return fmt.Sprintf("kube(%s|%s|%s|%s|%s|%s|%s|%d|%s)", k.Kubeconfig, k.Context, k.ProxyMode, k.QoS, k.Node, k.Client, k.ClientNode, k.Clients, k.KubeletDir)
 }
 
 // KubeNetwork says whether m is a network path of runtime kubernetes only.
@@ -147,6 +152,15 @@ func (d *decoder) setKube(k *Knobs, key string, n *yaml.Node, field string) {
 		dst, allowed = &k.Kube.Client, KubeClients
 	case "client_node":
 		dst = &k.Kube.ClientNode
+	case "kubelet_dir":
+		if s, ok := d.str(n, field); ok {
+			if !strings.HasPrefix(s, "/") {
+				d.errorf(n, field, "%q: want an absolute path on the nodes (it may hold $(NODE_NAME))", s)
+				return
+			}
+			k.Kube.KubeletDir = s
+		}
+		return
 	case "clients":
 		if v, ok := d.integer(n, field); ok {
 			if v < 1 || v > MaxKubeClients {

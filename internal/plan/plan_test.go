@@ -324,7 +324,7 @@ func TestRuntimeVM(t *testing.T) {
 		"p.yaml:10: configurations[1] (g).data: not a knob of runtime vm",
 		"p.yaml:11: configurations[1] (g).privileged: not a knob of runtime vm",
 		"p.yaml:12: configurations[1] (g).engine.storage_driver: engine knobs select a Docker engine; runtime vm has none",
-		"configurations[1] (g).isolate.policy: \"shield\" needs runtime docker: the isolate controller manages containers, and runtime vm has none",
+		"configurations[1] (g).isolate.policy: \"shield\" needs runtime docker or kubernetes: the isolate controller manages containers or pods, and runtime vm has none",
 	} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("error\n%v\ndoes not contain\n%s", err, w)

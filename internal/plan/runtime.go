@@ -16,7 +16,7 @@ type RuntimeTraits struct {
 	// containers with their own paths.
 	Images bool
 	// Isolate: the isolate controller can place the services (it follows
-	// Docker containers by their labels), so isolate.policy and the noisy
+	// Docker containers and pods by their labels), so isolate.policy and the noisy
 	// workload's tenants work.
 	Isolate bool
 	// Network and Data are the defaults of a configuration that names none.
@@ -33,7 +33,8 @@ var runtimeTable = []struct {
 	{RuntimeHost, RuntimeTraits{Processes: true, Network: NetworkHost, Data: DataBind}},
 	{RuntimeDocker, RuntimeTraits{Images: true, Isolate: true, Network: NetworkPublished, Data: DataLayer}},
 	// Pods of a cluster: from images, the pod's IP, its root filesystem.
-	{RuntimeKubernetes, RuntimeTraits{Images: true, Network: NetworkPodIP, Data: DataLayer}},
+	// The isolate controller runs as a DaemonSet on every node (CRI).
+	{RuntimeKubernetes, RuntimeTraits{Images: true, Isolate: true, Network: NetworkPodIP, Data: DataLayer}},
 	// ctrperf has no VM runtime: nothing runs, the defaults are a guest's.
 	{RuntimeVM, RuntimeTraits{Network: NetworkHost, Data: DataBind}},
 }

@@ -30,25 +30,22 @@ type ImageSource interface {
 // agent, which calls its own engine there (internal/engine). It is what
 // `hosts: {sut: …}` deploys on.
 type Engine struct {
-	c   *Client
-	ref agent.EngineRef
-	// expose is the host's address as the load host dials it: the agent
-	// relays the endpoints there.
-	expose string
+	c      *Client
+	ref    agent.EngineRef
 	images ImageSource
 
 	mu     sync.Mutex
 	loaded map[string]bool // image IDs the host has
-	relays map[string][]agent.Relay
 }
 
 var _ engine.Engine = (*Engine)(nil)
 
-// NewEngine is the engine of ref on the client's host. Endpoints are
-// relayed on expose ("" leaves them as the host's engine gave them);
-// missing images come from images (nil: the host must have them).
-func NewEngine(c *Client, ref agent.EngineRef, expose string, images ImageSource) *Engine {
-	return &Engine{c: c, ref: ref, expose: expose, images: images, loaded: map[string]bool{}, relays: map[string][]agent.Relay{}}
+// NewEngine is the engine of ref on the client's host; missing images
+// come from images (nil: the host must have them). The endpoints are the
+// host's engine's, as a client elsewhere dials them when the spec carries
+// a Reach.
+func NewEngine(c *Client, ref agent.EngineRef, images ImageSource) *Engine {
+	return &Engine{c: c, ref: ref, images: images, loaded: map[string]bool{}}
 }
 
 // Client is the agent connection the engine speaks through.
@@ -62,7 +59,18 @@ func (e *Engine) Info(ctx context.Context) (engine.Info, error) {
 	if e.c.Hello.Engine == nil {
 		return engine.Info{}, &agent.Error{Code: agent.CodeNoEngine, Message: fmt.Sprintf("no Docker engine on %s: %s", e.c.Name, e.c.Hello.EngineError)}
 	}
-	return *e.c.Hello.Engine, nil
+	if e.ref.Engine.IsDefault() {
+		return *e.c.Hello.Engine, nil
+	}
+	// A private engine (userland_proxy: false, another storage driver):
+	// its own info, which the agent gets by starting it, not the
+	// default's from hello (records said "userland proxy on" for a
+	// configuration that ran with it off).
+	var info engine.Info
+	if err := e.c.Call(ctx, agent.MethodInfo, e.ref, &info, nil); err != nil {
+		return engine.Info{}, err
+	}
+	return info, nil
 }
 
 // Ping asks the host's engine through the agent; a lost connection is an
@@ -87,13 +95,10 @@ func (e *Engine) Deploy(ctx context.Context, spec engine.DeploySpec) (*engine.Ta
 		}
 	}
 	var res agent.DeployResult
-	err = e.c.Call(ctx, agent.MethodDeploy, agent.DeployParams{EngineRef: e.ref, Spec: spec, Expose: e.expose}, &res, nil)
+	err = e.c.Call(ctx, agent.MethodDeploy, agent.DeployParams{EngineRef: e.ref, Spec: spec}, &res, nil)
 	if err != nil {
 		return nil, fmt.Errorf("deploy %s on %s: %w", spec.RunID, e.c.Name, err)
 	}
-	e.mu.Lock()
-	e.relays[spec.RunID] = res.Relays
-	e.mu.Unlock()
 	t := res.Target.Engine()
 	t.Private = hostTarget{host: e.c.Name}
 	return t, nil
@@ -101,13 +106,6 @@ func (e *Engine) Deploy(ctx context.Context, spec engine.DeploySpec) (*engine.Ta
 
 // hostTarget marks a target deployed on another host.
 type hostTarget struct{ host string }
-
-// Relays are the relays the agent put before run's endpoints.
-func (e *Engine) Relays(runID string) []agent.Relay {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.relays[runID]
-}
 
 // portable is spec as the host can run it: this machine's ctrperf binary
 // in a host command becomes the agent's copy.

@@ -92,7 +92,7 @@ func TestExecAgentHelloSamplesShutdown(t *testing.T) {
 func TestExecAgentWatchdogRoot(t *testing.T) {
 	testenv.RequireRoot(t, "the host runtime makes cgroups")
 	c, cmd, stderr, stdin := execAgent(t)
-	eng := remote.NewEngine(c, agent.EngineRef{Runtime: engine.RuntimeHost}, "", nil)
+	eng := remote.NewEngine(c, agent.EngineRef{Runtime: engine.RuntimeHost}, nil)
 	tg, err := eng.Deploy(context.Background(), engine.DeploySpec{RunID: "exec-test-001", Network: engine.NetworkHost, Data: engine.DataBind,
 		Services: []engine.Service{{Name: "idle", HostCommand: []string{agent.SelfBinary, "__idle"}}}})
 	if err != nil {

@@ -203,7 +203,7 @@ func TestNoDockerOnTheLoadHostLab(t *testing.T) {
 	if h.Hello.Engine != nil || h.Hello.EngineError == "" {
 		t.Fatalf("lab-load reports an engine: %+v", h.Hello)
 	}
-	docker := remote.NewEngine(h.Client, agent.EngineRef{Runtime: engine.RuntimeDocker}, "", nil)
+	docker := remote.NewEngine(h.Client, agent.EngineRef{Runtime: engine.RuntimeDocker}, nil)
 	_, err := docker.Deploy(context.Background(), engine.DeploySpec{RunID: "test-nodocker-001", Network: engine.NetworkPublished,
 		Services: []engine.Service{{Name: "app", Image: "ctrperf/ticketd:latest"}}})
 	var ae *agent.Error
@@ -212,7 +212,7 @@ func TestNoDockerOnTheLoadHostLab(t *testing.T) {
 	}
 	t.Log(err)
 	// The host runtime runs there all the same.
-	host := remote.NewEngine(h.Client, agent.EngineRef{Runtime: engine.RuntimeHost}, "", nil)
+	host := remote.NewEngine(h.Client, agent.EngineRef{Runtime: engine.RuntimeHost}, nil)
 	tg, err := host.Deploy(context.Background(), engine.DeploySpec{RunID: "test-nodocker-002", Network: engine.NetworkHost, Data: engine.DataBind,
 		Services: []engine.Service{{Name: "idle", HostCommand: []string{agent.SelfBinary, "__idle"}}}})
 	if err != nil {
@@ -233,7 +233,7 @@ func TestSSHCutMidRunLab(t *testing.T) {
 	lab.Require(t)
 	testenv.Ctrperf(t)
 	h := dial(t, "lab-sut", remote.SSHOptions{})
-	host := remote.NewEngine(h.Client, agent.EngineRef{Runtime: engine.RuntimeHost}, "", nil)
+	host := remote.NewEngine(h.Client, agent.EngineRef{Runtime: engine.RuntimeHost}, nil)
 	tg, err := host.Deploy(context.Background(), engine.DeploySpec{RunID: "test-cut-001", Network: engine.NetworkHost, Data: engine.DataBind,
 		Services: []engine.Service{{Name: "idle", HostCommand: []string{agent.SelfBinary, "__idle"}}}})
 	if err != nil {
@@ -367,7 +367,7 @@ func TestCleanAfterAgentKilledLab(t *testing.T) {
 	lab.Require(t)
 	testenv.Ctrperf(t)
 	h := dial(t, "lab-sut", remote.SSHOptions{})
-	host := remote.NewEngine(h.Client, agent.EngineRef{Runtime: engine.RuntimeHost}, "", nil)
+	host := remote.NewEngine(h.Client, agent.EngineRef{Runtime: engine.RuntimeHost}, nil)
 	tg, err := host.Deploy(context.Background(), engine.DeploySpec{RunID: "test-killed-001", Network: engine.NetworkHost, Data: engine.DataBind,
 		Services: []engine.Service{{Name: "idle", HostCommand: []string{agent.SelfBinary, "__idle"}}}})
 	if err != nil {

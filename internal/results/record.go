@@ -109,7 +109,41 @@ type Measurement struct {
 	// workload runs one command several times (command): the raw values
 	// behind its summary metrics.
 	Executions []Execution `json:"executions,omitempty"`
+	// Path is how a load host on another machine reached the services
+	// (hosts: with sut and load apart); nil on one host.
+	Path *NetPath `json:"path,omitempty"`
 }
+
+// NetPath is the path between a load host and the system under test: the
+// one a client on another machine takes, with no process of ctrperf's
+// between them, and what the SUT's admit chain let in and turned away.
+type NetPath struct {
+	// Kind is PathDirect: the load host dials the SUT's addresses.
+	Kind string `json:"kind"`
+	// Via says what carries the packets on the SUT: the host's own
+	// address, Docker's DNAT of a published port, or a route to the
+	// container's address through the SUT.
+	Via string `json:"via"`
+	// SUTAddr is the SUT's address the load host's packets arrive on;
+	// LoadAddr the load host's as the SUT sees it.
+	SUTAddr  string `json:"sut_addr"`
+	LoadAddr string `json:"load_addr"`
+	// Dialled are the endpoints as the load host dialled them.
+	Dialled []string `json:"dialled,omitempty"`
+	// Routes are the routes put on the load host for the run.
+	Routes []string `json:"routes,omitempty"`
+	// AdmitChain is the SUT's iptables chain that admitted only the load
+	// host; its counters: the load host's packets, and the packets of
+	// other sources, each connection reset.
+	AdmitChain      string `json:"admit_chain,omitempty"`
+	AdmittedPackets uint64 `json:"admitted_packets"`
+	RefusedPackets  uint64 `json:"refused_packets"`
+	// CountError is why the counters could not be read.
+	CountError string `json:"count_error,omitempty"`
+}
+
+// PathDirect is a path with nothing of ctrperf's on it.
+const PathDirect = "direct"
 
 // Second is one second of the measured window: the requests that completed
 // in it (bucketed by completion) and their latency percentiles.

@@ -145,8 +145,10 @@ func (KV) Decode(k Knobs) (any, any, error) {
 
 // kvArgv is memcached's command line. -U 0 turns UDP off (memslap's TCP
 // only); -u nobody because memcached refuses to run as root without -u.
+// {{listen:kv}}: every address of a container's own namespace, loopback on
+// the host's (or the one address a load host on another machine dials).
 func kvArgv(bin string, a KVApp) []string {
-	return []string{bin, "-l", "0.0.0.0", "-p", "{{port:kv:11211}}", "-U", "0",
+	return []string{bin, "-l", "{{listen:kv}}", "-p", "{{port:kv:11211}}", "-U", "0",
 		"-m", strconv.FormatInt(a.MemoryMB, 10), "-t", strconv.FormatInt(a.Threads, 10),
 		"-c", strconv.FormatInt(a.Connections, 10), "-u", "nobody"}
 }

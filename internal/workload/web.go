@@ -241,7 +241,7 @@ func ticketdArgs(c Config, a WebApp, db string) []string { return ticketdArgsFor
 func ticketdArgsFor(svc string, c Config, a WebApp, db string) []string {
 	host := ""
 	if loopbackOnly(c) {
-		host = "127.0.0.1"
+		host = "{{listen:" + svc + "}}" // loopback, or the address a load host elsewhere dials
 	}
 	return []string{
 		"--listen", fmt.Sprintf("%s:{{port:%s:%d}}", host, svc, webPort),

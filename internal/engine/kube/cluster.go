@@ -131,6 +131,8 @@ type KubeletConfig struct {
 	// brings the other containers' cpusets in line with what it pinned
 	// ("10s" by default).
 	CPUManagerReconcilePeriod string `json:"cpuManagerReconcilePeriod"`
+	// ContainerRuntimeEndpoint is the node's CRI socket (unix://...).
+	ContainerRuntimeEndpoint string `json:"containerRuntimeEndpoint"`
 }
 
 // reconcilePeriod is the CPU manager's reconcile period (10 s when unset

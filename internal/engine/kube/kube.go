@@ -459,3 +459,36 @@ func hostname() string {
 	}
 	return h
 }
+
+// Clientset is the engine's client of the cluster (the isolate controller's
+// DaemonSet is applied with it).
+func (k *Kube) Clientset() kubernetes.Interface { return k.cs }
+
+// RunLabel is the value of labels.Run on a run's pods.
+func RunLabel(runID string) string { return labelValue(runID) }
+
+// RuntimeSocket is the nodes' CRI socket as a path that may hold
+// $(NODE_NAME) (a node's own name in its path, as on the lab cluster, whose
+// nodes share a machine), from the kubelets' /configz; def when none was
+// readable or the nodes disagree otherwise.
+func (k *Kube) RuntimeSocket(def string) string {
+	out := ""
+	for node, kc := range k.kubelets {
+		ep := strings.TrimPrefix(kc.ContainerRuntimeEndpoint, "unix://")
+		if ep == "" {
+			return def
+		}
+		ep = strings.ReplaceAll(ep, node, "$(NODE_NAME)")
+		if out != "" && out != ep {
+			return def
+		}
+		out = ep
+	}
+	if out == "" {
+		return def
+	}
+	return out
+}
+
+// KubeletDir is the plan's kubernetes.kubelet_dir ("" when it names none).
+func (k *Kube) KubeletDir() string { return k.opt.Spec.KubeletDir }
