@@ -1,6 +1,9 @@
 # ctrperf: `make demo` and `make test` work on a fresh Debian machine (root).
-# Everything missing is installed by scripts/bootstrap.sh; a Docker engine is
-# started by scripts/ensure-docker.sh when none answers.
+# What is missing is installed by scripts/bootstrap.sh, by purpose, from the
+# one list internal/deps/packages.txt: `make demo` the engine's packages
+# alone, make lab-up, kube-up and images theirs, make test, bench and
+# bootstrap every one; a Docker engine is started by scripts/ensure-docker.sh
+# when none answers.
 
 SHELL       := /usr/bin/env bash
 GO          ?= go
@@ -46,14 +49,14 @@ DEB         := out/deb/ctrperf_$(DEB_VERSION)_$(DEB_ARCH).deb
 all: build
 
 help:
-	@echo "make demo      install what is missing, get an engine, build images, run plans/smoke.yaml --quick, report"
+	@echo "make demo      install the engine if missing (beside the Go build), build smoke's image, run plans/smoke.yaml --quick, report; each phase timed"
 	@echo "make test      vet, staticcheck, unit tests (-race), fuzzing (11 decoders), beside them the lab cluster's tests, then integration tests with real Docker; ends with each phase's time and the 10 slowest tests"
 	@echo "make reliability  $(KILL_TRIALS) SIGKILL trials of bench run (smoke, network, storage --quick), each followed by ctrperf clean; nothing of ctrperf may be left (KILL_SEED=... replays)"
 	@echo "make build     $(BIN) (version $(VERSION))"
 	@echo "make example   the static binary of examples/hello (Benchmark your own application, README.md)"
-	@echo "make bootstrap install missing Debian packages, check Go, install staticcheck"
-	@echo "make engine    start a Docker engine if none answers"
-	@echo "make images    build ctrperf's images (FROM-scratch Go programs, Debian base)"
+	@echo "make bootstrap install every missing Debian package (internal/deps/packages.txt), check Go, install staticcheck"
+	@echo "make engine    install the engine's packages if missing, start a Docker engine if none answers"
+	@echo "make images    build all of ctrperf's images (FROM-scratch Go programs, Debian base; ctrperf images build --for PLAN builds one plan's)"
 	@echo "make lab-up    two SSH hosts on this machine, lab-sut (its own Docker engine) and lab-load; prints the ssh_config (scripts/lab.sh)"
 	@echo "make lab-down  remove everything lab-up made (a second call does nothing)"
 	@echo "make lab-images  load the default engine's ctrperf/* images into lab-sut's engine"
@@ -68,8 +71,12 @@ help:
 
 # Static (CGO_ENABLED=0): the images ctrperf builds carry this binary FROM
 # scratch, with its hidden command __ticketd as their entrypoint.
+# scripts/gobuild.sh shows the build's progress (minutes with an empty
+# build cache on 2 cores) and its time. BUILD_TAGS=nokube leaves runtime
+# kubernetes (client-go, half the compile time) out: make demo's build.
+BUILD_TAGS  ?=
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ctrperf
+	@CGO_ENABLED=0 GO=$(GO) scripts/gobuild.sh $(BIN) -- -trimpath $(if $(BUILD_TAGS),-tags $(BUILD_TAGS)) -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ctrperf
 
 # Everything a user needs, nothing of the source tree: plans are built into
 # the binary as well (share/ctrperf/plans is a copy to read and edit).
@@ -126,13 +133,18 @@ deb-check: deb
 example:
 	CGO_ENABLED=0 $(GO) build -trimpath -o examples/hello/hello ./examples/hello
 
+# Every package of internal/deps/packages.txt, the Go check, staticcheck.
 bootstrap:
 	@scripts/bootstrap.sh
 
-engine: bootstrap
+# The engine's packages alone (docker.io, iptables), then an engine.
+engine:
+	@scripts/bootstrap.sh --for engine
 	@scripts/ensure-docker.sh
 
+# All images, the Debian base's debootstrap included.
 images: build engine
+	@scripts/bootstrap.sh --for base-image
 	$(BIN) images build
 
 # The lab (issue 27, scripts/lab.sh): lab-sut and lab-load, each in network,
@@ -140,7 +152,8 @@ images: build engine
 # engine of its own; `ssh -F /var/lib/ctrperf/lab/ssh_config lab-sut` reaches
 # it. Idempotent. One kernel: it proves the mechanism, not performance.
 .PHONY: lab-up lab-down lab-images
-lab-up: bootstrap
+lab-up:
+	@scripts/bootstrap.sh --for engine,lab
 	@scripts/lab.sh up
 
 lab-down:
@@ -151,15 +164,14 @@ LAB_IMAGES ?=
 lab-images: lab-up
 	@scripts/lab.sh images $(LAB_IMAGES)
 
-# The end-to-end tour. It starts afresh each time (real results belong in
-# out/bench, which `make bench` resumes instead).
-demo: build engine
-	$(BIN) doctor
-	$(BIN) images build
-	rm -rf $(DEMO_OUT)
-	$(BIN) bench run plans/smoke.yaml --quick --out $(DEMO_OUT)
-	$(BIN) report $(DEMO_OUT) --format html
-	@echo "demo: open $(DEMO_OUT)/report.html in a browser; ctrperf report $(DEMO_OUT) --format md for markdown"
+# The end-to-end tour (scripts/demo.sh): the engine's packages and engine
+# beside the Go build (BUILD_TAGS=nokube: the smoke plan runs on no
+# cluster; make build links runtime kubernetes again), then the smoke
+# plan's one image (ticketd, FROM scratch: no Debian base), bench run
+# --quick and the report, each phase timed. It starts afresh each time (real results belong in out/bench,
+# which `make bench` resumes instead).
+demo:
+	@MAKE="$(MAKE)" BIN=$(BIN) DEMO_OUT=$(DEMO_OUT) scripts/demo.sh
 
 # The phases of `make test`, each timed into $(PHASES) and listed at the end
 # next to the ten slowest tests. The cluster's tests (integration-kube) run
@@ -167,7 +179,7 @@ demo: build engine
 # are done before the Docker tests start (see integration-kube). A phase
 # that fails stops the ones after it, as make's prerequisites did.
 PHASES = $(TEST_OUT)/phases.tsv
-test: engine
+test: bootstrap engine
 	@mkdir -p $(TEST_OUT); rm -f $(PHASES) $(TEST_OUT)/*.json $(TEST_OUT)/*.log
 	@phase() { local name=$$1 beside=$$2 t0=$$SECONDS rc; shift 2; "$$@"; rc=$$?; \
 		printf '%s\t%d\t%s\n' "$$name" $$((SECONDS - t0)) "$$beside" >> $(PHASES); return $$rc; }; \
@@ -265,7 +277,7 @@ integration: integration-kube integration-docker
 INTEGRATION_PACKAGES = $(shell grep -rlE --include='*_test.go' '^func (Test|Example|Fuzz)[A-Za-z0-9_]*(Docker|Root|Lab)' \
 	cmd internal workloads packaging plans scripts benchmarks examples 2>/dev/null | xargs -r -n1 dirname | sort -u | sed 's|^|ctrperf/|')
 INTEGRATION_GOTEST = $(GO) test -json -race -count=1 -p 1 -timeout 25m $(TEST_FLAGS)
-integration-docker: engine
+integration-docker: bootstrap engine
 	@mkdir -p $(TEST_OUT)
 	@set -o pipefail; export CTRPERF_KILL_SEED=$${CTRPERF_KILL_SEED:-$(TEST_KILL_SEED)}; \
 	part() { local name=$$1 beside=$$2 t0=$$SECONDS rc; shift 2; "$$@"; rc=$$?; \
@@ -300,7 +312,7 @@ integration-docker: engine
 # machine state: fakes, fixtures, decoders), and the Docker tests after.
 KUBE_PACKAGES = $(shell grep -rlE --include='*_test.go' '^func Test[A-Za-z0-9_]*Kube' cmd internal workloads packaging \
 	| xargs -r -n1 dirname | sort -u | sed 's|^|./|')
-integration-kube: engine
+integration-kube: bootstrap engine
 	@mkdir -p $(TEST_OUT)
 	@set -o pipefail; pkgs="$(KUBE_PACKAGES)"; [ -n "$$pkgs" ] || exit 0; \
 	$(GO) test -json -race -count=1 -p 1 -timeout 25m -run 'Kube' $(TEST_FLAGS) $$pkgs \
@@ -320,7 +332,7 @@ slowest:
 # The test logs its seed; KILL_SEED=<seed> replays the same kills.
 KILL_TRIALS ?= 20
 KILL_SEED   ?=
-reliability: engine
+reliability: bootstrap engine
 	CTRPERF_KILL_TRIALS=$(KILL_TRIALS) CTRPERF_KILL_SEED=$(KILL_SEED) \
 		$(GO) test -race -count=1 -timeout 60m -v -run 'TestBenchKillDocker/SIGKILL' ./cmd/ctrperf/
 
@@ -332,7 +344,7 @@ reliability: engine
 # (60 s, under 1 % of a core; skipped when the lab is down, failed under
 # CTRPERF_REQUIRE_LAB=1). GO_BENCHES= leaves them out.
 GO_BENCHES ?= ./internal/remote:AgentCPUWhileSamplingLab
-bench: build engine
+bench: build bootstrap engine
 	@set -e; for p in $(PLANS); do \
 		o=out/bench/$$(basename $$p .yaml); \
 		echo "== $$p -> $$o"; \
@@ -371,6 +383,7 @@ $(KUBE_BIN): tools/kube/go.mod tools/kube/go.sum $(wildcard tools/kube/*.go)
 # kube-node-2 by default, none for none); prints the kubeconfig path.
 # Idempotent.
 kube-up: $(KUBE_BIN) build engine
+	@scripts/bootstrap.sh --for kube
 	KUBE_PROXY_MODE=$(KUBE_PROXY_MODE) KUBE_STATIC_CPU_NODE=$(KUBE_STATIC_CPU_NODE) scripts/kube.sh up
 
 # Stop it and remove everything it made (a second call does nothing).

@@ -87,6 +87,9 @@ func TestExitStatuses(t *testing.T) {
 		{[]string{"observe", "--interval", "0s"}, 2, "--interval must be positive"},
 		{[]string{"observe", "--devices", "nosuchdev"}, 2, "no block device nosuchdev here (devices: "},
 		{[]string{"bench", "run"}, 2, "needs a PLAN"},
+		{[]string{"images", "build", "--for", "smoke", "ticketd"}, 2, "name images or give --for PLAN, not both"},
+		{[]string{"images", "build", "--for", "nosuch"}, 2, `no built-in plan "nosuch"`},
+		{[]string{"doctor", "--plan", "nosuch"}, 2, `no built-in plan "nosuch"`},
 		// Failures: the command line is right, the work failed.
 		{[]string{"report", "/nonexistent/out"}, 1, "/nonexistent/out"},
 		{[]string{"compare", "/nonexistent/a", "/nonexistent/b"}, 1, "/nonexistent/a"},

@@ -14,10 +14,12 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/spf13/cobra"
 
+	"ctrperf/internal/bench"
 	"ctrperf/internal/engine/daemon"
 	"ctrperf/internal/exitcode"
 	"ctrperf/internal/image"
 	"ctrperf/internal/lifecycle"
+	"ctrperf/internal/plan"
 )
 
 // imageEngine returns the engine images are built on: the user's (DOCKER_HOST
@@ -97,20 +99,43 @@ func knownNames() string {
 
 func newImagesBuildCmd() *cobra.Command {
 	var force bool
+	var forPlan string
 	cmd := &cobra.Command{
-		Use:   "build [NAME...]",
-		Short: "Build the named images (default: all known), skipping those whose recipe is unchanged",
+		Use:   "build [NAME...|--for PLAN]",
+		Short: "Build the named images (default: all known; --for PLAN: that plan's), skipping those whose recipe is unchanged",
+		Long: `Build the named images, or with --for PLAN the images that plan's
+configurations deploy and no others (the smoke plan: ticketd alone, FROM
+scratch; the Debian base only for a plan that runs it), or else every known
+image. An image whose recipe is unchanged is not rebuilt. bench run builds a
+missing image on first use as well; this builds them ahead, with a line per
+image and its time.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := lifecycle.SignalContext(cmd.Context())
 			defer stop()
 			reg := image.Default()
-			if len(args) == 0 {
+			if forPlan != "" {
+				if len(args) > 0 {
+					return exitcode.Usagef("images build: name images or give --for PLAN, not both")
+				}
+				p, _, err := bench.OpenPlan(forPlan, plan.Options{})
+				if err != nil {
+					return exitcode.AsUsage(err)
+				}
+				if args, err = bench.PlanImages(p); err != nil {
+					return fmt.Errorf("images of plan %s: %w", forPlan, err)
+				}
+				if len(args) == 0 {
+					fmt.Fprintf(cmd.OutOrStdout(), "plan %s deploys no image\n", forPlan)
+					return nil
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "plan %s deploys %s\n", forPlan, strings.Join(args, ", "))
+			} else if len(args) == 0 {
 				for _, r := range reg.Known() {
 					args = append(args, r.Name)
 				}
 			}
 			for _, a := range args {
-				if _, ok := reg.Lookup(a); !ok {
+				if _, ok := reg.Lookup(a); !ok && forPlan == "" {
 					return exitcode.Usagef("no image named %q (known: %s)", a, knownNames())
 				}
 			}
@@ -138,6 +163,7 @@ func newImagesBuildCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "rebuild even when the recipe is unchanged (the base image: debootstrap again)")
+	cmd.Flags().StringVar(&forPlan, "for", "", "build only the images this plan deploys (a built-in plan's name or a plan file)")
 	return cmd
 }
 

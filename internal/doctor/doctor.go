@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"ctrperf/internal/engine/daemon"
-	"ctrperf/internal/engine/kube"
 	"ctrperf/internal/kernel"
+	"ctrperf/internal/results"
 )
 
 // Facts is everything doctor found. It is JSON-serialisable and stable:
@@ -41,8 +41,8 @@ type Facts struct {
 	Privileged Capability `json:"privileged"`
 	Tools      []Tool     `json:"tools"`
 	// Kubernetes are the clusters runtime kubernetes can reach (kube.go).
-	Kubernetes []kube.Report `json:"kubernetes,omitempty"`
-	Warnings   []string      `json:"warnings,omitempty"`
+	Kubernetes []results.KubeCluster `json:"kubernetes,omitempty"`
+	Warnings   []string              `json:"warnings,omitempty"`
 	// Errors are collectors that failed; their part of Facts is empty.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -114,7 +114,7 @@ type options struct {
 	probe           func(ctx context.Context, fs string, options []string) (map[string]error, error)
 	geteuid         func() int
 	kvmProbe        func(path string, timeout time.Duration) (kernel.KVMProbe, error)
-	kube            func(ctx context.Context) ([]kube.Report, []error)
+	kube            func(ctx context.Context) ([]results.KubeCluster, []error)
 }
 
 // WithMountProbe mounts a small loop filesystem of each type with seed

@@ -61,8 +61,10 @@ func hasWarning(f *Facts, sub string) bool {
 func TestGatherHere(t *testing.T) {
 	engine := Docker{Answers: true, Host: "unix:///var/run/docker.sock", Version: "20.10.24", StorageDriver: "overlay2",
 		BackingFS: "extfs", CgroupDriver: "cgroupfs", UserlandProxy: boolp(true), IPTables: boolp(true)}
-	allTools := []string{"dockerd", "iptables", "iptables-save", "losetup", "mkfs.ext4", "mkfs.xfs", "mkfs.btrfs", "fio", "bonnie++", "sysbench",
-		"stress-ng", "memcached", "mariadbd", "wrk", "debootstrap", "chromium"}
+	allTools := []string{"iptables-save", "losetup"}
+	for _, t := range wantedTools() {
+		allTools = append(allTools, t.Name)
+	}
 	f := gatherFixture(t, "testdata/here", fakeDocker{d: engine}, allTools...)
 	if len(f.Errors) > 0 {
 		t.Fatalf("collector errors on a complete fixture: %v", f.Errors)
@@ -146,7 +148,7 @@ func TestGatherBusy(t *testing.T) {
 	for _, w := range []string{
 		"irqbalance is running", "no Docker engine answers at unix:///var/run/docker.sock: ctrperf will start a private one",
 		"governor is powersave", "SMT is on (2 threads per core)", "2 NUMA nodes", "cgroup v2 only",
-		"fio not found: install Debian package fio", "loop data roots unavailable",
+		"tools not found: iptables (iptables), debootstrap (debootstrap), fio (fio),", "loop data roots unavailable",
 		"btrfs unavailable: kernel has no btrfs",
 	} {
 		if !hasWarning(f, w) {
@@ -197,4 +199,37 @@ func TestGatherDocker(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("docker: %+v", f.Docker)
+}
+
+// TestToolWarnings: missing packages are one warning, however many; the
+// plans' lines say which needs what.
+func TestToolWarnings(t *testing.T) {
+	fio := Tool{Name: "fio", Package: "fio", For: "fileio workload on bare metal"}
+	wrk := Tool{Name: "wrk", Package: "wrk", For: "comparison"}
+	found := Tool{Name: "dockerd", Package: "docker.io", Path: "/usr/sbin/dockerd"}
+	tests := []struct {
+		desc  string
+		tools []Tool
+		want  []string
+	}{
+		{"all found", []Tool{found}, nil},
+		{"one missing", []Tool{found, fio}, []string{"fio not found: install Debian package fio (needed for fileio workload on bare metal)"}},
+		{"several missing: one warning", []Tool{fio, found, wrk},
+			[]string{"2 tools not found: fio (fio), wrk (wrk); each plan below says which it needs, make bootstrap installs them all"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			f := &Facts{Tools: tc.tools, CPU: CPU{Count: 2, NUMANodes: 1, ThreadsPerCore: 1}, Cgroups: Cgroups{Version: "hybrid"},
+				LoopDevices: Capability{Usable: true}}
+			var got []string
+			for _, w := range Warnings(f) {
+				if strings.Contains(w, "not found") {
+					got = append(got, w)
+				}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("warnings %q, want %q", got, tc.want)
+			}
+		})
+	}
 }

@@ -6,27 +6,13 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
-	"time"
 
-	"ctrperf/internal/engine/kube"
+	"ctrperf/internal/results"
 )
 
 // WithKube replaces how the clusters are found and described (tests).
-func WithKube(f func(ctx context.Context) ([]kube.Report, []error)) Option {
+func WithKube(f func(ctx context.Context) ([]results.KubeCluster, []error)) Option {
 	return func(o *options) { o.kube = f }
-}
-
-// kubeClusters describes every cluster ctrperf can reach (runtime
-// kubernetes): $KUBECONFIG or ~/.kube/config, and the lab's.
-func kubeClusters(ctx context.Context) ([]kube.Report, []error) {
-	cs, errs := kube.Reachable()
-	var out []kube.Report
-	for _, c := range cs {
-		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		out = append(out, kube.Describe(cctx, c))
-		cancel()
-	}
-	return out, errs
 }
 
 func collectKube(ctx context.Context, o options, f *Facts) error {
@@ -50,7 +36,11 @@ func collectKube(ctx context.Context, o options, f *Facts) error {
 func (f *Facts) writeKube(tw *tabwriter.Writer) {
 	p := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, a...)) }
 	if len(f.Kubernetes) == 0 {
-		p("kubernetes", "no cluster (no kubeconfig in $KUBECONFIG, ~/.kube/config or %s; `make kube-up` starts the lab's)", kube.LabKubeconfig)
+		if labKubeconfig == "" {
+			p("kubernetes", "not looked for: this ctrperf was built without runtime kubernetes (make demo's build; make build links it)")
+			return
+		}
+		p("kubernetes", "no cluster (no kubeconfig in $KUBECONFIG, ~/.kube/config or %s; `make kube-up` starts the lab's)", labKubeconfig)
 		return
 	}
 	for _, r := range f.Kubernetes {

@@ -1,26 +1,25 @@
 package doctor
 
-import "context"
+import (
+	"context"
 
-// wantedTools are the programs ctrperf wraps, with where they come from.
-var wantedTools = []Tool{
-	{Name: "dockerd", Package: "docker.io", For: "docker runtime and private engines"},
-	{Name: "iptables", Package: "iptables", For: "private engines (published ports)"},
-	{Name: "fio", Package: "fio", For: "fileio workload"},
-	{Name: "sysbench", Package: "sysbench", For: "oltp and cpu workloads"},
-	{Name: "stress-ng", Package: "stress-ng", For: "noisy neighbours (isolate), exec fork and ctxsw workloads"},
-	{Name: "bonnie++", Package: "bonnie++", For: "bonnie workload on the host"},
-	{Name: "memcached", Package: "memcached", For: "kv workload on the host"},
-	{Name: "mariadbd", Package: "mariadb-server", For: "oltp and web workloads on the host"},
-	{Name: "wrk", Package: "wrk", For: "comparison load generator"},
-	{Name: "debootstrap", Package: "debootstrap", For: "Debian base image build"},
-	{Name: "chromium", Package: "chromium", For: "HTML report screenshots"},
-	{Name: "mkfs.btrfs", Package: "btrfs-progs", For: "loop-btrfs data roots"},
-	{Name: "mkfs.xfs", Package: "xfsprogs", For: "loop-xfs data roots"},
+	"ctrperf/internal/deps"
+)
+
+// wantedTools are the programs ctrperf wraps or starts, one per Debian
+// package of the one list (internal/deps): the package's first command.
+func wantedTools() []Tool {
+	var out []Tool
+	for _, p := range deps.All() {
+		if len(p.Commands) > 0 {
+			out = append(out, Tool{Name: p.Commands[0], Package: p.Name, For: p.Why})
+		}
+	}
+	return out
 }
 
 func collectTools(_ context.Context, o options, f *Facts) error {
-	for _, t := range wantedTools {
+	for _, t := range wantedTools() {
 		t.Path, _ = o.lookPath(t.Name)
 		f.Tools = append(f.Tools, t)
 	}

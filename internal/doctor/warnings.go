@@ -1,6 +1,9 @@
 package doctor
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // seedDrivers are the storage drivers the experiments compare; doctor warns
 // when one of them cannot run here. Others (zfs, aufs, ...) are only listed.
@@ -44,10 +47,25 @@ func Warnings(f *Facts) []string {
 	if f.Cgroups.Version == "v2" {
 		w = append(w, "cgroup v2 only: the Docker 20.10 engine supports it, but check your kernel allows the cpuset controller in cgroup.subtree_control")
 	}
+	// One warning for every missing package: which plan needs which is
+	// said plan by plan (ctrperf doctor's plans), so that a machine set up
+	// for one purpose (make demo installs the engine alone) is not a
+	// screenful of warnings.
+	var missing []Tool
+	var names []string
 	for _, t := range f.Tools {
 		if t.Path == "" {
-			w = append(w, fmt.Sprintf("%s not found: install Debian package %s (needed for %s)", t.Name, t.Package, t.For))
+			missing = append(missing, t)
+			names = append(names, t.Name+" ("+t.Package+")")
 		}
+	}
+	switch len(missing) {
+	case 0:
+	case 1:
+		t := missing[0]
+		w = append(w, fmt.Sprintf("%s not found: install Debian package %s (needed for %s)", t.Name, t.Package, t.For))
+	default:
+		w = append(w, fmt.Sprintf("%d tools not found: %s; each plan below says which it needs, make bootstrap installs them all", len(missing), strings.Join(names, ", ")))
 	}
 	return w
 }

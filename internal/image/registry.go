@@ -161,6 +161,31 @@ func (g *Registry) Lookup(nameOrRef string) (Recipe, bool) {
 	return Recipe{}, false
 }
 
+// Debootstraps says whether building an image runs debootstrap: it is the
+// Debian base, or built FROM it through its known parents. An image the user
+// overrode is never built, so never debootstraps.
+func (g *Registry) Debootstraps(nameOrRef string) bool {
+	seen := map[string]bool{}
+	for {
+		r, ok := g.Lookup(nameOrRef)
+		if !ok || seen[r.Name] {
+			return false
+		}
+		if ref, _ := g.override(r.Name); ref != "" {
+			return false
+		}
+		seen[r.Name] = true
+		switch {
+		case r.Base != nil:
+			return true
+		case r.Derived != nil && r.Derived.From != Scratch:
+			nameOrRef = r.Derived.From
+		default:
+			return false
+		}
+	}
+}
+
 // EnvName is the environment variable that overrides a recipe's image:
 // CTRPERF_IMAGE_ and the name in upper case with '-' and '.' as '_'.
 func EnvName(name string) string {

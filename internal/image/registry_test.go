@@ -292,3 +292,26 @@ func TestRemove(t *testing.T) {
 		})
 	}
 }
+
+func TestDebootstraps(t *testing.T) {
+	tests := []struct {
+		desc string
+		env  map[string]string
+		in   string
+		want bool
+	}{
+		{"the base itself", nil, "base", true},
+		{"derived from the base, by ref", nil, "t/app:latest", true},
+		{"from scratch", nil, "solo", false},
+		{"unknown image", nil, "busybox:1", false},
+		{"the user's own base", map[string]string{"CTRPERF_IMAGE_BASE": "reg/debian:12"}, "app", false},
+		{"the user's own image", map[string]string{"CTRPERF_IMAGE_APP": "reg/app:7"}, "app", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			if got := testRegistry(tc.env).Debootstraps(tc.in); got != tc.want {
+				t.Errorf("Debootstraps(%q) = %v, want %v", tc.in, got, tc.want)
+			}
+		})
+	}
+}

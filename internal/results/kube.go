@@ -16,6 +16,24 @@ type KubeInfo struct {
 	Pods []KubePod `json:"pods,omitempty"`
 }
 
+// KubeCluster is what `ctrperf doctor` says of a cluster (kube.Report; here
+// so that doctor reports one without linking client-go).
+type KubeCluster struct {
+	Kubeconfig    string     `json:"kubeconfig,omitempty"`
+	Context       string     `json:"context"`
+	Server        string     `json:"server"`
+	Answers       bool       `json:"answers"`
+	Error         string     `json:"error,omitempty"`
+	Version       string     `json:"version,omitempty"`
+	ProxyMode     string     `json:"proxy_mode,omitempty"`
+	ProxyModeFrom string     `json:"proxy_mode_from,omitempty"`
+	Nodes         []KubeNode `json:"nodes,omitempty"`
+	// CPUManager is each node's kubelet cpuManagerPolicy, read from its
+	// /configz through the API server ("" when not readable).
+	CPUManager map[string]string `json:"cpu_manager,omitempty"`
+	Namespaces []string          `json:"ctrperf_namespaces,omitempty"`
+}
+
 // KubeNode is one node of the cluster when the engine was opened.
 type KubeNode struct {
 	Name    string `json:"name"`

@@ -1,8 +1,5 @@
-// Package runtimes registers with bench the runtimes whose engines link a
-// large client of their own (kubernetes: client-go), so that only the
-// program that imports it links them: cmd/ctrperf does; bench, its tests
-// and its fuzz target do not (`go list -deps ./internal/bench | grep
-// k8s.io` prints nothing).
+//go:build !nokube
+
 package runtimes
 
 import (

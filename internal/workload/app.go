@@ -442,7 +442,7 @@ func (App) Services(c Config) ([]engine.Service, error) {
 	if c.Runtime.Traits().Processes {
 		var missing []string
 		for _, s := range all {
-			if _, err := lookPath(s.HostCommand[0]); err != nil {
+			if _, err := c.lookPath(s.HostCommand[0]); err != nil {
 				missing = append(missing, fmt.Sprintf("%s (host_command of %s)", s.HostCommand[0], s.Name))
 			}
 		}

@@ -283,13 +283,13 @@ func (c ClientLoad) clientServices(cfg Config) ([]engine.Service, error) {
 		var missing []error
 		for _, cl := range []CommandLine{c.Command, c.WarmupCommand} {
 			if p := programOf(cl); p != "" {
-				if _, err := lookPath(p); err != nil {
+				if _, err := cfg.lookPath(p); err != nil {
 					missing = append(missing, &ToolMissingError{Program: p, Where: "on this machine, where the client runs"})
 				}
 			}
 		}
 		if cfg.Network == engine.NetworkPublishedExternal {
-			if _, err := lookPath("ip"); err != nil {
+			if _, err := cfg.lookPath("ip"); err != nil {
 				missing = append(missing, &ToolMissingError{Program: "ip", Where: "on this machine (the client enters its namespace with ip netns exec)"})
 			}
 		}

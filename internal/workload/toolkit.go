@@ -110,14 +110,25 @@ func hostTools(workload string, c Config, tools ...string) error {
 	}
 	var missing []string
 	for _, t := range tools {
-		if _, err := lookPath(t); err != nil {
+		if _, err := c.lookPath(t); err != nil {
 			missing = append(missing, t)
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("%s on the host runtime needs %s, not found in PATH (install the Debian package of the same name)", workload, strings.Join(missing, ", "))
+		return &MissingToolsError{Workload: workload, Tools: missing}
 	}
 	return nil
+}
+
+// MissingToolsError is a host runtime's lack of the programs a workload
+// runs there; `ctrperf doctor` names the Debian packages that provide them.
+type MissingToolsError struct {
+	Workload string
+	Tools    []string // commands not found in PATH
+}
+
+func (e *MissingToolsError) Error() string {
+	return fmt.Sprintf("%s on the host runtime needs %s, not found in PATH (install the Debian package of the same name)", e.Workload, strings.Join(e.Tools, ", "))
 }
 
 // parseSize parses "4096", "4k", "64M", "1G" (powers of 1024).

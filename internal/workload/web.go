@@ -354,6 +354,9 @@ func (w Web) Services(c Config) ([]engine.Service, error) {
 		app.Command = ticketdArgs(c, a, "sqlite:ticketd.db")
 		return []engine.Service{withHost(app)}, nil
 	}
+	if err := hostTools("web", c, "mariadbd", "mariadb-install-db"); err != nil {
+		return nil, err
+	}
 	margs := mariadbArgs(a)
 	bind := "0.0.0.0" // the run's bridge network
 	if loopbackOnly(c) {

@@ -50,6 +50,17 @@ type Config struct {
 	// App and Load are the workload's own typed knobs, as its Decode
 	// returned them (e.g. WebApp and WebLoad).
 	App, Load any
+	// LookPath finds the programs the host runtime runs (nil:
+	// exec.LookPath); `ctrperf doctor` asks about a machine through it.
+	LookPath func(string) (string, error)
+}
+
+// lookPath finds a program of the host runtime through c.LookPath.
+func (c Config) lookPath(name string) (string, error) {
+	if c.LookPath != nil {
+		return c.LookPath(name)
+	}
+	return lookPath(name)
 }
 
 // ConfigFor is what the workload sees of a plan's configuration; the plan

@@ -271,7 +271,7 @@ func dockerdPath(o Options) (string, error) {
 	}
 	p, err := exec.LookPath("dockerd")
 	if err != nil {
-		return "", errNoDockerd
+		return "", ErrNoDockerd
 	}
 	return p, nil
 }

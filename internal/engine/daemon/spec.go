@@ -205,12 +205,13 @@ func CheckSpec(spec engine.EngineSpec, h HostFacts) error {
 		return err
 	}
 	if h.Tools["dockerd"] == "" {
-		return errNoDockerd
+		return ErrNoDockerd
 	}
 	return nil
 }
 
-var errNoDockerd = errors.New("dockerd not found in PATH: install Debian package docker.io (apt-get install docker.io)")
+// ErrNoDockerd is CheckSpec's error when dockerd is not installed.
+var ErrNoDockerd = errors.New("dockerd not found in PATH: install Debian package docker.io (apt-get install docker.io)")
 
 // DriverSupport is one storage driver and the data roots it works on here.
 type DriverSupport struct {

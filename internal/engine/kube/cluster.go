@@ -82,21 +82,7 @@ func kubeconfigExists() bool {
 }
 
 // Report is what `ctrperf doctor` says of a cluster.
-type Report struct {
-	Kubeconfig    string             `json:"kubeconfig,omitempty"`
-	Context       string             `json:"context"`
-	Server        string             `json:"server"`
-	Answers       bool               `json:"answers"`
-	Error         string             `json:"error,omitempty"`
-	Version       string             `json:"version,omitempty"`
-	ProxyMode     string             `json:"proxy_mode,omitempty"`
-	ProxyModeFrom string             `json:"proxy_mode_from,omitempty"`
-	Nodes         []results.KubeNode `json:"nodes,omitempty"`
-	// CPUManager is each node's kubelet cpuManagerPolicy, read from its
-	// /configz through the API server ("" when not readable).
-	CPUManager map[string]string `json:"cpu_manager,omitempty"`
-	Namespaces []string          `json:"ctrperf_namespaces,omitempty"`
-}
+type Report = results.KubeCluster
 
 // Describe reports on a cluster: its version, nodes (Ready, runtime),
 // kube-proxy mode, each node's CPU manager policy, ctrperf's namespaces.

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# demo.sh: `make demo`, the end-to-end tour on a fresh Debian machine, each
+# phase timed and the times listed at the end:
+#   1. the engine's Debian packages when missing (docker.io, iptables:
+#      scripts/bootstrap.sh --for engine) and a running engine, beside the
+#      Go build of bin/ctrperf (the one waits on the network and dpkg, the
+#      other on the CPUs) without runtime kubernetes (-tags nokube: the
+#      smoke plan needs no cluster, and client-go is half of an empty
+#      build cache's compile time; make build links it again);
+#   2. ctrperf doctor for the smoke plan;
+#   3. the smoke plan's images alone (ctrperf images build --for smoke:
+#      ticketd, FROM scratch; no Debian base, no debootstrap);
+#   4. bench run plans/smoke.yaml --quick, then the HTML report.
+# Run by make (MAKE, BIN and DEMO_OUT from the Makefile).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MAKE=${MAKE:-make}
+BIN=${BIN:-bin/ctrperf}
+DEMO_OUT=${DEMO_OUT:-out/demo}
+
+now() { date +%s%N; }
+secs() { local ms=$((($2 - $1) / 1000000)); printf '%d.%d s' $((ms / 1000)) $((ms % 1000 / 100)); }
+t0=$(now)
+phases=()
+phase() { # phase NAME START END
+	phases+=("$(printf '  %-34s %s' "$1" "$(secs "$2" "$3")")")
+}
+
+echo "demo: the engine's packages and engine, beside the Go build"
+ts=$(now)
+$MAKE --no-print-directory engine >&2 &
+engine=$!
+if ! $MAKE --no-print-directory build BUILD_TAGS=nokube; then
+	wait "$engine" || true
+	exit 1
+fi
+tb=$(now)
+wait "$engine"
+te=$(now)
+phase "packages and engine (beside build)" "$ts" "$te"
+phase "go build" "$ts" "$tb"
+
+t=$(now)
+"$BIN" doctor --plan smoke
+phase "doctor" "$t" "$(now)"
+
+t=$(now)
+"$BIN" images build --for smoke
+phase "images (smoke's)" "$t" "$(now)"
+
+rm -rf "$DEMO_OUT"
+t=$(now)
+"$BIN" bench run plans/smoke.yaml --quick --out "$DEMO_OUT"
+phase "bench run smoke --quick" "$t" "$(now)"
+
+t=$(now)
+"$BIN" report "$DEMO_OUT" --format html
+phase "report" "$t" "$(now)"
+
+echo "demo: the report after $(secs "$t0" "$(now)"):"
+printf '%s\n' "${phases[@]}"
+echo "demo: open $DEMO_OUT/report.html in a browser; ctrperf report $DEMO_OUT --format md for markdown"
