@@ -107,7 +107,7 @@ func TestKubernetesRefusals(t *testing.T) {
 		{"client pod of a workload that execs", "  - {name: b, runtime: kubernetes, kubernetes: {client: pod}}\n", 6, `pod: workload testweb's driver cannot run in a generator pod`},
 		{"clients without client pod", "  - name: b\n    runtime: kubernetes\n    kubernetes: {clients: 2}\n", 8, `generator pods need kubernetes.client: pod`},
 		{"client node elsewhere", "  - {name: b, runtime: docker, kubernetes: {client_node: n2}}\n", 6, `the kubernetes block needs runtime kubernetes`},
-		{"isolate", "  - {name: b, runtime: kubernetes, isolate: {policy: shield}}\n", 6, `isolate`},
+		{"kubelet dir not absolute", "  - {name: b, runtime: kubernetes, kubernetes: {kubelet_dir: var/lib/kubelet}}\n", 6, `want an absolute path on the nodes`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -215,5 +215,18 @@ func TestPlanClientPodRefusals(t *testing.T) {
 				t.Errorf("more than one error: %v", err)
 			}
 		})
+	}
+}
+
+// The isolate controller runs on a cluster as a DaemonSet (issue 36): a
+// kubernetes configuration takes isolate.policy.
+func TestKubernetesTakesIsolate(t *testing.T) {
+	p, err := Parse("kube.yaml", []byte(kubePlanHead+"  - {name: b, runtime: kubernetes, isolate: {policy: shield}, kubernetes: {kubelet_dir: \"/var/lib/k/$(NODE_NAME)\"}}\n"), Options{Schema: testSchema{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.Configurations[len(p.Configurations)-1]
+	if !c.Isolate.On() || c.Kube.KubeletDir != "/var/lib/k/$(NODE_NAME)" {
+		t.Errorf("isolate %v, kubelet_dir %q", c.Isolate.On(), c.Kube.KubeletDir)
 	}
 }
