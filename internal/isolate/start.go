@@ -147,43 +147,29 @@ func actuators(src Source, kfs kernel.FS, ncpu int, demoteOnly bool) (CgroupFS, 
 // what a crashed controller left in StateDir's checkpoint, and starts the
 // control loop. The loop stops when ctx ends or Stop is called; only Stop
 // restores.
-func Start(ctx context.Context, cli client.APIClient, o Options) (_ *Running, err error) {
-	if o.StateDir == "" {
-		return nil, errors.New("isolate: no state directory")
-	}
-	o.defaults()
-	if err := o.Params.Validate(); err != nil {
-		return nil, err
-	}
-	listIRQ, err := irqLister(o)
-	if err != nil {
-		return nil, err
-	}
-	top, err := DiscoverTopology(o.Kernel)
-	if err != nil {
-		return nil, err
-	}
-	r := &Running{opt: o, ckptPath: filepath.Join(o.StateDir, "checkpoint.json"), statusPath: filepath.Join(o.StateDir, "status.json")}
-	defer func() {
-		if err != nil {
-			r.release()
+func Start(ctx context.Context, cli client.APIClient, o Options) (*Running, error) {
+	return startWith(ctx, o, func(o Options) (Source, error) {
+		if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
+			return nil, fmt.Errorf("no Docker engine answers (%v): isolate manages containers of a running engine; start one or set DOCKER_HOST", err)
 		}
-	}()
-	steering, err := r.lock()
-	if err != nil {
-		return nil, err
-	}
-	if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
-		return nil, fmt.Errorf("no Docker engine answers (%v): isolate manages containers of a running engine; start one or set DOCKER_HOST", err)
-	}
-	return r.start(ctx, &DockerRuntime{Client: cli, Kernel: o.Kernel, All: o.All, Labels: o.Labels}, top, listIRQ, steering)
+		return &DockerRuntime{Client: cli, Kernel: o.Kernel, All: o.All, Labels: o.Labels}, nil
+	})
 }
 
 // StartCRI is Start on a Kubernetes node: membership from the node's CRI
 // runtime (pods labelled ctrperf.isolate: "true"), entitlement from each
 // pod's CPU request. With o.Params.DemoteOnly (a static CPU manager on the
 // node) it writes no cpuset.
-func StartCRI(ctx context.Context, cri CRIClient, o Options) (_ *Running, err error) {
+func StartCRI(ctx context.Context, cri CRIClient, o Options) (*Running, error) {
+	return startWith(ctx, o, func(o Options) (Source, error) {
+		return &CRIRuntime{Client: cri, Kernel: o.Kernel, All: o.All, Labels: o.Labels, PodLevel: o.Params.DemotePod}, nil
+	})
+}
+
+// startWith is Start and StartCRI: the options checked, the state
+// directory (and, to steer, the machine's steering) locked, then the
+// source the caller makes once the locks are held.
+func startWith(ctx context.Context, o Options, source func(Options) (Source, error)) (_ *Running, err error) {
 	if o.StateDir == "" {
 		return nil, errors.New("isolate: no state directory")
 	}
@@ -209,10 +195,14 @@ func StartCRI(ctx context.Context, cri CRIClient, o Options) (_ *Running, err er
 	if err != nil {
 		return nil, err
 	}
-	return r.start(ctx, &CRIRuntime{Client: cri, Kernel: o.Kernel, All: o.All, Labels: o.Labels, PodLevel: o.Params.DemotePod}, top, listIRQ, steering)
+	src, err := source(o)
+	if err != nil {
+		return nil, err
+	}
+	return r.start(ctx, src, top, listIRQ, steering)
 }
 
-// start is what Start and StartCRI share once the locks are held.
+// start is what startWith does once the locks are held and the source made.
 func (r *Running) start(ctx context.Context, src Source, top Topology, listIRQ func() ([]IRQ, error), steering bool) (*Running, error) {
 	o := r.opt
 	fs, act := actuators(src, o.Kernel, len(top.CPUs), o.Params.DemoteOnly)
