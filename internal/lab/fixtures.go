@@ -179,7 +179,9 @@ func Sessions(host string) ([]Session, error) {
 	}
 	var out []Session
 	for _, p := range procs {
-		if p.ppid != listener {
+		// A killed session's sshd stays a zombie until the listener
+		// reaps it: it serves no one any more.
+		if p.ppid != listener || p.state == 'Z' || p.state == 'X' {
 			continue
 		}
 		s := Session{Host: host, PID: p.pid, Commands: map[int]string{}}
@@ -280,6 +282,7 @@ func SmallFS(t testing.TB, host, dir string, size int64) {
 type proc struct {
 	pid, ppid int
 	comm      string
+	state     byte
 }
 
 // processTable reads pid, parent and name of every process.
@@ -317,7 +320,7 @@ func parseStat(s string) (proc, bool) {
 	if err != nil {
 		return proc{}, false
 	}
-	return proc{pid: pid, ppid: ppid, comm: s[open+1 : end]}, true
+	return proc{pid: pid, ppid: ppid, comm: s[open+1 : end], state: f[0][0]}, true
 }
 
 // descendants of root (root included), parents before children.
