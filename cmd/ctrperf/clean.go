@@ -46,6 +46,16 @@ Objects without any owner record (left by a ctrperf from before owner
 records, or whose record was lost) are orphaned. A generator cgroup is live
 while its process runs.
 
+On Kubernetes (every cluster of $KUBECONFIG or ~/.kube/config, and the
+lab's) a session's namespace ctrperf-<session> carries its owner: host,
+machine id, boot id, pid and start time. One made on this machine in this
+boot is decided as above; one of an earlier boot is orphaned; one of
+another machine is kept (its processes cannot be seen from here) unless
+--force, which is how a namespace of a host that is gone is removed. A
+namespace whose name is not the one ctrperf derives from its session, or
+that has no owner, is never removed, not even with --force: a label is no
+proof that ctrperf made it.
+
 --dry-run lists each object as live or orphaned, with its owner, and
 removes nothing. --force removes live objects too, after saying which live
 runs it breaks. Exits 0 when nothing orphaned is left.

@@ -85,6 +85,17 @@ func (o *Ownership) Keep(what, runID string) bool {
 	return o.note(Object{What: what, RunID: runID, Live: live, Owner: who})
 }
 
+// KeepDecided decides an object whose owner was judged without the
+// owner records: a cluster namespace of another machine's session (live
+// as far as anyone here can tell: kept unless forced), or of a boot of
+// this machine that is over (gone). who says whose it is.
+func (o *Ownership) KeepDecided(what, runID string, live bool, who string) bool {
+	if o == nil {
+		return false
+	}
+	return o.note(Object{What: what, RunID: runID, Live: live, Owner: who})
+}
+
 // keepExternal decides a client namespace or host veth: its name is a
 // hash of a run id, found among the run ids owners recorded (else
 // fallback, the run being cleaned).

@@ -73,16 +73,29 @@ func agentArgv(role engine.AgentRole) []string {
 	return argv
 }
 
-// AgentPod is the pod of an agent of req in namespace ns of session.
-// Pure, so that each role's spec is tested without a cluster.
-func AgentPod(ns, session, img string, req engine.AgentRequest) (*corev1.Pod, error) {
+// AgentDeadline bounds how long an agent pod runs (its
+// activeDeadlineSeconds), so that a privileged sampler pod outlives a
+// session whose owner died, and which nobody cleaned, by a day at most.
+// A session goes on longer than that only by setting
+// Options.AgentDeadline.
+const AgentDeadline = 24 * time.Hour
+
+// AgentPod is the pod of an agent of req in namespace ns of session, which
+// the kubelet ends after deadline (AgentDeadline when 0). Pure, so that
+// each role's spec is tested without a cluster.
+func AgentPod(ns, session, img string, deadline time.Duration, req engine.AgentRequest) (*corev1.Pod, error) {
 	grace := int64(gracePeriod)
+	if deadline <= 0 {
+		deadline = AgentDeadline
+	}
+	active := int64(max(1, deadline.Round(time.Second)/time.Second))
 	c := corev1.Container{Name: agentContainer, Image: img, ImagePullPolicy: corev1.PullNever}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			TerminationGracePeriodSeconds: &grace,
+			ActiveDeadlineSeconds:         &active,
 			EnableServiceLinks:            new(false),
 			AutomountServiceAccountToken:  new(false),
 		},
@@ -156,7 +169,7 @@ func (k *Kube) StartAgent(ctx context.Context, req engine.AgentRequest) (*engine
 // it runs.
 func (k *Kube) agentPodRunning(ctx context.Context, req engine.AgentRequest) (*corev1.Pod, error) {
 	img := AgentImage()
-	want, err := AgentPod(k.ns, k.opt.Session, img, req)
+	want, err := AgentPod(k.ns, k.opt.Session, img, k.opt.AgentDeadline, req)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,19 +19,22 @@ import (
 
 func TestAgentPodOfEachRole(t *testing.T) {
 	const ns, session, img = "ctrperf-s", "s-0a1b", "ctrperf/pause:latest"
-	sampler, err := AgentPod(ns, session, img, engine.AgentRequest{Role: engine.AgentSampler, Node: "kube-node-2"})
+	sampler, err := AgentPod(ns, session, img, 0, engine.AgentRequest{Role: engine.AgentSampler, Node: "kube-node-2"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := AgentPod(ns, session, img, engine.AgentRequest{Role: engine.AgentClient, RunID: "s-0a1b-r3", Index: 1})
+	client, err := AgentPod(ns, session, img, 0, engine.AgentRequest{Role: engine.AgentClient, RunID: "s-0a1b-r3", Index: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pinned, err := AgentPod(ns, session, img, engine.AgentRequest{Role: engine.AgentClient, RunID: "s-0a1b-r3", Node: "kube-node-1"})
+	pinned, err := AgentPod(ns, session, img, 0, engine.AgentRequest{Role: engine.AgentClient, RunID: "s-0a1b-r3", Node: "kube-node-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []*corev1.Pod{sampler, client, pinned} {
+		if d := p.Spec.ActiveDeadlineSeconds; d == nil || *d != int64(AgentDeadline/time.Second) {
+			t.Errorf("pod %s: activeDeadlineSeconds %v, want %v: an orphaned agent pod must end", p.Name, d, AgentDeadline)
+		}
 		c := p.Spec.Containers[0]
 		if p.Namespace != ns || p.Labels[labels.Managed] != "true" || p.Labels[labels.Run] == "" || c.Image != img ||
 			c.ImagePullPolicy != corev1.PullNever || len(c.Command) != 0 {
@@ -84,7 +88,7 @@ func TestAgentPodOfEachRole(t *testing.T) {
 	}
 
 	for _, bad := range []engine.AgentRequest{{Role: engine.AgentSampler}, {Role: engine.AgentClient}, {Role: "spy", Node: "n"}} {
-		if _, err := AgentPod(ns, session, img, bad); err == nil {
+		if _, err := AgentPod(ns, session, img, 0, bad); err == nil {
 			t.Errorf("AgentPod(%+v) made a pod", bad)
 		}
 	}

@@ -51,8 +51,10 @@ type state struct {
 // SelfOwner is this process as the owner of a namespace.
 func SelfOwner() Owner {
 	pid := os.Getpid()
-	st, _ := kernel.ProcStartTime(kernel.DefaultFS().Proc(), pid)
-	return Owner{Host: hostname(), PID: pid, StartTime: st, Started: metav1.Now(), Command: strings.Join(os.Args, " ")}
+	fs := kernel.DefaultFS()
+	st, _ := kernel.ProcStartTime(fs.Proc(), pid)
+	boot, _ := kernel.BootID(fs.Proc())
+	return Owner{Host: hostname(), MachineID: kernel.MachineID(), BootID: boot, PID: pid, StartTime: st, Started: metav1.Now(), Command: strings.Join(os.Args, " ")}
 }
 
 func (k *Kube) step(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -279,7 +281,7 @@ func (k *Kube) ensureNamespace(ctx context.Context) error {
 			return fmt.Errorf("namespace %s: %s", k.ns, describe(unreachable(gerr), "get", "namespaces"))
 		}
 		if ns.DeletionTimestamp == nil {
-			if ns.Annotations[AnnotationPID] == strconv.Itoa(k.opt.Owner.PID) && ns.Annotations[AnnotationHost] == k.opt.Owner.Host {
+			if k.opt.Owner.Made(ns.Annotations) {
 				return nil
 			}
 			return fmt.Errorf("namespace %s exists and is not this session's (owner %s pid %s, %s); `ctrperf clean` removes it once its owner is gone",

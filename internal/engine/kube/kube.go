@@ -57,6 +57,9 @@ type Options struct {
 	// its image being unpacked) before the deploy fails with the
 	// scheduler's reason (default 90 s).
 	PendingTimeout time.Duration
+	// AgentDeadline bounds how long an agent pod may run (default
+	// AgentDeadline).
+	AgentDeadline time.Duration
 	// NamespaceTimeout bounds the wait for a namespace to go (default 2 min).
 	NamespaceTimeout time.Duration
 	// ProxyModeProbe reads a node's kube-proxy /proxyMode (tests replace

@@ -660,3 +660,85 @@ func TestServiceAccountLate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestNamespaceWhose: whose a namespace is, from its name and owner
+// annotations, seen from one machine (issue 35 item 3: two machines with
+// one hostname took each other's namespaces for their own; a host that
+// is gone left namespaces nobody could remove; a label made any namespace
+// ctrperf's).
+func TestNamespaceWhose(t *testing.T) {
+	self := Owner{Host: "ci", MachineID: "m-here", BootID: "b-now", PID: 100}
+	ns := func(f func(*Namespace)) Namespace {
+		n := Namespace{Name: NamespaceName("web-0a1b2c"), Session: "web-0a1b2c", Host: "ci", MachineID: "m-here", BootID: "b-now", PID: 42}
+		f(&n)
+		return n
+	}
+	tests := []struct {
+		desc string
+		n    Namespace
+		want Whose
+	}{
+		{"this machine, this boot", ns(func(*Namespace) {}), HereLive},
+		{"this machine, an earlier boot", ns(func(n *Namespace) { n.BootID = "b-before" }), HereRebooted},
+		{"another machine with the same hostname", ns(func(n *Namespace) { n.MachineID = "m-there" }), Elsewhere},
+		{"another hostname on the same machine (renamed): still here", ns(func(n *Namespace) { n.Host = "ci-renamed" }), HereLive},
+		{"no machine id (an older ctrperf): by hostname, here", ns(func(n *Namespace) { n.MachineID, n.BootID = "", "" }), HereLive},
+		{"no machine id, another hostname", ns(func(n *Namespace) { n.MachineID, n.Host = "", "gone-host" }), Elsewhere},
+		{"a name that is not the session's", ns(func(n *Namespace) { n.Name = "team-a" }), Forged},
+		{"a lookalike name of another session", ns(func(n *Namespace) { n.Name = NamespaceName("web-ffffff") }), Forged},
+		{"no session", ns(func(n *Namespace) { n.Session = "" }), Forged},
+		{"no owner host", ns(func(n *Namespace) { n.Host = "" }), Forged},
+		{"no owner pid", ns(func(n *Namespace) { n.PID = 0 }), Forged},
+	}
+	for _, tt := range tests {
+		if got := tt.n.Whose(self); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.desc, got, tt.want)
+		}
+	}
+}
+
+// TestCleanLeavesForgedNamespaces: a namespace that carries ctrperf's
+// label but that ctrperf did not make is never removed, whatever Keep
+// says (a forced clean keeps nothing), and is named in the warnings.
+func TestCleanLeavesForgedNamespaces(t *testing.T) {
+	owned := func(name, session string) *corev1.Namespace {
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{labels.Managed: "true"},
+			Annotations: map[string]string{AnnotationRun: session, AnnotationHost: "gone", AnnotationPID: "7"}}}
+	}
+	bare := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: NamespaceName("bare-1"), Labels: map[string]string{labels.Managed: "true", labels.Run: "bare-1"}}}
+	f := newFake(t, owned(NamespaceName("dead-1"), "dead-1"), owned("team-a", "dead-2"), bare)
+	var warn strings.Builder
+	removed, err := Clean(context.Background(), f.cs, CleanOptions{Keep: func(Namespace) bool { return false }, Warn: &warn, Self: Owner{Host: "here", PID: 1}})
+	if err != nil || len(removed) != 1 || !strings.Contains(removed[0], NamespaceName("dead-1")) {
+		t.Fatalf("removed %v, %v", removed, err)
+	}
+	for _, name := range []string{"team-a", bare.Name} {
+		if _, err := f.cs.CoreV1().Namespaces().Get(context.Background(), name, metav1.GetOptions{}); err != nil {
+			t.Errorf("namespace %s, not ctrperf's, was removed: %v", name, err)
+		}
+		if !strings.Contains(warn.String(), "leaving namespace "+name) {
+			t.Errorf("no warning of %s:\n%s", name, warn.String())
+		}
+	}
+}
+
+// TestOwnerMade: a namespace is this session's only when every owner
+// annotation matches: the same pid on another machine, or after a
+// reboot, is another owner.
+func TestOwnerMade(t *testing.T) {
+	o := Owner{Host: "h", MachineID: "m", BootID: "b", PID: 9, StartTime: 123}
+	a := namespace("ctrperf-s", "s", o).Annotations
+	if !o.Made(a) {
+		t.Fatalf("%v not made by %+v", a, o)
+	}
+	for _, other := range []Owner{
+		{Host: "h", MachineID: "m2", BootID: "b", PID: 9, StartTime: 123},
+		{Host: "h", MachineID: "m", BootID: "b2", PID: 9, StartTime: 123},
+		{Host: "h", MachineID: "m", BootID: "b", PID: 9, StartTime: 124},
+		{Host: "h", MachineID: "m", BootID: "b", PID: 10, StartTime: 123},
+	} {
+		if other.Made(a) {
+			t.Errorf("%+v took %v for its own", other, a)
+		}
+	}
+}

@@ -32,6 +32,12 @@ const (
 	AnnotationStartTime = "ctrperf.owner.start-time" // clock ticks after boot, /proc/PID/stat field 22
 	AnnotationStarted   = "ctrperf.owner.started"    // RFC 3339, for people
 	AnnotationCommand   = "ctrperf.owner.command"
+	// AnnotationMachineID (/etc/machine-id) tells two machines apart that
+	// share a hostname; AnnotationBootID (the kernel's boot id) says
+	// whether the owner's PID still means the same process: after a
+	// reboot of the owner's machine, the owner is gone.
+	AnnotationMachineID = "ctrperf.owner.machine-id"
+	AnnotationBootID    = "ctrperf.owner.boot-id"
 	// AnnotationRun is the unshortened run id of an object whose label
 	// had to be shortened.
 	AnnotationRun = "ctrperf.run"
@@ -46,10 +52,20 @@ const (
 // Owner is the process a session's namespace belongs to.
 type Owner struct {
 	Host      string
+	MachineID string // "" when the machine has none
+	BootID    string
 	PID       int
 	StartTime uint64
 	Started   metav1.Time
 	Command   string
+}
+
+// Made says whether a namespace's annotations name this owner: the same
+// process (pid and start time) of the same boot of the same machine.
+func (o Owner) Made(a map[string]string) bool {
+	return a[AnnotationPID] == strconv.Itoa(o.PID) && a[AnnotationHost] == o.Host &&
+		a[AnnotationMachineID] == o.MachineID && a[AnnotationBootID] == o.BootID &&
+		a[AnnotationStartTime] == strconv.FormatUint(o.StartTime, 10)
 }
 
 var dnsLabelBad = regexp.MustCompile(`[^a-z0-9-]+`)
@@ -119,6 +135,8 @@ func namespace(name, session string, o Owner) *corev1.Namespace {
 		Annotations: map[string]string{
 			AnnotationRun:       session,
 			AnnotationHost:      o.Host,
+			AnnotationMachineID: o.MachineID,
+			AnnotationBootID:    o.BootID,
 			AnnotationPID:       strconv.Itoa(o.PID),
 			AnnotationStartTime: strconv.FormatUint(o.StartTime, 10),
 			AnnotationStarted:   o.Started.UTC().Format("2006-01-02T15:04:05Z"),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"time"
@@ -123,7 +124,7 @@ func (k *Kube) ownNamespace(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("namespace %s: %s", k.ns, describe(unreachable(err), "get", "namespaces"))
 	}
-	return ns.Annotations[AnnotationPID] == strconv.Itoa(k.opt.Owner.PID) && ns.Annotations[AnnotationHost] == k.opt.Owner.Host, nil
+	return k.opt.Owner.Made(ns.Annotations), nil
 }
 
 // DeleteNamespace deletes a namespace and waits until it is gone.
@@ -281,13 +282,64 @@ func (k *Kube) namespaceGoing(ctx context.Context) bool {
 
 // Namespace of ctrperf's found by Clean, and whose it is.
 type Namespace struct {
-	Name    string
-	Session string
-	Host    string
-	PID     int
-	Start   uint64
-	Command string
-	Going   bool // terminating already
+	Name      string
+	Session   string
+	Host      string
+	MachineID string
+	BootID    string
+	PID       int
+	Start     uint64
+	Command   string
+	Going     bool // terminating already
+}
+
+// Whose is where a namespace's owner ran, seen from one machine.
+type Whose int
+
+const (
+	// Forged: not a namespace ctrperf made (its name is not the one
+	// ctrperf derives from its session, or it has no owner): never removed.
+	Forged Whose = iota
+	// HereLive: made on this machine in this boot; its owner's process
+	// decides.
+	HereLive
+	// HereRebooted: made on this machine before its last boot: the owner
+	// is gone.
+	HereRebooted
+	// Elsewhere: made on another machine, whose processes cannot be seen
+	// from here; removed only with --force.
+	Elsewhere
+)
+
+// forgery says why n is not a namespace ctrperf made.
+func (n Namespace) forgery() string {
+	switch {
+	case n.Session == "":
+		return "no session annotation " + AnnotationRun
+	case n.Name != NamespaceName(n.Session):
+		return fmt.Sprintf("session %q would be namespace %s", n.Session, NamespaceName(n.Session))
+	}
+	return fmt.Sprintf("no owner annotations %s and %s", AnnotationHost, AnnotationPID)
+}
+
+// Whose says where n's owner ran, seen from self (this machine's
+// owner). Machines are told apart by machine id; a namespace without one
+// (made by an older ctrperf, or on a machine with none) by hostname.
+func (n Namespace) Whose(self Owner) Whose {
+	if n.Session == "" || n.Name != NamespaceName(n.Session) || n.Host == "" || n.PID <= 0 {
+		return Forged
+	}
+	same := n.Host == self.Host
+	if n.MachineID != "" && self.MachineID != "" {
+		same = n.MachineID == self.MachineID
+	}
+	switch {
+	case !same:
+		return Elsewhere
+	case n.BootID != "" && self.BootID != "" && n.BootID != self.BootID:
+		return HereRebooted
+	}
+	return HereLive
 }
 
 // What names it for people.
@@ -305,7 +357,8 @@ func Namespaces(ctx context.Context, cs kubernetes.Interface) ([]Namespace, erro
 	var out []Namespace
 	for _, ns := range list.Items {
 		a := ns.Annotations
-		n := Namespace{Name: ns.Name, Session: a[AnnotationRun], Host: a[AnnotationHost], Command: a[AnnotationCommand], Going: ns.DeletionTimestamp != nil}
+		n := Namespace{Name: ns.Name, Session: a[AnnotationRun], Host: a[AnnotationHost], MachineID: a[AnnotationMachineID], BootID: a[AnnotationBootID],
+			Command: a[AnnotationCommand], Going: ns.DeletionTimestamp != nil}
 		if n.Session == "" {
 			n.Session = ns.Labels[labels.Run]
 		}
@@ -325,6 +378,12 @@ type CleanOptions struct {
 	DryRun bool
 	// Timeout bounds the wait for each namespace to go.
 	Timeout time.Duration
+	// Self is this machine's owner, to tell whose a namespace is
+	// (SelfOwner when zero).
+	Self Owner
+	// Warn hears of the namespaces left alone as not ctrperf's (nil
+	// discards).
+	Warn io.Writer
 }
 
 // Clean removes ctrperf's namespaces whose owner is gone, with the local
@@ -340,10 +399,23 @@ func Clean(ctx context.Context, cs kubernetes.Interface, o CleanOptions) ([]stri
 	if o.Timeout <= 0 {
 		o.Timeout = 2 * time.Minute
 	}
+	if o.Self.PID == 0 {
+		o.Self = SelfOwner()
+	}
+	if o.Warn == nil {
+		o.Warn = io.Discard
+	}
 	var removed []string
 	var errs []error
 	for _, n := range nss {
 		if o.RunID != "" && n.Session != o.RunID && !(len(o.RunID) > len(n.Session) && o.RunID[:len(n.Session)+1] == n.Session+"-") {
+			continue
+		}
+		if n.Whose(o.Self) == Forged {
+			// A label anyone may set is no proof: ctrperf names a
+			// session's namespace after it and writes its owner on it.
+			fmt.Fprintf(o.Warn, "ctrperf clean: leaving namespace %s: it carries %s=true but is not one ctrperf made (%s), not even with --force\n",
+				n.Name, labels.Managed, n.forgery())
 			continue
 		}
 		if o.Keep != nil && o.Keep(n) {
