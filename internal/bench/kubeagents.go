@@ -138,6 +138,15 @@ func (o *nodeObserver) Start(ctx context.Context) error {
 	return nil
 }
 
+// agentImageError says what to do when an agent pod's image holds another
+// ctrperf than this one.
+func agentImageError(err error) error {
+	if errors.Is(err, &agent.Error{Code: agent.CodeVersion}) {
+		return fmt.Errorf("%w: its image holds another ctrperf than this one; `make images && make kube-images` puts this one on the lab's nodes (elsewhere: import ctrperf/pause:latest into each node's runtime)", err)
+	}
+	return err
+}
+
 func (o *nodeObserver) start(ctx context.Context, ns *nodeSampler) error {
 	conn, err := o.agents.StartAgent(ctx, engine.AgentRequest{Role: engine.AgentSampler, Node: ns.node})
 	if err != nil {
@@ -149,10 +158,7 @@ func (o *nodeObserver) start(ctx context.Context, ns *nodeSampler) error {
 	if err != nil {
 		conn.Close()
 		ns.conn = nil
-		if errors.Is(err, &agent.Error{Code: agent.CodeVersion}) {
-			return fmt.Errorf("%w: its image holds another ctrperf than this one; `make images && make kube-images` puts this one on the lab's nodes (elsewhere: import ctrperf/pause:latest into each node's runtime)", err)
-		}
-		return err
+		return agentImageError(err)
 	}
 	ns.c = c
 	ns.o = remote.NewObserver(c, o.t.RunID, o.t).SamplePods(ns.pods)

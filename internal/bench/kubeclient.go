@@ -45,7 +45,7 @@ func (r *runner) kubeClients(cfg *plan.Configuration, rn *run, wl workload.Workl
 	if cfg.Runtime != plan.RuntimeKubernetes || cfg.Kube.ClientPods() == 0 {
 		return wl
 	}
-	return &clientPods{Workload: wl, cfg: cfg, runID: rn.id, session: r.session}
+	return &clientPods{Workload: wl, cfg: cfg, runID: rn.id, session: r.session, build: agentBuild()}
 }
 
 // clientPods drives the workload from generator pods.
@@ -54,6 +54,10 @@ type clientPods struct {
 	cfg     *plan.Configuration
 	runID   string
 	session string
+	// build is this ctrperf's binary hash, which each pod's agent must
+	// have: an old ctrperf/pause image must not generate the load under a
+	// new build's record.
+	build string
 	// lead is how long before the barrier the drives are sent (0: from
 	// the pods' round trips, see barrierLead).
 	lead time.Duration
@@ -195,9 +199,9 @@ func (d *clientPods) start(ctx context.Context, na engine.NodeAgents, pods []*cl
 			p.conn = conn
 			mu.Unlock()
 			c, err := remote.NewClient(ctx, conn.Stdout, conn.Stdin, remote.ClientOptions{Name: p.name(), Session: d.session,
-				Closer: closerFunc(conn.Close)})
+				Closer: closerFunc(conn.Close), Build: d.build})
 			if err != nil {
-				fail(err)
+				fail(agentImageError(err))
 				return
 			}
 			mu.Lock()

@@ -31,6 +31,9 @@ type podAgents struct {
 	delay    func(i int) time.Duration
 	startErr func(i int) error
 	drive    func(ctx context.Context, i int, env workload.Env) (*results.Measurement, error)
+	// build is the agents' binary hash (drivePods: "new", this
+	// ctrperf's, when unset).
+	build string
 }
 
 var (
@@ -74,7 +77,7 @@ func (a *podAgents) StartAgent(ctx context.Context, req engine.AgentRequest) (*e
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = agent.Serve(context.Background(), ar, aw, agent.Options{Log: io.Discard,
+		_ = agent.Serve(context.Background(), ar, aw, agent.Options{Log: io.Discard, Build: func() (string, error) { return a.build, nil },
 			Workload: func(string) (workload.Workload, error) { return podDriver{a: a, i: i}, nil }})
 		aw.Close()
 	}()
@@ -162,7 +165,10 @@ func drivePods(t *testing.T, a *podAgents, cfg *plan.Configuration) (*results.Me
 	env := podsEnv(&started)
 	env.Engine = a
 	env.LoadCPUSet = "1"
-	d := &clientPods{Workload: workload.KV{}, cfg: cfg, runID: "r1", session: "s1"}
+	if a.build == "" {
+		a.build = "new"
+	}
+	d := &clientPods{Workload: workload.KV{}, cfg: cfg, runID: "r1", session: "s1", build: "new"}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	m, err := d.Drive(ctx, env)
@@ -392,4 +398,22 @@ func roundTrip(t *testing.T, m map[string]any) map[string]any {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestClientPodsRefuseAnotherBuild: a load-generator pod whose image holds
+// another ctrperf than this one is refused with the fix, not trusted to
+// generate the load of this build's record (issue 35 item 6: client pods
+// sent no build hash).
+func TestClientPodsRefuseAnotherBuild(t *testing.T) {
+	a := &podAgents{build: "old"}
+	_, _, err := drivePods(t, a, podsConfig(t, 2, nil))
+	if err == nil || !strings.Contains(err.Error(), "another ctrperf") || !strings.Contains(err.Error(), "make kube-images") {
+		t.Fatalf("Drive = %v: want the other build refused with the fix", err)
+	}
+	a = &podAgents{build: "new", drive: func(context.Context, int, workload.Env) (*results.Measurement, error) {
+		return samples(map[int64]int{1000: 10}), nil
+	}}
+	if _, _, err := drivePods(t, a, podsConfig(t, 2, nil)); err != nil {
+		t.Errorf("the same build: %v", err)
+	}
 }
