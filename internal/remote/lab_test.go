@@ -461,3 +461,48 @@ func TestOptionsReachTheJumpHostLab(t *testing.T) {
 		}
 	}
 }
+
+// TestStalledShellLab: a login whose shell never runs the command (here a
+// forced command that sleeps, as a hung home directory or a profile that
+// waits would) fails the dial within its budget, three times the connect
+// timeout, with an error that names the cause and the check to run,
+// instead of hanging (issue 35 item 8: ConnectTimeout bounded the TCP
+// connect only, and clean --hosts had no budget).
+func TestStalledShellLab(t *testing.T) {
+	lab.Require(t)
+	testenv.Ctrperf(t)
+	dir := t.TempDir()
+	key := filepath.Join(dir, "id_ed25519")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "ctrperf-stall-"+strconv.Itoa(os.Getpid()), "-f", key).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v: %s", err, out)
+	}
+	pub, err := os.ReadFile(key + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only this key's logins stall: the other tests on lab-sut go on.
+	tag := "ctrperf-stall-" + strconv.Itoa(os.Getpid())
+	onLab(t, "lab-sut", fmt.Sprintf("echo 'command=\"sleep 120\",no-pty %s' >> /root/.ssh/authorized_keys", strings.TrimSpace(string(pub))))
+	t.Cleanup(func() { onLab(t, "lab-sut", "sed -i '/"+tag+"/d' /root/.ssh/authorized_keys") })
+	cfg := filepath.Join(dir, "ssh_config")
+	body := fmt.Sprintf("Host lab-sut\n  HostName %s\n  User root\n  IdentityFile %s\n  IdentitiesOnly yes\n  UserKnownHostsFile /var/lib/ctrperf/lab/known_hosts\n  GlobalKnownHostsFile /dev/null\n", lab.Addr[lab.Sut], key)
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	h, err := remote.Dial(ctx, dest(t, "lab-sut"), remote.SSHOptions{Config: cfg, Session: "test-stalled", ConnectTimeout: 2 * time.Second})
+	took := time.Since(start)
+	if err == nil {
+		_ = h.Close(context.Background())
+		t.Fatal("dial through a shell that never runs the command succeeded")
+	}
+	if !strings.Contains(err.Error(), "stalls after login") || !strings.Contains(err.Error(), "ssh lab-sut true") {
+		t.Errorf("dial = %v; want the stall named with the check to run", err)
+	}
+	// 6 s of budget; a minute would be the test's own deadline.
+	if took > 30*time.Second {
+		t.Errorf("dial took %v to give up; its budget is 6 s", took)
+	}
+}
