@@ -44,7 +44,7 @@ DEB_VERSION ?= $(shell v=$$(git describe --tags --match 'v[0-9]*' 2>/dev/null); 
 DEB_STAGE   := out/deb/root
 DEB         := out/deb/ctrperf_$(DEB_VERSION)_$(DEB_ARCH).deb
 
-.PHONY: all build example bootstrap engine images demo test vet staticcheck unit fuzz integration integration-docker integration-kube slowest reliability bench clean help install uninstall deb deb-check
+.PHONY: all ldflags build example bootstrap engine images demo test vet staticcheck unit fuzz integration integration-docker integration-kube slowest reliability bench clean help install uninstall deb deb-check
 
 all: build
 
@@ -75,6 +75,12 @@ help:
 # build cache on 2 cores) and its time. BUILD_TAGS=nokube leaves runtime
 # kubernetes (client-go, half the compile time) out: make demo's build.
 BUILD_TAGS  ?=
+# The link flags of build, for the tests' own build of ctrperf
+# (internal/testenv): the same source then makes the same bytes as
+# bin/ctrperf, the binary the images carry, whose hash agents check.
+ldflags:
+	@echo "$(LDFLAGS)"
+
 build:
 	@CGO_ENABLED=0 GO=$(GO) scripts/gobuild.sh $(BIN) -- -trimpath $(if $(BUILD_TAGS),-tags $(BUILD_TAGS)) -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ctrperf
 

@@ -136,7 +136,15 @@ func buildCtrperf() (string, error) {
 	}
 	bin := filepath.Join(dir, "ctrperf")
 	tmp := fmt.Sprintf("%s.%d", bin, os.Getpid())
-	cmd := exec.Command("go", "build", "-trimpath", "-o", tmp, "./cmd/ctrperf")
+	// make build's link flags (version, commit and the commit's date):
+	// the same source then builds the same bytes as bin/ctrperf, which
+	// `make images kube-images` put in the images whose agents check the
+	// caller's build.
+	ld, err := exec.Command("make", "-s", "--no-print-directory", "-C", root, "ldflags").Output()
+	if err != nil {
+		return "", fmt.Errorf("make ldflags in %s: %w", root, err)
+	}
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", strings.TrimSpace(string(ld)), "-o", tmp, "./cmd/ctrperf")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
