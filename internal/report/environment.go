@@ -24,7 +24,10 @@ type Environment struct {
 	// Hosts are the plan's other hosts (hosts:), in the order the runs
 	// named them (see hosts.go); localRoles the roles this machine played
 	// in runs that had hosts.
-	Hosts        []HostUse `json:"hosts,omitempty"`
+	Hosts []HostUse `json:"hosts,omitempty"`
+	// Placements are, for each configuration on a cluster, where its pods
+	// and its load generator ran (its first run's record).
+	Placements   []KubePlacement `json:"kubernetes_placements,omitempty"`
 	localRoles   []string
 	localConfigs []string
 	configs      []string // every configuration, in order
@@ -35,6 +38,16 @@ type Environment struct {
 type DataFSUse struct {
 	results.DataFSInfo
 	Configs []string `json:"configs,omitempty"`
+}
+
+// KubePlacement is where one configuration's pods ran on a cluster, and
+// where its load came from.
+type KubePlacement struct {
+	Config string            `json:"config"`
+	Pods   []results.KubePod `json:"pods,omitempty"`
+	// Client is where the load generator ran: "this machine", or
+	// "N pod(s)" with the node the plan pinned them to.
+	Client string `json:"client"`
 }
 
 // EngineUse is an engine and the configurations whose runs it served.
@@ -74,9 +87,37 @@ func environmentFromRecords(recs []results.RunRecord, order []string) *Environme
 			if !slices.Contains(env.Engines[i].Configs, name) {
 				env.Engines[i].Configs = append(env.Engines[i].Configs, name)
 			}
+			if k := r.Engine.Kube; k != nil && !slices.ContainsFunc(env.Placements, func(p KubePlacement) bool { return p.Config == name }) {
+				env.Placements = append(env.Placements, KubePlacement{Config: name, Pods: k.Pods, Client: kubeClient(r.Knobs)})
+			}
 		}
 	}
 	return env
+}
+
+// kubeClient says where a kubernetes configuration's load generator ran,
+// from its knobs (kubernetes.client, clients, client_node).
+func kubeClient(knobs map[string]any) string {
+	k, _ := knobs["kubernetes"].(map[string]any)
+	if c, _ := k["client"].(string); c != "pod" {
+		return "this machine"
+	}
+	n := 1
+	if c, ok := k["clients"].(float64); ok && c > 0 {
+		n = int(c)
+	} else if c, ok := k["clients"].(int); ok && c > 0 {
+		n = c
+	}
+	where := fmt.Sprintf("%d pod", n)
+	if n > 1 {
+		where += "s"
+	}
+	if node, _ := k["client_node"].(string); node != "" {
+		where += " on " + node
+	} else {
+		where += " placed by the scheduler"
+	}
+	return where
 }
 
 // addDataFS notes that configuration name ran on fs; filesystems alike in
@@ -155,13 +196,81 @@ func envLines(e *Environment) []string {
 		out = append(out, "machine: unknown (no env.json beside the results)")
 	}
 	for _, eng := range e.Engines {
-		if eng.Runtime != "docker" {
-			continue
+		switch {
+		case eng.Kube != nil:
+			out = append(out, kubeLines(eng, e.Placements)...)
+		case eng.Runtime == "docker":
+			out = append(out, engineLine(eng))
 		}
-		out = append(out, engineLine(eng))
 	}
 	for _, fs := range e.DataFS {
 		out = append(out, dataFSLine(fs))
+	}
+	return out
+}
+
+// kubeLines are a cluster: its version, kube-proxy mode and nodes with
+// their CPU manager policy, then where each of its configurations' pods
+// and load generator ran.
+func kubeLines(e EngineUse, placements []KubePlacement) []string {
+	k := e.Kube
+	line := "Kubernetes cluster " + orDash(k.Context)
+	if k.Server != "" {
+		line += " (" + k.Server + ")"
+	}
+	parts := []string{"version " + orDash(e.Version)}
+	proxy := "kube-proxy " + orDash(k.ProxyMode)
+	if k.ProxyModeFrom != "" {
+		proxy += ", read from " + k.ProxyModeFrom
+	}
+	parts = append(parts, proxy)
+	line += ": " + strings.Join(parts, "; ")
+	if len(e.Configs) > 0 {
+		line += " — used by " + strings.Join(e.Configs, ", ")
+	}
+	out := []string{line}
+	for _, n := range k.Nodes {
+		l := "  node " + n.Name
+		var f []string
+		if !n.Ready {
+			f = append(f, "NOT Ready")
+		}
+		if n.Kubelet != "" {
+			f = append(f, "kubelet "+n.Kubelet)
+		}
+		if n.Runtime != "" {
+			f = append(f, n.Runtime)
+		}
+		f = append(f, "CPU manager "+orDash(n.CPUManager))
+		if n.Kernel != "" {
+			f = append(f, "kernel "+n.Kernel)
+		}
+		out = append(out, l+": "+strings.Join(f, ", "))
+	}
+	for _, p := range placements {
+		if !slices.Contains(e.Configs, p.Config) {
+			continue
+		}
+		var pods []string
+		for _, pod := range p.Pods {
+			d := pod.Service + " on " + orDash(pod.Node)
+			var f []string
+			if pod.QoS != "" {
+				f = append(f, pod.QoS)
+			}
+			if pod.CPUSet != "" {
+				f = append(f, "CPUs "+pod.CPUSet)
+			}
+			if len(f) > 0 {
+				d += " (" + strings.Join(f, ", ") + ")"
+			}
+			pods = append(pods, d)
+		}
+		l := "  " + p.Config + ": "
+		if len(pods) > 0 {
+			l += "pods " + strings.Join(pods, "; ") + "; "
+		}
+		out = append(out, l+"load from "+p.Client)
 	}
 	return out
 }

@@ -255,3 +255,53 @@ func TestHTMLStripAndWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestKubeEnvironment: a cluster's runs show the cluster (version,
+// kube-proxy mode, nodes with their CPU manager policy) and, per
+// configuration, where its pods and its load generator ran (issue 37
+// item 5: recorded in every record, shown nowhere).
+func TestKubeEnvironment(t *testing.T) {
+	recs := genRecords(t)
+	kube := &results.KubeInfo{Context: "ctrperf-kube", Server: "https://198.19.210.1:6443", ProxyMode: "iptables", ProxyModeFrom: "node kube-node-1",
+		Nodes: []results.KubeNode{
+			{Name: "kube-node-1", Ready: true, Kubelet: "v1.37.2", Runtime: "containerd://1.6.20", CPUManager: "none"},
+			{Name: "kube-node-2", Ready: true, Kubelet: "v1.37.2", Runtime: "containerd://1.6.20", CPUManager: "static"},
+		}}
+	for i := range recs {
+		if recs[i].Config == "host" {
+			continue
+		}
+		k := *kube
+		k.Pods = []results.KubePod{{Service: "kv", Node: "kube-node-2", QoS: "Guaranteed", CPUSet: "1"}}
+		recs[i].Engine = &results.EngineInfo{Runtime: "kubernetes", Name: "ctrperf-kube", Version: "v1.37.2", Kube: &k}
+		recs[i].Knobs = map[string]any{"kubernetes": map[string]any{"client": "pod", "clients": float64(2), "client_node": "kube-node-1"}}
+	}
+	b, err := Build(recs, WithBaseline("host"), testStats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(envLines(b.Env), "\n")
+	for _, w := range []string{
+		"Kubernetes cluster ctrperf-kube (https://198.19.210.1:6443): version v1.37.2; kube-proxy iptables, read from node kube-node-1 — used by ",
+		"  node kube-node-1: kubelet v1.37.2, containerd://1.6.20, CPU manager none",
+		"  node kube-node-2: kubelet v1.37.2, containerd://1.6.20, CPU manager static",
+		": pods kv on kube-node-2 (Guaranteed, CPUs 1); load from 2 pods on kube-node-1",
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("environment lacks %q:\n%s", w, got)
+		}
+	}
+	if strings.Contains(got, "Docker engine") {
+		t.Errorf("a cluster shown as a Docker engine:\n%s", got)
+	}
+	var buf bytes.Buffer
+	if err := Render(&buf, b, "html"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "CPU manager static") {
+		t.Error("the HTML report does not show the cluster")
+	}
+	if got := kubeClient(map[string]any{"kubernetes": map[string]any{"client": "host"}}); got != "this machine" {
+		t.Errorf("client host: %q", got)
+	}
+}

@@ -419,7 +419,7 @@ td.cfgcell { white-space: normal; min-width: 170px; max-width: 300px; }
 .failed { color: var(--worse) !important; font-weight: 600; }
 table.text-last td:last-child, table.text-last th:last-child { text-align: left; }
 .swatch { display:inline-block; width:11px; height:11px; border-radius:3px; margin-right:7px; vertical-align: -1px; }
-.knobs { color: var(--muted); font-size: 12px; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
+.knobs { color: var(--muted); font-size: 12px; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; overflow-wrap: anywhere; }
 .cell { display:flex; flex-direction:column; align-items:flex-end; gap:1px; }
 .cell .v { font-weight: 600; }
 .cell .ci { color: var(--muted); font-size: 12px; }
