@@ -180,23 +180,3 @@ func TestSettleCPUSets(t *testing.T) {
 		})
 	}
 }
-
-func TestParseCPUSet(t *testing.T) {
-	for _, tc := range []struct{ in, out string }{{"0-1", "0-1"}, {"3,0-1", "0-1,3"}, {"1", "1"}, {"0-2,4,6-7", "0-2,4,6-7"}} {
-		cs, err := parseCPUSet(tc.in)
-		if err != nil || cs.String() != tc.out {
-			t.Errorf("%q: %v %v, want %q", tc.in, cs, err, tc.out)
-		}
-	}
-	for _, bad := range []string{"", "a", "2-1", "1-x"} {
-		if _, err := parseCPUSet(bad); err == nil {
-			t.Errorf("%q parsed", bad)
-		}
-	}
-	a, _ := parseCPUSet("0-1")
-	b, _ := parseCPUSet("1")
-	c, _ := parseCPUSet("0")
-	if !a.intersects(b) || b.intersects(c) || a.union(b).String() != "0-1" {
-		t.Error("set operations")
-	}
-}

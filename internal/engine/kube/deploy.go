@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
+	"k8s.io/utils/cpuset"
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/image"
@@ -114,11 +115,11 @@ func (k *Kube) Deploy(ctx context.Context, spec engine.DeploySpec) (t *engine.Ta
 func (k *Kube) settleCPUSets(ctx context.Context, st *state) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	pinned := map[string]cpuSet{} // node: the CPUs its Guaranteed pods hold
+	pinned := map[string]cpuset.CPUSet{} // node: the CPUs its Guaranteed pods hold
 	for _, p := range st.pods {
 		if kc, ok := k.kubelets[p.Node]; ok && kc.CPUManagerPolicy == "static" && p.QoS == string(corev1.PodQOSGuaranteed) && p.CPUSet != "" {
-			if cs, err := parseCPUSet(p.CPUSet); err == nil {
-				pinned[p.Node] = pinned[p.Node].union(cs)
+			if cs, err := cpuset.Parse(p.CPUSet); err == nil {
+				pinned[p.Node] = pinned[p.Node].Union(cs)
 			}
 		}
 	}
@@ -136,8 +137,8 @@ func (k *Kube) settleCPUSets(ctx context.Context, st *state) {
 		deadline := time.Now().Add(wait)
 		for {
 			cpus, note := podCPUSet(k.opt.Kernel, kc, true, st.running[i])
-			cs, err := parseCPUSet(cpus)
-			if note == "" && err == nil && !cs.intersects(held) {
+			cs, err := cpuset.Parse(cpus)
+			if note == "" && cpus != "" && err == nil && cs.Intersection(held).IsEmpty() {
 				p.CPUSet = cpus
 				break
 			}
@@ -153,77 +154,6 @@ func (k *Kube) settleCPUSets(ctx context.Context, st *state) {
 			}
 		}
 	}
-}
-
-// cpuSet is a set of CPU numbers (a kernel CPU list such as "0-1,4").
-type cpuSet map[int]bool
-
-func parseCPUSet(s string) (cpuSet, error) {
-	out := cpuSet{}
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, errors.New("empty CPU list")
-	}
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, fmt.Errorf("CPU list %q: %w", s, err)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return nil, fmt.Errorf("CPU list %q: bad range %q", s, part)
-			}
-		}
-		for c := a; c <= b; c++ {
-			out[c] = true
-		}
-	}
-	return out, nil
-}
-
-func (c cpuSet) union(o cpuSet) cpuSet {
-	out := cpuSet{}
-	for k := range c {
-		out[k] = true
-	}
-	for k := range o {
-		out[k] = true
-	}
-	return out
-}
-
-func (c cpuSet) intersects(o cpuSet) bool {
-	for k := range c {
-		if o[k] {
-			return true
-		}
-	}
-	return false
-}
-
-// String is the set as a kernel CPU list.
-func (c cpuSet) String() string {
-	var cpus []int
-	for k := range c {
-		cpus = append(cpus, k)
-	}
-	sort.Ints(cpus)
-	var parts []string
-	for i := 0; i < len(cpus); {
-		j := i
-		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
-			j++
-		}
-		if j > i {
-			parts = append(parts, fmt.Sprintf("%d-%d", cpus[i], cpus[j]))
-		} else {
-			parts = append(parts, strconv.Itoa(cpus[i]))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ",")
 }
 
 // argv is what of a service may hold templates.
