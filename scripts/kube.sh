@@ -662,10 +662,19 @@ status() {
 	return $rc
 }
 
+# lock: one up, down or images at a time, as lab.sh does (two makes of
+# kube-up at once would start two of every daemon). fd 9 is the lock; the
+# daemons close it (see start), so it is released when this script ends.
+lock() {
+	mkdir -p /run/ctrperf
+	exec 9>/run/ctrperf/kube.lock
+	flock -w 300 9 || die "another kube.sh up, down or images holds /run/ctrperf/kube.lock"
+}
+
 case ${1:-} in
-up) up ;;
-down) down ;;
+up) lock; up ;;
+down) lock; down ;;
 status) status ;;
-images) shift; images "$@" ;;
+images) shift; lock; images "$@" ;;
 *) die "usage: scripts/kube.sh up|down|status|images [REF...]" ;;
 esac
