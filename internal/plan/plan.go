@@ -470,6 +470,30 @@ var (
 	resourceKeys   = []string{"cpuset", "cpu_shares", "cpus", "memory"}
 )
 
+// knobBlock is a knob made of sub-knobs: set decodes one of them (a
+// block's key in a configuration, or a matrix axis "engine.nested");
+// keys are its sub-knobs' names, for a whole mapping.
+type knobBlock struct {
+	keys func(d *decoder) []string
+	set  func(d *decoder, k *Knobs, key string, n *yaml.Node, field string)
+}
+
+// knobBlocks are the blocks, each listed once. hosts is one too, but its
+// whole mapping is decoded by setHosts (roles, then destinations).
+var knobBlocks map[string]knobBlock
+
+func init() {
+	fixed := func(keys []string) func(*decoder) []string { return func(*decoder) []string { return keys } }
+	knobBlocks = map[string]knobBlock{
+		"engine":     {fixed(engineKeys), (*decoder).setEngine},
+		"resources":  {fixed(resourceKeys), (*decoder).setResource},
+		"filesystem": {fixed(filesystemKeys), (*decoder).setFilesystem},
+		"kubernetes": {fixed(kubeKeys), (*decoder).setKube},
+		"isolate":    {func(d *decoder) []string { keys, _ := d.isolateKeys(); return keys }, (*decoder).setIsolate},
+		"hosts":      {nil, (*decoder).setHost},
+	}
+}
+
 // setKnob sets the knob at path ("network", "engine.storage_driver",
 // "app.max_clients", or a whole "engine"/"resources"/"app"/"load" mapping)
 // from a node. Explicit configurations and matrix axes both come through
@@ -496,29 +520,22 @@ func (d *decoder) setKnob(k *Knobs, path string, n *yaml.Node, field string) {
 		(*m)[rest] = v
 		recordNodes(k.nodes, path, n)
 		return
-	case nested && head == "engine":
-		d.setEngine(k, rest, n, field)
-		return
-	case nested && head == "resources":
-		d.setResource(k, rest, n, field)
-		return
-	case nested && head == "isolate":
-		d.setIsolate(k, rest, n, field)
-		return
-	case nested && head == "filesystem":
-		d.setFilesystem(k, rest, n, field)
-		return
-	case nested && head == "hosts":
-		d.setHost(k, rest, n, field)
-		return
-	case nested && head == "kubernetes":
-		d.setKube(k, rest, n, field)
+	case nested && knobBlocks[head].set != nil:
+		knobBlocks[head].set(d, k, rest, n, field)
 		return
 	case nested:
 		d.errorf(n, field, "%q has no sub-knobs", head)
 		return
 	}
 	k.nodes[path] = n
+	if b := knobBlocks[path]; b.keys != nil {
+		if pairs, ok := d.mapping(n, field, b.keys(d)); ok {
+			for _, pr := range pairs {
+				b.set(d, k, pr.key, pr.value, join(field, pr.key))
+			}
+		}
+		return
+	}
 	switch path {
 	case "runtime":
 		if s, ok := d.enum(n, field, runtimes); ok {
@@ -547,37 +564,6 @@ func (d *decoder) setKnob(k *Knobs, path string, n *yaml.Node, field string) {
 				v = 1
 			}
 			k.Instances = int(v)
-		}
-	case "engine":
-		if pairs, ok := d.mapping(n, field, engineKeys); ok {
-			for _, pr := range pairs {
-				d.setEngine(k, pr.key, pr.value, join(field, pr.key))
-			}
-		}
-	case "resources":
-		if pairs, ok := d.mapping(n, field, resourceKeys); ok {
-			for _, pr := range pairs {
-				d.setResource(k, pr.key, pr.value, join(field, pr.key))
-			}
-		}
-	case "filesystem":
-		if pairs, ok := d.mapping(n, field, filesystemKeys); ok {
-			for _, pr := range pairs {
-				d.setFilesystem(k, pr.key, pr.value, join(field, pr.key))
-			}
-		}
-	case "kubernetes":
-		if pairs, ok := d.mapping(n, field, kubeKeys); ok {
-			for _, pr := range pairs {
-				d.setKube(k, pr.key, pr.value, join(field, pr.key))
-			}
-		}
-	case "isolate":
-		keys, _ := d.isolateKeys()
-		if pairs, ok := d.mapping(n, field, keys); ok {
-			for _, pr := range pairs {
-				d.setIsolate(k, pr.key, pr.value, join(field, pr.key))
-			}
 		}
 	case "hosts":
 		d.setHosts(k, n, field)
