@@ -130,28 +130,7 @@ func parseClientLoad(m map[string]any) (ClientLoad, error) {
 func parseClientFigure(parent *knobs, what string, m map[string]any) ClientFigure {
 	f := ClientFigure{From: "stdout"}
 	k := newKnobs(what, m)
-	k.str("name", &f.Name, func(s string) error {
-		switch {
-		case !figureName.MatchString(s):
-			return errors.New("want a metric name: lower-case letters, digits and _, starting with a letter (e.g. set_per_s)")
-		case slices.Contains(reservedMetrics, s) || strings.HasPrefix(s, "wall_"):
-			return errors.New("ctrperf reports that name itself; choose another")
-		}
-		return nil
-	})
-	k.str("regex", &f.Regex, func(s string) error {
-		re, g, err := figureRegexp(s)
-		f.re, f.group = re, g
-		return err
-	})
-	k.str("json", &f.JSON, func(s string) error {
-		p, err := parseJSONPath(s)
-		f.path = p
-		return err
-	})
-	k.enum("from", &f.From, "stdout", "stderr", "both")
-	k.str("unit", &f.Unit, nil)
-	k.enum("better", &f.Better, results.BetterHigher, results.BetterLower)
+	decodeFigure(k, clientFigureKeys, &f)
 	if err := k.err(); err != nil {
 		parent.errs = append(parent.errs, err)
 		return f
@@ -162,15 +141,72 @@ func parseClientFigure(parent *knobs, what string, m map[string]any) ClientFigur
 	case given(m, "regex") == given(m, "json"):
 		parent.errs = append(parent.errs, knobError(what+".regex", "%s: give either regex (a pattern with (?P<value>…)) or json (a path such as .results[0].tps)", what))
 	}
-	if byName := stats.SenseOf(f.Name); f.Name != "" {
-		switch {
-		case f.Better == "" && byName.Neutral:
+	if f.Name != "" {
+		switch figureSense(f.Name, f.Better) {
+		case senseUnsaid:
 			parent.errs = append(parent.errs, knobError(what+".better", "%s: %s does not say which way is better; add better: higher or lower (or end the name in _per_s or _ms)", what, f.Name))
-		case f.Better != "" && !byName.Neutral && byName.HigherIsBetter != (f.Better == results.BetterHigher):
+		case senseContradicted:
 			parent.errs = append(parent.errs, knobError(what+".better", "%s: better: %s contradicts the name %s; rename it or drop better", what, f.Better, f.Name))
 		}
 	}
 	return f
+}
+
+// figureKeys are the knob names of a figure's fields: an entry of a
+// client's load.figures names them plainly, the command workload's load
+// with a figure_ prefix.
+type figureKeys struct{ name, regex, json, from, unit, better string }
+
+var (
+	clientFigureKeys  = figureKeys{"name", "regex", "json", "from", "unit", "better"}
+	commandFigureKeys = figureKeys{"figure", "figure_regex", "figure_json", "figure_from", "figure_unit", "better"}
+)
+
+// decodeFigure reads a figure's knobs into f, checking its name, pattern
+// and JSON path; which of them must be given is the caller's to say.
+func decodeFigure(k *knobs, keys figureKeys, f *ClientFigure) {
+	k.str(keys.name, &f.Name, func(s string) error {
+		switch {
+		case !figureName.MatchString(s):
+			return errors.New("want a metric name: lower-case letters, digits and _, starting with a letter (e.g. set_per_s)")
+		case slices.Contains(reservedMetrics, s) || strings.HasPrefix(s, "wall_"):
+			return errors.New("ctrperf reports that name itself; choose another")
+		}
+		return nil
+	})
+	k.str(keys.regex, &f.Regex, func(s string) error {
+		re, g, err := figureRegexp(s)
+		f.re, f.group = re, g
+		return err
+	})
+	k.str(keys.json, &f.JSON, func(s string) error {
+		p, err := parseJSONPath(s)
+		f.path = p
+		return err
+	})
+	k.enum(keys.from, &f.From, "stdout", "stderr", "both")
+	k.str(keys.unit, &f.Unit, nil)
+	k.enum(keys.better, &f.Better, results.BetterHigher, results.BetterLower)
+}
+
+// A figure's declared direction against what its name says.
+const (
+	senseFine = iota
+	// senseUnsaid: neither the name nor better says which way is better.
+	senseUnsaid
+	// senseContradicted: better says the opposite of the name.
+	senseContradicted
+)
+
+func figureSense(name, better string) int {
+	byName := stats.SenseOf(name)
+	switch {
+	case better == "" && byName.Neutral:
+		return senseUnsaid
+	case better != "" && !byName.Neutral && byName.HigherIsBetter != (better == results.BetterHigher):
+		return senseContradicted
+	}
+	return senseFine
 }
 
 // better is the figure's declared direction, or its name's.

@@ -140,28 +140,10 @@ func ParseCommandLoad(m map[string]any) (CommandLoad, error) {
 	whole(k, "runs", &l.Runs, 1, 100000)
 	whole(k, "warmup_runs", &l.WarmupRuns, 0, 10000)
 	k.duration("timeout", &l.Timeout, 100*time.Millisecond, 24*time.Hour)
-	k.str("figure", &l.Figure, func(s string) error {
-		switch {
-		case !figureName.MatchString(s):
-			return errors.New("want a metric name: lower-case letters, digits and _, starting with a letter (e.g. events_per_s)")
-		case slices.Contains(reservedMetrics, s) || strings.HasPrefix(s, "wall_"):
-			return errors.New("the command workload reports that name itself; choose another")
-		}
-		return nil
-	})
-	k.str("figure_json", &l.FigureJSON, func(s string) error {
-		p, err := parseJSONPath(s)
-		l.path = p
-		return err
-	})
-	k.str("figure_regex", &l.FigureRegex, func(s string) error {
-		re, g, err := figureRegexp(s)
-		l.re, l.group = re, g
-		return err
-	})
-	k.enum("figure_from", &l.FigureFrom, "stdout", "stderr", "both")
-	k.str("figure_unit", &l.FigureUnit, nil)
-	k.enum("better", &l.Better, results.BetterHigher, results.BetterLower)
+	f := ClientFigure{From: l.FigureFrom}
+	decodeFigure(k, commandFigureKeys, &f)
+	l.Figure, l.FigureRegex, l.FigureJSON, l.FigureFrom, l.FigureUnit, l.Better = f.Name, f.Regex, f.JSON, f.From, f.Unit, f.Better
+	l.re, l.group, l.path = f.re, f.group, f.path
 	errs := []error{k.err()}
 	jsonGiven, reGiven, nameGiven := given(m, "figure_json"), given(m, "figure_regex"), given(m, "figure")
 	for _, key := range []string{"figure_from", "figure_unit", "better"} {
@@ -182,11 +164,10 @@ func ParseCommandLoad(m map[string]any) (CommandLoad, error) {
 		errs = append(errs, knobError("load.figure", "load.figure = %v: say where it is in the output with load.figure_json (a JSON path, .results[0].tps) or load.figure_regex (a pattern with (?P<value>…))", m["figure"]))
 	}
 	if l.Figure != "" && figureName.MatchString(l.Figure) {
-		byName := stats.SenseOf(l.Figure)
-		switch {
-		case l.Better == "" && byName.Neutral:
+		switch figureSense(l.Figure, l.Better) {
+		case senseUnsaid:
 			errs = append(errs, knobError("load.figure", "load.figure = %s: its name does not say which way is better; add load.better: higher or lower (or end the name in _per_s for a rate, _ms for a time)", l.Figure))
-		case l.Better != "" && !byName.Neutral && byName.HigherIsBetter != (l.Better == results.BetterHigher):
+		case senseContradicted:
 			errs = append(errs, knobError("load.better", "load.better = %s: the figure's name %s says the opposite to every report; rename it or drop load.better", l.Better, l.Figure))
 		}
 	}
