@@ -22,6 +22,17 @@ type RuntimeTraits struct {
 	// Network and Data are the defaults of a configuration that names none.
 	Network NetworkMode
 	Data    DataPlacement
+	// OwnAddress is the network in which each service is dialled at an
+	// address of its own, with nothing of the engine's in between
+	// (container-ip, pod-ip); "" when there is none.
+	OwnAddress NetworkMode
+	// ClusterNetwork: services are dialled from other machines at
+	// addresses no resolver names (a cluster's pod network): a server
+	// binds every address and looks no peer's name up.
+	ClusterNetwork bool
+	// NumericUser: a service's user must be a uid; the runtime does not
+	// look names up in the image (a pod's securityContext.runAsUser).
+	NumericUser bool
 }
 
 // runtimeTable is every runtime a plan may name, in the order error
@@ -31,10 +42,11 @@ var runtimeTable = []struct {
 	traits  RuntimeTraits
 }{
 	{RuntimeHost, RuntimeTraits{Processes: true, Network: NetworkHost, Data: DataBind}},
-	{RuntimeDocker, RuntimeTraits{Images: true, Isolate: true, Network: NetworkPublished, Data: DataLayer}},
+	{RuntimeDocker, RuntimeTraits{Images: true, Isolate: true, Network: NetworkPublished, Data: DataLayer, OwnAddress: NetworkContainerIP}},
 	// Pods of a cluster: from images, the pod's IP, its root filesystem.
 	// The isolate controller runs as a DaemonSet on every node (CRI).
-	{RuntimeKubernetes, RuntimeTraits{Images: true, Isolate: true, Network: NetworkPodIP, Data: DataLayer}},
+	{RuntimeKubernetes, RuntimeTraits{Images: true, Isolate: true, Network: NetworkPodIP, Data: DataLayer,
+		OwnAddress: NetworkPodIP, ClusterNetwork: true, NumericUser: true}},
 	// ctrperf has no VM runtime: nothing runs, the defaults are a guest's.
 	{RuntimeVM, RuntimeTraits{Network: NetworkHost, Data: DataBind}},
 }

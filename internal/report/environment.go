@@ -199,7 +199,9 @@ func envLines(e *Environment) []string {
 		switch {
 		case eng.Kube != nil:
 			out = append(out, kubeLines(eng, e.Placements)...)
-		case eng.Runtime == "docker":
+		case eng.Version != "" || eng.StorageDriver != "":
+			// An engine of its own (a daemon with a version), not this
+			// machine's processes.
 			out = append(out, engineLine(eng))
 		}
 	}

@@ -16,7 +16,6 @@ import (
 	"ctrperf/internal/engine"
 	"ctrperf/internal/image"
 	"ctrperf/internal/load"
-	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 )
 
@@ -410,9 +409,9 @@ func (App) Decode(c Knobs) (any, any, error) {
 			if c.Runtime.Traits().Processes && len(s.HostCommand) == 0 {
 				errs = append(errs, knobError(what+".host_command", "runtime host runs %s.host_command, the command that runs the same program on this machine (the bare-metal baseline), which is not set", what))
 			}
-			if c.Runtime == plan.RuntimeKubernetes && s.User != "" {
+			if c.Runtime.Traits().NumericUser && s.User != "" {
 				if _, err := strconv.ParseInt(s.User, 10, 64); err != nil {
-					errs = append(errs, knobError(what+".user", "%s.user = %q: runtime kubernetes runs a container as a numeric uid (securityContext.runAsUser) and does not look names up in the image: give the uid (e.g. 999)", what, s.User))
+					errs = append(errs, knobError(what+".user", "%s.user = %q: runtime %s runs a container as a numeric uid (a pod's securityContext.runAsUser) and does not look names up in the image: give the uid (e.g. 999)", what, s.User, c.Runtime))
 				}
 			}
 			if c.Runtime.Traits().Images && c.Data != "" && c.Data != engine.DataLayer && s.DataDir == "" && i == 0 {

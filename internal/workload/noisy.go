@@ -170,18 +170,18 @@ func (Noisy) Decode(c Knobs) (any, any, error) {
 	if aerr == nil && lerr == nil && l.Hot >= a.Tenants {
 		errs = append(errs, knobError("load.hot", "load.hot = %d but app.tenants = %d: at least one tenant must stay quiet, its latency is what is measured", l.Hot, a.Tenants))
 	}
+	own := c.Runtime.Traits().OwnAddress
 	switch {
-	case c.Runtime == plan.RuntimeKubernetes:
+	case !c.Runtime.Traits().Isolate || own == "":
+		errs = append(errs, fmt.Errorf("noisy needs runtime docker or kubernetes, not %q: its tenants are containers (which the isolate controller places) or pods", c.Runtime))
+	case c.Network == "" || c.Network == own:
+	case own == plan.NetworkPodIP:
 		// Pods, dialed at their IPs: a Service or NodePort would put
 		// kube-proxy's translation (softirq work on a node, charged to no
 		// tenant) between the generator and each tenant, and hostNetwork
 		// would have every tenant bind the same port of its node.
-		if c.Network != "" && c.Network != plan.NetworkPodIP {
-			errs = append(errs, knobError("network", "noisy dials each tenant's pod IP; network %q would %s: use network: pod-ip", c.Network, noisyKubeNetworkWhy(c.Network)))
-		}
-	case !c.Runtime.Traits().Isolate:
-		errs = append(errs, fmt.Errorf("noisy needs runtime docker or kubernetes, not %q: its tenants are containers (which the isolate controller places) or pods", c.Runtime))
-	case c.Network != "" && c.Network != engine.NetworkContainerIP:
+		errs = append(errs, knobError("network", "noisy dials each tenant's pod IP; network %q would %s: use network: pod-ip", c.Network, noisyKubeNetworkWhy(c.Network)))
+	default:
 		errs = append(errs, fmt.Errorf("noisy dials each tenant's container IP; network %q would route through docker-proxy, a CPU consumer outside every tenant's cgroup (a hidden tenant): use network: container-ip", c.Network))
 	}
 	if aerr == nil && lerr == nil && a.HotResources == NoisyHotNone && l.Hot == 0 {

@@ -12,7 +12,6 @@ import (
 
 	"ctrperf/internal/engine"
 	"ctrperf/internal/load"
-	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 )
 
@@ -203,7 +202,7 @@ exec mariadbd --no-defaults --user=root --datadir="$D/mysql" --socket="$D/mysqld
 // never resolved: the only accounts are root@localhost, @127.0.0.1, @::1
 // and @ the pod's own host name, so nobody logs in from outside the pod.
 func oltpBind(rt engine.Runtime) []string {
-	if rt == plan.RuntimeKubernetes {
+	if rt.Traits().ClusterNetwork {
 		return []string{"--bind-address=0.0.0.0", "--skip-name-resolve"}
 	}
 	return []string{"--bind-address=127.0.0.1"}

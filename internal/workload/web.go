@@ -15,7 +15,6 @@ import (
 	"ctrperf/internal/engine"
 	"ctrperf/internal/image"
 	"ctrperf/internal/load"
-	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 	"ctrperf/internal/selfbin"
 )
@@ -363,7 +362,7 @@ func (w Web) Services(c Config) ([]engine.Service, error) {
 		bind = "127.0.0.1"
 	}
 	dbArgs := append(margs, "--bind-address="+bind, fmt.Sprintf("--port={{port:db:%d}}", mariadbPort))
-	if c.Runtime == plan.RuntimeKubernetes {
+	if c.Runtime.Traits().ClusterNetwork {
 		// A cluster need not resolve pod addresses back to names (the
 		// lab has no DNS add-on): mariadbd would wait out the resolver's
 		// timeout on every connection, longer than ticketd waits for the
