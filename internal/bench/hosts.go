@@ -299,18 +299,19 @@ func (r *runner) observerOf(cfg *plan.Configuration, t *engine.Target) Observer 
 	if cfg.Hosts.SUT.Local() || r.hosts == nil {
 		return r.opt.Observers(t)
 	}
-	return &hostObserver{set: r.hosts, dest: cfg.Hosts.SUT, key: t.RunID, t: t}
+	return &hostObserver{set: r.hosts, dest: cfg.Hosts.SUT, key: t.RunID, t: t, created: time.Now()}
 }
 
-// hostObserver runs the samplers on the SUT host; Started is when they
-// began, on this machine's clock (the host's timestamp less its offset).
+// hostObserver runs the samplers on the SUT host, their times counted
+// from created, about when the run's observer clock started (the
+// runner's obsStart), on this machine's clock.
 type hostObserver struct {
 	set     *hostSet
 	dest    plan.Dest
 	key     string
 	t       *engine.Target
 	o       *remote.Observer
-	started time.Time
+	created time.Time
 }
 
 func (o *hostObserver) Start(ctx context.Context) error {
@@ -318,12 +319,8 @@ func (o *hostObserver) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	o.o = remote.NewObserver(h.Client, o.key, o.t)
-	if err := o.o.Start(ctx); err != nil {
-		return err
-	}
-	o.started = time.Unix(0, o.o.Started).Add(-time.Duration(h.Clock.OffsetMs * float64(time.Millisecond)))
-	return nil
+	o.o = remote.NewObserver(h.Client, o.key, o.t).From(o.created)
+	return o.o.Start(ctx)
 }
 
 func (o *hostObserver) Stop() *results.Series {

@@ -78,7 +78,6 @@ type nodeSampler struct {
 	conn    *engine.AgentConn
 	c       *remote.Client
 	o       *remote.Observer
-	started time.Time // on this machine's clock
 }
 
 // podsByNode are the target's pods by node, the front service's node
@@ -161,7 +160,7 @@ func (o *nodeObserver) start(ctx context.Context, ns *nodeSampler) error {
 		return agentImageError(err)
 	}
 	ns.c = c
-	ns.o = remote.NewObserver(c, o.t.RunID, o.t).SamplePods(ns.pods)
+	ns.o = remote.NewObserver(c, o.t.RunID, o.t).SamplePods(ns.pods).From(o.created)
 	if err := ns.o.Start(ctx); err != nil {
 		// The session is not in o.nodes yet: close it here, or its
 		// client heartbeats until the namespace goes.
@@ -171,7 +170,6 @@ func (o *nodeObserver) start(ctx context.Context, ns *nodeSampler) error {
 		ns.c, ns.conn, ns.o = nil, nil, nil
 		return err
 	}
-	ns.started = time.Unix(0, ns.o.Started).Add(-time.Duration(c.Clock.OffsetMs * float64(time.Millisecond)))
 	return nil
 }
 
@@ -198,12 +196,7 @@ func (o *nodeObserver) Stop() *results.Series {
 	}
 	var all []*results.Series
 	for _, ns := range o.nodes {
-		s := ns.o.Stop()
-		shift := ns.started.Sub(o.created).Seconds()
-		for i := range s.Samples {
-			s.Samples[i].T += shift
-		}
-		all = append(all, s)
+		all = append(all, ns.o.Stop())
 	}
 	out := all[0]
 	for i, ns := range o.nodes {

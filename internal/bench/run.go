@@ -252,10 +252,10 @@ func (rn *run) startObserver() {
 		return
 	}
 	rn.obs = rn.r.observerOf(rn.cfg, instancesTarget(rn.targets))
+	// An observer on another machine counts its samples' times from about
+	// now, on this machine's clock (remote.Observer.From).
 	if rn.obsErr = rn.obs.Start(rn.rctx); rn.obsErr != nil {
 		rn.obs = nil
-	} else if ho, ok := rn.obs.(*hostObserver); ok {
-		rn.obsStart = ho.started // the SUT host's samples start there
 	}
 }
 

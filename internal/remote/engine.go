@@ -253,6 +253,18 @@ type Observer struct {
 	pods       []agent.PodCgroup
 	// Started is when sampling began, on the host's clock.
 	Started int64
+	// from, when set, is the run's observer start on this machine's
+	// clock: Stop moves the samples' times to count from it.
+	from time.Time
+}
+
+// From has Stop count the samples' times from t0, a time of this
+// machine's clock (the run's observer start), instead of from when the
+// host's samplers began: an agent starts a moment after the run's clock,
+// and on another clock.
+func (o *Observer) From(t0 time.Time) *Observer {
+	o.from = t0
+	return o
 }
 
 // NewObserver samples the client's host for run key, with the cgroups of
@@ -298,6 +310,12 @@ func (o *Observer) Stop() *results.Series {
 	defer cancel()
 	if err := o.c.Call(ctx, agent.MethodObserveStop, agent.ObserveStop{Key: o.key}, &s, nil); err != nil {
 		return &results.Series{Unavailable: map[string]string{"observer": fmt.Sprintf("samplers on %s: %v", o.c.Name, err)}}
+	}
+	if !o.from.IsZero() && o.Started != 0 {
+		shift := o.c.Clock.Local(o.Started).Sub(o.from).Seconds()
+		for i := range s.Samples {
+			s.Samples[i].T += shift
+		}
 	}
 	return &s
 }

@@ -1,5 +1,7 @@
 package results
 
+import "time"
+
 // The machines of a two-host run (a plan's hosts:): where the system under
 // test was deployed and where the load generator ran. A run on this machine
 // alone carries none of these (its record and env.json are as before).
@@ -71,6 +73,12 @@ type ClockOffset struct {
 	RTTMs float64 `json:"rtt_ms"`
 	// Samples is how many round trips were made.
 	Samples int `json:"samples,omitempty"`
+}
+
+// Local is a time stamp of the host's clock (Unix nanoseconds) on this
+// machine's clock.
+func (c ClockOffset) Local(hostUnixNano int64) time.Time {
+	return time.Unix(0, hostUnixNano).Add(-time.Duration(c.OffsetMs * float64(time.Millisecond)))
 }
 
 // SameKernel reports whether hosts holds two or more hosts that share one

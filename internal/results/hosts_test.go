@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSameKernel(t *testing.T) {
@@ -79,5 +80,18 @@ func TestReadEnvHosts(t *testing.T) {
 	h := e.Hosts[0]
 	if h.Name != "lab-sut" || h.Dest != "root@198.19.200.2:22" || h.Roles[0] != RoleSUT || h.Engine.Version != "27.5.1" || h.Clock.RTTMs != 0.3 || h.Clock.Samples != 8 || h.MemTotal != 1<<30 {
 		t.Errorf("host = %+v", h)
+	}
+}
+
+// TestClockOffsetLocal: a host whose clock runs 1.5 ms ahead stamped an
+// event 1.5 ms later than this machine's clock did.
+func TestClockOffsetLocal(t *testing.T) {
+	here := time.Date(2026, 11, 29, 4, 0, 0, 0, time.UTC)
+	c := ClockOffset{OffsetMs: 1.5}
+	if got := c.Local(here.Add(1500 * time.Microsecond).UnixNano()); !got.Equal(here) {
+		t.Errorf("Local = %v, want %v", got, here)
+	}
+	if got := (ClockOffset{}).Local(here.UnixNano()); !got.Equal(here) {
+		t.Errorf("no offset: %v", got)
 	}
 }
