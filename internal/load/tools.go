@@ -511,6 +511,8 @@ func stressMeasurement(rows []stressRow) *results.Measurement {
 		m.Operations[r.name] = &results.Operation{Count: r.ops}
 		m.Metrics[r.name+"_bogo_ops_per_s"] = r.perS
 		m.Metrics[r.name+"_bogo_ops_per_cpu_s"] = r.perU
+		m.DeclareMerge(r.name+"_bogo_ops_per_s", results.MergeSum)
+		m.DeclareMerge(r.name+"_bogo_ops_per_cpu_s", results.MergeMean)
 		total += r.perS
 		if r.real > m.DurationS {
 			m.DurationS = r.real
