@@ -14,10 +14,12 @@
 package parsers
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"ctrperf/internal/results"
@@ -177,3 +179,27 @@ func tail(b []byte) string {
 	}
 	return s
 }
+
+// numbers reads a tool's figures from the text its patterns matched: a
+// figure that does not parse is an error naming it and its text, never 0
+// (`[0-9.]+` matches "1.2.3").
+type numbers struct{ errs []error }
+
+func (n *numbers) float(what string, b []byte) float64 {
+	v, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		n.errs = append(n.errs, fmt.Errorf("%s %q is not a number", what, b))
+	}
+	return v
+}
+
+func (n *numbers) int(what string, b []byte) int64 {
+	v, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		n.errs = append(n.errs, fmt.Errorf("%s %q is not a whole number", what, b))
+	}
+	return v
+}
+
+// err is every figure that did not parse, nil when all did.
+func (n *numbers) err() error { return errors.Join(n.errs...) }

@@ -65,12 +65,10 @@ var (
 
 func parsePgbench(o Output) (Result, error) {
 	var r Result
+	var n numbers
 	tps, found := 0.0, ""
 	for _, m := range pgTPS.FindAllSubmatch(o.Stdout, -1) {
-		v, err := strconv.ParseFloat(string(m[1]), 64)
-		if err != nil {
-			continue
-		}
+		v := n.float("tps", m[1])
 		// The figure without the connection time wins; an old pgbench
 		// printing only the one including it still gives a figure.
 		if found == "" || !strings.HasPrefix(string(m[2]), "including") {
@@ -84,7 +82,7 @@ func parsePgbench(o Output) (Result, error) {
 	r.Throughput = tps
 	op := r.op("transaction")
 	for _, m := range pgLine.FindAllSubmatch(o.Stdout, -1) {
-		v, _ := strconv.ParseFloat(string(m[2]), 64)
+		v := n.float(string(m[1]), m[2])
 		switch string(m[1]) {
 		case "latency average":
 			r.add("latency_avg_ms", v, results.BetterLower, "ms")
@@ -96,22 +94,22 @@ func parsePgbench(o Output) (Result, error) {
 		}
 	}
 	if m := pgDone.FindSubmatch(o.Stdout); m != nil {
-		op.Count, _ = strconv.ParseInt(string(m[1]), 10, 64)
+		op.Count = n.int("number of transactions actually processed", m[1])
 	}
 	if m := pgFailed.FindSubmatch(o.Stdout); m != nil {
-		n, _ := strconv.ParseFloat(string(m[1]), 64)
-		r.add("transactions_failed", n, results.BetterLower, "")
-		if n > 0 {
-			op.Errors = map[string]int64{"failed": int64(n)}
+		failed := n.int("number of failed transactions", m[1])
+		r.add("transactions_failed", float64(failed), results.BetterLower, "")
+		if failed > 0 {
+			op.Errors = map[string]int64{"failed": failed}
 		}
 	}
 	var tpss, lats []float64
 	for _, m := range pgProgress.FindAllSubmatch(o.Stderr, -1) {
-		t, err1 := strconv.ParseFloat(string(m[1]), 64)
-		l, err2 := strconv.ParseFloat(string(m[2]), 64)
-		if err1 == nil && err2 == nil {
-			tpss, lats = append(tpss, t), append(lats, l)
-		}
+		tpss = append(tpss, n.float("progress tps", m[1]))
+		lats = append(lats, n.float("progress lat", m[2]))
+	}
+	if err := n.err(); err != nil {
+		return r, fmt.Errorf("pgbench's output: %w", err)
 	}
 	if len(tpss) > 0 {
 		r.add("progress_tps_min", slices.Min(tpss), results.BetterHigher, "tx/s")
