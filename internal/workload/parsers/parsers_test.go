@@ -263,3 +263,35 @@ func TestParsersRefuseFiguresThatDoNotParse(t *testing.T) {
 		})
 	}
 }
+
+// TestParsersDeclareMerges: the figures a parser reports say how they
+// merge over generators side by side (issue 37 item 2): rates add up, a
+// mean is weighted, a tool's percentile without histogram is the worst,
+// a spread declares none (it is kept per generator).
+func TestParsersDeclareMerges(t *testing.T) {
+	tests := []struct {
+		parser string
+		out    Output
+		want   map[string]results.Merge
+	}{
+		{"wrk", Output{Stdout: fixture(t, "wrk-latency.txt")}, map[string]results.Merge{"requests_per_s": results.MergeSum,
+			"latency_avg_ms": results.MergeMean, "latency_p99_ms": results.MergeMax, "latency_stdev_ms": ""}},
+		{"redis-benchmark", Output{Stdout: fixture(t, "redis-setget.csv")}, map[string]results.Merge{"set_per_s": results.MergeSum,
+			"set_min_ms": results.MergeMin, "set_p99_ms": results.MergeMax, "set_avg_ms": results.MergeMean}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.parser, func(t *testing.T) {
+			p, _ := Get(tc.parser)
+			r, err := p.Parse(tc.out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, want := range tc.want {
+				info, ok := r.Declared[name]
+				if !ok || info.Merge != want {
+					t.Errorf("%s: merge %q (declared %v), want %q", name, info.Merge, ok, want)
+				}
+			}
+		})
+	}
+}

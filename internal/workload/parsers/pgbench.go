@@ -78,19 +78,19 @@ func parsePgbench(o Output) (Result, error) {
 	if found == "" {
 		return r, fmt.Errorf("no \"tps = …\" line in pgbench's output (did it run to the end?); stdout ends: %s; stderr ends: %s", tail(o.Stdout), tail(o.Stderr))
 	}
-	r.add("tps", tps, results.BetterHigher, "tx/s")
+	r.add("tps", tps, results.BetterHigher, "tx/s", results.MergeSum)
 	r.Throughput = tps
 	op := r.op("transaction")
 	for _, m := range pgLine.FindAllSubmatch(o.Stdout, -1) {
 		v := n.float(string(m[1]), m[2])
 		switch string(m[1]) {
 		case "latency average":
-			r.add("latency_avg_ms", v, results.BetterLower, "ms")
+			r.add("latency_avg_ms", v, results.BetterLower, "ms", results.MergeMean)
 			op.MeanMs = v
 		case "latency stddev":
-			r.add("latency_stddev_ms", v, results.BetterLower, "ms")
+			r.add("latency_stddev_ms", v, results.BetterLower, "ms", "") // a spread does not merge without the samples
 		case "initial connection time":
-			r.add("connection_ms", v, results.BetterLower, "ms")
+			r.add("connection_ms", v, results.BetterLower, "ms", results.MergeMax)
 		}
 	}
 	if m := pgDone.FindSubmatch(o.Stdout); m != nil {
@@ -98,7 +98,7 @@ func parsePgbench(o Output) (Result, error) {
 	}
 	if m := pgFailed.FindSubmatch(o.Stdout); m != nil {
 		failed := n.int("number of failed transactions", m[1])
-		r.add("transactions_failed", float64(failed), results.BetterLower, "")
+		r.add("transactions_failed", float64(failed), results.BetterLower, "", results.MergeSum)
 		if failed > 0 {
 			op.Errors = map[string]int64{"failed": failed}
 		}
@@ -112,9 +112,9 @@ func parsePgbench(o Output) (Result, error) {
 		return r, fmt.Errorf("pgbench's output: %w", err)
 	}
 	if len(tpss) > 0 {
-		r.add("progress_tps_min", slices.Min(tpss), results.BetterHigher, "tx/s")
-		r.add("progress_tps_median", median(tpss), results.BetterHigher, "tx/s")
-		r.add("progress_lat_max_ms", slices.Max(lats), results.BetterLower, "ms")
+		r.add("progress_tps_min", slices.Min(tpss), results.BetterHigher, "tx/s", "") // the parts' intervals are not aligned
+		r.add("progress_tps_median", median(tpss), results.BetterHigher, "tx/s", "")
+		r.add("progress_lat_max_ms", slices.Max(lats), results.BetterLower, "ms", results.MergeMax)
 	}
 	lat, err := pgbenchLog(o.Files)
 	if err != nil {
@@ -124,10 +124,10 @@ func parsePgbench(o Output) (Result, error) {
 		sort.Float64s(lat)
 		for _, p := range []float64{50, 90, 95, 99, 99.9} {
 			v := nearestRank(lat, p)
-			r.add("latency_"+percentileName(p)+"_ms", v, results.BetterLower, "ms")
+			r.add("latency_"+percentileName(p)+"_ms", v, results.BetterLower, "ms", results.MergeMax)
 			op.PercentilesMs[percentileKey(p)] = v
 		}
-		r.add("latency_max_ms", lat[len(lat)-1], results.BetterLower, "ms")
+		r.add("latency_max_ms", lat[len(lat)-1], results.BetterLower, "ms", results.MergeMax)
 		op.PercentilesMs["100"] = lat[len(lat)-1]
 	}
 	return r, nil

@@ -70,12 +70,12 @@ func parseWrk(o Output) (Result, error) {
 	}
 	var n numbers
 	rate := n.float("Requests/sec", m[1])
-	r.add("requests_per_s", rate, results.BetterHigher, "req/s")
+	r.add("requests_per_s", rate, results.BetterHigher, "req/s", results.MergeSum)
 	r.Throughput = rate
 	if m := wrkTransfer.FindSubmatch(o.Stdout); m != nil {
 		v := n.float("Transfer/sec", m[1])
 		scale := map[string]float64{"B": 1.0 / (1 << 20), "KB": 1.0 / 1024, "MB": 1, "GB": 1024, "TB": 1 << 20}[string(m[2])]
-		r.add("transfer_mb_per_s", v*scale, results.BetterHigher, "MiB/s")
+		r.add("transfer_mb_per_s", v*scale, results.BetterHigher, "MiB/s", results.MergeSum)
 	}
 	op := r.op("request")
 	if m := wrkCount.FindSubmatch(o.Stdout); m != nil {
@@ -83,16 +83,16 @@ func parseWrk(o Output) (Result, error) {
 	}
 	if m := wrkLatency.FindSubmatch(o.Stdout); m != nil {
 		op.MeanMs = n.wrkMs("Latency Avg", m[1], m[2])
-		r.add("latency_avg_ms", op.MeanMs, results.BetterLower, "ms")
-		r.add("latency_stdev_ms", n.wrkMs("Latency Stdev", m[3], m[4]), results.BetterLower, "ms")
+		r.add("latency_avg_ms", op.MeanMs, results.BetterLower, "ms", results.MergeMean)
+		r.add("latency_stdev_ms", n.wrkMs("Latency Stdev", m[3], m[4]), results.BetterLower, "ms", "") // a spread does not merge without the samples
 		maxMs := n.wrkMs("Latency Max", m[5], m[6])
-		r.add("latency_max_ms", maxMs, results.BetterLower, "ms")
+		r.add("latency_max_ms", maxMs, results.BetterLower, "ms", results.MergeMax)
 		op.PercentilesMs["100"] = maxMs
 	}
 	for _, m := range wrkDist.FindAllSubmatch(o.Stdout, -1) {
 		p := n.float("Latency Distribution percentile", m[1])
 		v := n.wrkMs("Latency Distribution "+string(m[1])+"%", m[2], m[3])
-		r.add("latency_"+percentileName(p)+"_ms", v, results.BetterLower, "ms")
+		r.add("latency_"+percentileName(p)+"_ms", v, results.BetterLower, "ms", results.MergeMax)
 		op.PercentilesMs[percentileKey(p)] = v
 	}
 	var errs int64
@@ -118,7 +118,7 @@ func parseWrk(o Output) (Result, error) {
 			errs += c
 		}
 	}
-	r.add("requests_errors", float64(errs), results.BetterLower, "")
+	r.add("requests_errors", float64(errs), results.BetterLower, "", results.MergeSum)
 	if err := n.err(); err != nil {
 		return r, fmt.Errorf("wrk's output: %w", err)
 	}
