@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 
 	"ctrperf/internal/engine"
@@ -98,86 +96,29 @@ func driveInstances(ctx context.Context, wl workload.Workload, env workload.Env,
 	return ms, errors.Join(errs...)
 }
 
-// additiveMetric says whether a workload metric adds up over instances
-// driven side by side: rates (…_per_s, iops, tps, qps) and counts. The
-// others are latencies (…_ms: the worst instance), elapsed_s (the slowest)
-// and figures of one process that do not add (mean over instances).
-func additiveMetric(name string) bool {
-	if strings.HasSuffix(name, "_per_s") {
-		return true
-	}
-	switch name {
-	case "iops", "read_iops", "write_iops", "tps", "qps", results.MetricSamples, "ignored_errors", "reconnects":
-		return true
-	}
-	return false
-}
-
 // InstanceMetric names instance k's (1-based) copy of a metric in a merged
 // measurement: instance_2_throughput_per_s.
 func InstanceMetric(k int, metric string) string {
 	return "instance_" + strconv.Itoa(k) + "_" + metric
 }
 
-// instanceFigures are the metrics each instance keeps in the merged
-// record, under InstanceMetric: its rate, its elapsed time and its tail.
-var instanceFigures = []string{results.MetricThroughput, results.MetricElapsed, results.MetricP99Ms}
-
-// mergeInstances adds N instances' measurements into the run's one:
-//   - operations of the same label merged (results.OperationMerger);
-//   - metrics: rates and counts summed (additiveMetric), latencies (_ms)
-//     the worst instance's, elapsed_s the slowest's, anything else the
-//     mean; then each instance's throughput, elapsed time and p99 under
-//     instance_<k>_<metric>, with their spread (instances_min/max_throughput);
-//   - load: rates, concurrency, late starts and generator CPU summed,
-//     lateness the worst;
-//   - tools the union; notes prefixed with their instance.
+// mergeInstances adds N instances' measurements into the run's one
+// (results.MergeSideBySide: each metric by its declared merge, each
+// instance's own server counted), then each instance's elapsed time under
+// instance_<k>_elapsed_s and the spread of their throughputs
+// (instances_min/max_throughput_per_s).
 func mergeInstances(ms []*results.Measurement) (*results.Measurement, error) {
 	if len(ms) == 1 {
 		return ms[0], nil
 	}
-	mm := newSideBySide("instance", func(ld *results.LoadStats) *results.LoadStats {
-		return &results.LoadStats{Mode: ld.Mode, CPUSet: ld.CPUSet, Protected: ld.Protected}
-	})
-	out := mm.out
-	metricN := map[string]int{}
-	for i, m := range ms {
-		if err := mm.add(i, len(ms), m); err != nil {
-			return nil, err
-		}
-		for name, v := range m.Metrics {
-			switch {
-			case additiveMetric(name):
-				out.Metrics[name] += v
-			case strings.HasSuffix(name, "_ms"), name == results.MetricElapsed:
-				if metricN[name] == 0 {
-					out.Metrics[name] = v
-				} else {
-					out.Metrics[name] = max(out.Metrics[name], v)
-				}
-			default:
-				out.Metrics[name] += v // divided into a mean below
-			}
-			metricN[name]++
-		}
-	}
-	for name, n := range metricN {
-		if !additiveMetric(name) && !strings.HasSuffix(name, "_ms") && name != results.MetricElapsed {
-			out.Metrics[name] /= float64(n)
-		}
-		if n != len(ms) {
-			out.Notes = append(out.Notes, fmt.Sprintf("metric %s was reported by %d of %d instances only", name, n, len(ms)))
-		}
-	}
-	if err := mm.operations(); err != nil {
+	out, err := results.MergeSideBySide(ms, results.SideBySide{Part: "instance", PartMetric: InstanceMetric, KeepPlacement: true})
+	if err != nil {
 		return nil, err
 	}
 	lo, hi := 0.0, 0.0
 	for i, m := range ms {
-		for _, name := range instanceFigures {
-			if v, ok := m.Metrics[name]; ok {
-				out.Metrics[InstanceMetric(i+1, name)] = v
-			}
+		if v, ok := m.Metrics[results.MetricElapsed]; ok {
+			out.Metrics[InstanceMetric(i+1, results.MetricElapsed)] = v
 		}
 		t := m.Metrics[results.MetricThroughput]
 		if i == 0 || t < lo {
@@ -190,6 +131,5 @@ func mergeInstances(ms []*results.Measurement) (*results.Measurement, error) {
 		out.Metrics["instances_max_throughput_per_s"] = hi
 	}
 	out.Metrics["instances"] = float64(len(ms))
-	slices.Sort(out.Notes)
 	return out, nil
 }

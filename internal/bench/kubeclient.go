@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
-
 	"ctrperf/internal/agent"
 	"ctrperf/internal/engine"
 	"ctrperf/internal/lifecycle"
@@ -356,149 +354,20 @@ func ClientPodMetric(k int, metric string) string {
 	return "client_pod_" + strconv.Itoa(k) + "_" + metric
 }
 
-// Metrics whose merged value is computed from the merged operations, not
-// from the pods' values.
-var latencyMetrics = map[string]float64{results.MetricP50Ms: 50, results.MetricP90Ms: 90, results.MetricP95Ms: 95,
-	results.MetricP99Ms: 99, results.MetricP999Ms: 99.9, results.MetricMaxMs: 100, results.MetricMinMs: 0, results.MetricMeanMs: -1}
-
 // mergeClientPods adds the measurements of generators that drove one
-// deployment side by side over one window into the run's one:
-//   - operations of the same label merged (results.OperationMerger):
-//     counts and errors summed, HdrHistograms added, so quantiles are
-//     those of every request of every pod;
-//   - latency metrics (p50_ms … max_ms, mean_ms) computed again from the
-//     merged histograms, never averaged (the worst pod's where no pod had
-//     histograms); error_rate from the merged counts;
-//   - elapsed_s the slowest pod's; server_* (the server's own counters,
-//     which every pod read over the same window) the largest reading;
-//   - every other metric (rates, counts) summed: the pods' loads add up;
-//   - per second: counts summed, the max the worst, percentiles left out
-//     (a second's percentiles do not merge without its histogram);
-//   - each pod's throughput and p99 (from its own histograms) under
-//     client_pod_<k>_<metric>.
+// deployment side by side over one window into the run's one
+// (results.MergeSideBySide): histograms added, so latencies are those of
+// every request of every pod, never averaged; error_rate weighted by the
+// pods' requests; counts and rates summed; the server's own counters,
+// which every pod read over the same window, the largest reading; each
+// pod's throughput and p99 under client_pod_<k>_<metric>.
 func mergeClientPods(ms []*results.Measurement) (*results.Measurement, error) {
-	mm := newSideBySide("client pod", func(ld *results.LoadStats) *results.LoadStats {
-		return &results.LoadStats{Mode: ld.Mode}
-	})
-	out := mm.out
-	latency := map[string]bool{}
-	for i, m := range ms {
-		if err := mm.add(i, len(ms), m); err != nil {
-			return nil, err
-		}
-		for name, v := range m.Metrics {
-			_, lat := latencyMetrics[name]
-			switch {
-			case lat:
-				if !latency[name] {
-					out.Metrics[name] = v
-				} else if name == results.MetricMinMs {
-					out.Metrics[name] = min(out.Metrics[name], v)
-				} else {
-					out.Metrics[name] = max(out.Metrics[name], v)
-				}
-				latency[name] = true
-			case name == results.MetricElapsed, strings.HasPrefix(name, "server_"), strings.HasSuffix(name, "_ms"):
-				out.Metrics[name] = max(out.Metrics[name], v)
-			case name == results.MetricErrorRate:
-				// from the merged counts below
-			default:
-				out.Metrics[name] += v
-			}
-		}
-		for j, s := range m.PerSecond {
-			if j >= len(out.PerSecond) {
-				out.PerSecond = append(out.PerSecond, results.Second{T: s.T})
-			}
-			o := &out.PerSecond[j]
-			o.Count += s.Count
-			o.Errors += s.Errors
-			o.MaxMs = max(o.MaxMs, s.MaxMs)
-		}
-	}
-	if err := mm.operations(); err != nil {
-		return nil, err
-	}
-	all, err := mergedHistogram(out.Operations)
+	out, err := results.MergeSideBySide(ms, results.SideBySide{Part: "client pod", PartMetric: ClientPodMetric, SharedTarget: true})
 	if err != nil {
 		return nil, err
 	}
-	if all != nil && all.TotalCount() > 0 {
-		for name := range latency {
-			out.Metrics[name] = histMetric(all, latencyMetrics[name])
-		}
-	} else if len(latency) > 0 {
-		out.Notes = append(out.Notes, "the pods reported latency figures without histograms: each is the worst pod's")
-	}
-	if _, had := firstMetric(ms, results.MetricErrorRate); had {
-		var n, e int64
-		for _, op := range out.Operations {
-			n += op.Count
-			e += op.ErrorCount()
-		}
-		if n > 0 {
-			out.Metrics[results.MetricErrorRate] = float64(e) / float64(n)
-		}
-	}
-	for i, m := range ms {
-		if v, ok := m.Metrics[results.MetricThroughput]; ok {
-			out.Metrics[ClientPodMetric(i+1, results.MetricThroughput)] = v
-		}
-		h, err := mergedHistogram(m.Operations)
-		if err != nil {
-			return nil, fmt.Errorf("client pod %d: %w", i+1, err)
-		}
-		if h != nil && h.TotalCount() > 0 {
-			out.Metrics[ClientPodMetric(i+1, results.MetricP99Ms)] = histMetric(h, 99)
-		}
-	}
 	out.Metrics["client_pods"] = float64(len(ms))
 	return out, nil
-}
-
-func firstMetric(ms []*results.Measurement, name string) (float64, bool) {
-	for _, m := range ms {
-		if v, ok := m.Metrics[name]; ok {
-			return v, true
-		}
-	}
-	return 0, false
-}
-
-// mergedHistogram is every operation's histogram added (nil: none has one).
-func mergedHistogram(ops map[string]*results.Operation) (*hdrhistogram.Histogram, error) {
-	all := results.NewHistogram()
-	found := false
-	for _, label := range slices.Sorted(maps.Keys(ops)) {
-		op := ops[label]
-		if op == nil || op.Histogram == "" {
-			continue
-		}
-		oh, err := results.DecodeHistogram(op.Histogram)
-		if err != nil {
-			return nil, fmt.Errorf("operation %s: %w", label, err)
-		}
-		all.Merge(oh)
-		found = true
-	}
-	if !found {
-		return nil, nil
-	}
-	return all, nil
-}
-
-// histMetric is a figure of a microsecond histogram in milliseconds: the
-// quantile q (0: the min, 100: the max, -1: the mean).
-func histMetric(h *hdrhistogram.Histogram, q float64) float64 {
-	switch q {
-	case -1:
-		return h.Mean() / 1000
-	case 0:
-		return float64(h.Min()) / 1000
-	case 100:
-		return float64(h.Max()) / 1000
-	}
-	return float64(h.ValueAtQuantile(q)) / 1000
 }
 
 // noteClientPods records where the pods ran, how the load was split, and

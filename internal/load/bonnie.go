@@ -166,8 +166,10 @@ func ParseBonnieCSV(r io.Reader, primary string) (*results.Measurement, error) {
 			return nil, fmt.Errorf("bonnie++ %s = %q: not a number", p.Column, rate)
 		}
 		m.Metrics[p.Metric()] = v
+		m.DeclareMerge(p.Metric(), results.MergeSum)
 		if c, err := strconv.ParseFloat(cpu, 64); err == nil {
 			m.Metrics[p.CPUMetric()] = c
+			m.DeclareMerge(p.CPUMetric(), results.MergeMean)
 		}
 		if lat != "" {
 			ms, err := bonnieLatencyMs(lat)
@@ -175,6 +177,7 @@ func ParseBonnieCSV(r io.Reader, primary string) (*results.Measurement, error) {
 				return nil, fmt.Errorf("bonnie++ %s_latency: %w", p.Column, err)
 			}
 			m.Metrics[p.LatencyMetric()] = ms
+			m.DeclareMerge(p.LatencyMetric(), results.MergeMax)
 		}
 	}
 	if len(tooFast) > 0 {

@@ -127,16 +127,12 @@ func fillFromHist(r *AggregateRow, h *hdrhistogram.Histogram) {
 	if h.TotalCount() == 0 {
 		return
 	}
-	ms := func(us int64) float64 { return float64(us) / 1000 }
 	r.HasLatency = true
-	r.MeanMs = h.Mean() / 1000
-	r.MedianMs = ms(h.ValueAtQuantile(50))
-	r.P90Ms = ms(h.ValueAtQuantile(90))
-	r.P99Ms = ms(h.ValueAtQuantile(99))
-	r.P95Ms = ms(h.ValueAtQuantile(95))
-	r.P999Ms = ms(h.ValueAtQuantile(99.9))
-	r.MinMs = ms(h.Min())
-	r.MaxMs = ms(h.Max())
+	for name, dst := range map[string]*float64{results.MetricMeanMs: &r.MeanMs, results.MetricP50Ms: &r.MedianMs,
+		results.MetricP90Ms: &r.P90Ms, results.MetricP95Ms: &r.P95Ms, results.MetricP99Ms: &r.P99Ms,
+		results.MetricP999Ms: &r.P999Ms, results.MetricMinMs: &r.MinMs, results.MetricMaxMs: &r.MaxMs} {
+		*dst, _ = results.HistogramFigure(h, name)
+	}
 }
 
 // WriteAggregateTable prints the per-label table (label, samples, mean,

@@ -330,8 +330,14 @@ func ParseSysbench(r io.Reader, label string) (*results.Measurement, error) {
 			section = strings.TrimSuffix(trimmed, ":")
 		}
 		if c := sbCountRate.FindStringSubmatch(line); c != nil {
-			n, _ := strconv.ParseInt(c[2], 10, 64)
-			rate, _ := strconv.ParseFloat(c[3], 64)
+			n, err := strconv.ParseInt(c[2], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("sysbench %s: count %q: %w", c[1], c[2], err)
+			}
+			rate, err := strconv.ParseFloat(c[3], 64)
+			if err != nil {
+				return nil, fmt.Errorf("sysbench %s: rate %q: %w", c[1], c[3], err)
+			}
 			switch c[1] {
 			case "transactions":
 				m.Metrics[results.MetricTransactions] = rate
@@ -355,7 +361,7 @@ func ParseSysbench(r io.Reader, label string) (*results.Measurement, error) {
 		key := strings.TrimSpace(kv[1])
 		val, err := strconv.ParseFloat(kv[2], 64)
 		if err != nil {
-			continue
+			return nil, fmt.Errorf("sysbench %s: %q: %w", key, kv[2], err)
 		}
 		switch {
 		case key == "events per second":
@@ -474,6 +480,26 @@ type stressRow struct {
 // "stress-ng: metrc: [17304] fork   4691   2.00   0.94   0.94   2345.24   2488.88"
 var stressMetricLine = regexp.MustCompile(`metrc: \[\d+\]\s+([a-z0-9-]+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
 
+// parseStressRow reads a stressMetricLine's fields: name, bogo ops, real
+// time, user and system time, bogo ops/s (real) and per CPU second.
+func parseStressRow(f []string) (stressRow, error) {
+	row := stressRow{name: f[1]}
+	var err error
+	if row.ops, err = strconv.ParseInt(f[2], 10, 64); err != nil {
+		return row, fmt.Errorf("bogo ops %q: %w", f[2], err)
+	}
+	for _, x := range []struct {
+		dst  *float64
+		what string
+		s    string
+	}{{&row.real, "real time", f[3]}, {&row.perS, "bogo ops/s", f[6]}, {&row.perU, "bogo ops/s (usr+sys)", f[7]}} {
+		if *x.dst, err = strconv.ParseFloat(x.s, 64); err != nil {
+			return row, fmt.Errorf("%s %q: %w", x.what, x.s, err)
+		}
+	}
+	return row, nil
+}
+
 // ParseStressNGLog parses the --metrics-brief table of the log.
 func ParseStressNGLog(r io.Reader) (*results.Measurement, error) {
 	var rows []stressRow
@@ -483,11 +509,11 @@ func ParseStressNGLog(r io.Reader) (*results.Measurement, error) {
 		if f == nil {
 			continue
 		}
-		ops, _ := strconv.ParseInt(f[2], 10, 64)
-		real, _ := strconv.ParseFloat(f[3], 64)
-		perS, _ := strconv.ParseFloat(f[6], 64)
-		perU, _ := strconv.ParseFloat(f[7], 64)
-		rows = append(rows, stressRow{f[1], ops, real, perS, perU})
+		row, err := parseStressRow(f)
+		if err != nil {
+			return nil, fmt.Errorf("parse stress-ng log: %q: %w", sc.Text(), err)
+		}
+		rows = append(rows, row)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("read stress-ng log: %w", err)
@@ -511,6 +537,8 @@ func stressMeasurement(rows []stressRow) *results.Measurement {
 		m.Operations[r.name] = &results.Operation{Count: r.ops}
 		m.Metrics[r.name+"_bogo_ops_per_s"] = r.perS
 		m.Metrics[r.name+"_bogo_ops_per_cpu_s"] = r.perU
+		m.DeclareMerge(r.name+"_bogo_ops_per_s", results.MergeSum)
+		m.DeclareMerge(r.name+"_bogo_ops_per_cpu_s", results.MergeMean)
 		total += r.perS
 		if r.real > m.DurationS {
 			m.DurationS = r.real

@@ -297,3 +297,42 @@ func keys[V any](m map[string]V) []string {
 	}
 	return k
 }
+
+// TestToolParsersRefuseFiguresThatDoNotParse: sysbench's and stress-ng's
+// figures that match their patterns but are no numbers are errors quoting
+// them, never 0 (issue 37 item 8).
+func TestToolParsersRefuseFiguresThatDoNotParse(t *testing.T) {
+	tests := []struct {
+		desc  string
+		parse func(string) (*results.Measurement, error)
+		in    string
+		want  string // "": parses
+	}{
+		{"sysbench, all numbers", sysbench, "    transactions:                        2281   (759.66 per sec.)\n", ""},
+		{"sysbench rate", sysbench, "    transactions:                        2281   (759.6.6 per sec.)\n", `"759.6.6"`},
+		{"sysbench count", sysbench, "    transactions:                        99999999999999999999   (759.66 per sec.)\n", `"99999999999999999999"`},
+		{"sysbench key value", sysbench, "    events per second:  1.2.3\n", `events per second: "1.2.3"`},
+		{"stress-ng, all numbers", stressLog, "stress-ng: metrc: [17304] fork   4691   2.00   0.94   0.94   2345.24   2488.88\n", ""},
+		{"stress-ng bogo ops/s", stressLog, "stress-ng: metrc: [17304] fork   4691   2.00   0.94   0.94   2345.2.4   2488.88\n", `bogo ops/s "2345.2.4"`},
+		{"stress-ng real time", stressLog, "stress-ng: metrc: [17304] fork   4691   2..00   0.94   0.94   2345.24   2488.88\n", `real time "2..00"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			_, err := tc.parse(tc.in)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("good output refused: %v", err)
+			case tc.want == "":
+			case err == nil:
+				t.Fatalf("no error; want one quoting %s", tc.want)
+			case !strings.Contains(err.Error(), tc.want):
+				t.Errorf("error %q does not quote %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func sysbench(s string) (*results.Measurement, error) {
+	return ParseSysbench(strings.NewReader(s), "event")
+}
+func stressLog(s string) (*results.Measurement, error) { return ParseStressNGLog(strings.NewReader(s)) }

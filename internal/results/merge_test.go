@@ -2,6 +2,7 @@ package results
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -127,5 +128,57 @@ func TestLoadStatsMerge(t *testing.T) {
 				t.Errorf("merged %+v, want %+v", l, tc.want)
 			}
 		})
+	}
+}
+
+// TestMergeSideBySide: each metric merges by its declared kind, never by
+// its name; a metric that declares none is left out of the merged figures
+// with a note and kept as each part's.
+func TestMergeSideBySide(t *testing.T) {
+	part := func(k int, m string) string { return "part_" + string(rune('0'+k)) + "_" + m }
+	a := &Measurement{DurationS: 10, Operations: map[string]*Operation{"get": {Count: 30}},
+		Metrics: map[string]float64{MetricThroughput: 3, MetricErrorRate: 0.3, MetricElapsed: 10, MetricP99Ms: 7,
+			"server_queue_full": 5, "made_up_per_s": 1, "wall_min_s": 2},
+		Declared: map[string]MetricInfo{"server_queue_full": {Merge: MergeTarget}}}
+	b := &Measurement{DurationS: 12, Operations: map[string]*Operation{"get": {Count: 10}},
+		Metrics: map[string]float64{MetricThroughput: 1, MetricErrorRate: 0.1, MetricElapsed: 12, MetricP99Ms: 9,
+			"server_queue_full": 6, "made_up_per_s": 2, "wall_min_s": 1},
+		Declared: map[string]MetricInfo{"server_queue_full": {Merge: MergeTarget}}}
+	tests := []struct {
+		desc   string
+		shared bool
+		want   map[string]float64
+	}{
+		{"one target each", false, map[string]float64{MetricThroughput: 4, MetricErrorRate: (0.3*30 + 0.1*10) / 40, MetricElapsed: 12,
+			MetricP99Ms: 9, "server_queue_full": 11, "wall_min_s": 1, part(1, "made_up_per_s"): 1, part(2, "made_up_per_s"): 2}},
+		{"one shared target", true, map[string]float64{MetricThroughput: 4, MetricErrorRate: (0.3*30 + 0.1*10) / 40, MetricElapsed: 12,
+			MetricP99Ms: 9, "server_queue_full": 6, "wall_min_s": 1, part(1, "made_up_per_s"): 1, part(2, "made_up_per_s"): 2}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			m, err := MergeSideBySide([]*Measurement{a, b}, SideBySide{Part: "part", PartMetric: part, SharedTarget: tc.shared})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, want := range tc.want {
+				if got, ok := m.Metrics[name]; !ok || math.Abs(got-want) > 1e-12 {
+					t.Errorf("%s = %v (%v), want %v", name, got, ok, want)
+				}
+			}
+			if _, ok := m.Metrics["made_up_per_s"]; ok {
+				t.Error("a metric of no declared merge was merged (by its name?)")
+			}
+			var noted, noHist bool
+			for _, n := range m.Notes {
+				noted = noted || strings.Contains(n, "made_up_per_s declares no merge")
+				noHist = noHist || strings.Contains(n, "p99_ms without histograms")
+			}
+			if !noted || !noHist {
+				t.Errorf("notes %q: want the undeclared metric and the latency without histograms named", m.Notes)
+			}
+		})
+	}
+	if _, err := MergeSideBySide([]*Measurement{a, nil}, SideBySide{Part: "part", PartMetric: part}); err == nil || !strings.Contains(err.Error(), "part 2 of 2") {
+		t.Errorf("a missing measurement: %v", err)
 	}
 }

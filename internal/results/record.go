@@ -161,6 +161,9 @@ type MetricInfo struct {
 	// Better is "higher" or "lower"; empty: neither (a spread, a count).
 	Better string `json:"better,omitempty"`
 	Unit   string `json:"unit,omitempty"`
+	// Merge is how the metric of parts measured side by side merges, for
+	// a name metricMerges does not know (see Merge).
+	Merge Merge `json:"merge,omitempty"`
 }
 
 // Senses of MetricInfo.Better.

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"time"
 
-	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
-
 	"ctrperf/internal/load"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
@@ -49,9 +47,6 @@ import (
 // attempts).
 var SLOFigures = []string{results.MetricP50Ms, results.MetricP90Ms, results.MetricP95Ms,
 	results.MetricP99Ms, results.MetricP999Ms, results.MetricErrorRate}
-
-var sloQuantile = map[string]float64{results.MetricP50Ms: 50, results.MetricP90Ms: 90, results.MetricP95Ms: 95,
-	results.MetricP99Ms: 99, results.MetricP999Ms: 99.9}
 
 // DefaultSLOErrorRate bounds the error rate of an SLO that names latencies
 // only: a rate at which requests fail fast must not pass a latency SLO.
@@ -236,25 +231,15 @@ func (s *Search) Figures(m *results.Measurement) (map[string]float64, error) {
 	}
 	out := map[string]float64{}
 	var count, errs int64
-	var merged *hdrhistogram.Histogram
-	for _, name := range slices.Sorted(maps.Keys(m.Operations)) {
-		op := m.Operations[name]
-		if op == nil {
-			continue
+	for _, op := range m.Operations {
+		if op != nil {
+			count += op.Count
+			errs += op.ErrorCount()
 		}
-		count += op.Count
-		errs += op.ErrorCount()
-		if op.Histogram == "" {
-			continue
-		}
-		h, err := results.DecodeHistogram(op.Histogram)
-		if err != nil {
-			return nil, fmt.Errorf("operation %s: %w", name, err)
-		}
-		if merged == nil {
-			merged = results.NewHistogram()
-		}
-		merged.Merge(h)
+	}
+	merged, err := results.MergedHistogram(m.Operations)
+	if err != nil {
+		return nil, err
 	}
 	if v, ok := m.Metrics[results.MetricThroughput]; ok {
 		out[results.MetricThroughput] = v
@@ -270,7 +255,7 @@ func (s *Search) Figures(m *results.Measurement) (map[string]float64, error) {
 		if merged == nil || merged.TotalCount() == 0 {
 			return out, fmt.Errorf("no latency recorded for %s", l.Figure)
 		}
-		out[l.Figure] = float64(merged.ValueAtQuantile(sloQuantile[l.Figure])) / 1000 // µs → ms
+		out[l.Figure], _ = results.HistogramFigure(merged, l.Figure)
 	}
 	return out, nil
 }

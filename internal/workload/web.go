@@ -456,6 +456,7 @@ func webWindow(ctx context.Context, env Env, addr string, ld WebLoad, started fu
 		}
 		for k, v := range after {
 			m.Metrics[k] = v - before[k]
+			m.DeclareMerge(k, results.MergeTarget)
 		}
 	}
 	return m, nil

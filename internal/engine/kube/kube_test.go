@@ -742,3 +742,36 @@ func TestOwnerMade(t *testing.T) {
 		}
 	}
 }
+
+// TestCleanLeavesUnparsableOwner: a namespace whose owner pid or start
+// time does not parse is not ctrperf's to remove (issue 37 item 8: the
+// start time became 0 and decided ownership), and clean says which
+// annotation and its text.
+func TestCleanLeavesUnparsableOwner(t *testing.T) {
+	mk := func(session string, owner map[string]string) *corev1.Namespace {
+		a := map[string]string{AnnotationRun: session, AnnotationHost: "lab", AnnotationPID: "20", AnnotationStartTime: "123"}
+		for k, v := range owner {
+			a[k] = v
+		}
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: NamespaceName(session), Labels: map[string]string{labels.Managed: "true"}, Annotations: a}}
+	}
+	f := newFake(t,
+		mk("web-0a1b2c", map[string]string{AnnotationPID: "20x"}),
+		mk("web-1a1b2c", map[string]string{AnnotationStartTime: "soon"}),
+		mk("web-2a1b2c", map[string]string{AnnotationStartTime: "-1"}),
+		mk("web-3a1b2c", nil))
+	var warn strings.Builder
+	removed, err := Clean(context.Background(), f.cs, CleanOptions{Keep: func(Namespace) bool { return false }, DryRun: true,
+		Self: Owner{Host: "lab", PID: 1}, Warn: &warn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 1 || !strings.Contains(removed[0], NamespaceName("web-3a1b2c")) {
+		t.Errorf("removed %v: want only the namespace whose owner parses", removed)
+	}
+	for _, want := range []string{`ctrperf.owner.pid="20x"`, `ctrperf.owner.start-time="soon"`, `ctrperf.owner.start-time="-1"`} {
+		if !strings.Contains(warn.String(), want) {
+			t.Errorf("warnings do not name %s:\n%s", want, warn.String())
+		}
+	}
+}

@@ -291,6 +291,9 @@ type Namespace struct {
 	Start     uint64
 	Command   string
 	Going     bool // terminating already
+	// OwnerErr is an owner annotation that does not parse (pid, start
+	// time): such a namespace is Forged, never one of pid 0.
+	OwnerErr error
 }
 
 // Whose is where a namespace's owner ran, seen from one machine.
@@ -314,6 +317,8 @@ const (
 // forgery says why n is not a namespace ctrperf made.
 func (n Namespace) forgery() string {
 	switch {
+	case n.OwnerErr != nil:
+		return n.OwnerErr.Error()
 	case n.Session == "":
 		return "no session annotation " + AnnotationRun
 	case n.Name != NamespaceName(n.Session):
@@ -326,7 +331,7 @@ func (n Namespace) forgery() string {
 // owner). Machines are told apart by machine id; a namespace without one
 // (made by an older ctrperf, or on a machine with none) by hostname.
 func (n Namespace) Whose(self Owner) Whose {
-	if n.Session == "" || n.Name != NamespaceName(n.Session) || n.Host == "" || n.PID <= 0 {
+	if n.OwnerErr != nil || n.Session == "" || n.Name != NamespaceName(n.Session) || n.Host == "" || n.PID <= 0 {
 		return Forged
 	}
 	same := n.Host == self.Host
@@ -362,11 +367,29 @@ func Namespaces(ctx context.Context, cs kubernetes.Interface) ([]Namespace, erro
 		if n.Session == "" {
 			n.Session = ns.Labels[labels.Run]
 		}
-		n.PID, _ = strconv.Atoi(a[AnnotationPID])
-		n.Start, _ = strconv.ParseUint(a[AnnotationStartTime], 10, 64)
+		n.PID, n.Start, n.OwnerErr = parseOwnerProcess(a)
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// parseOwnerProcess reads the owner's pid and start time from a
+// namespace's annotations. A pid that is absent is 0 (no owner); one that
+// is there and does not parse, or a start time that does not parse, is an
+// error with its text. An absent start time (a namespace of a ctrperf that
+// did not write one) is 0: no process's, so the pid alone never keeps it.
+func parseOwnerProcess(a map[string]string) (pid int, start uint64, err error) {
+	if v, ok := a[AnnotationPID]; ok {
+		if pid, err = strconv.Atoi(v); err != nil {
+			return 0, 0, fmt.Errorf("owner annotation %s=%q is not a pid", AnnotationPID, v)
+		}
+	}
+	if v, ok := a[AnnotationStartTime]; ok {
+		if start, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("owner annotation %s=%q is not a start time (clock ticks after boot)", AnnotationStartTime, v)
+		}
+	}
+	return pid, start, nil
 }
 
 // CleanOptions decide, namespace by namespace, what Clean removes.

@@ -70,7 +70,7 @@ func parseK6(o Output) (Result, error) {
 	}
 	for _, name := range []string{"http_reqs", "iterations"} {
 		if v, ok := num(doc.Metrics[name], "rate"); ok {
-			r.add(name+"_per_s", v, results.BetterHigher, "/s")
+			r.add(name+"_per_s", v, results.BetterHigher, "/s", results.MergeSum)
 		}
 	}
 	for _, name := range []string{"http_req_duration", "iteration_duration"} {
@@ -90,7 +90,7 @@ func parseK6(o Output) (Result, error) {
 			} else if !slices.Contains([]string{"avg", "min", "med", "max"}, key) {
 				continue
 			}
-			r.add(name+"_"+stat+"_ms", v, results.BetterLower, "ms")
+			r.add(name+"_"+stat+"_ms", v, results.BetterLower, "ms", toolLatencyMerge(key))
 		}
 	}
 	if m, ok := doc.Metrics["http_req_duration"]; ok {
@@ -124,10 +124,10 @@ func parseK6(o Output) (Result, error) {
 		r.Throughput = r.Figures["iterations_per_s"]
 	}
 	if v, ok := num(doc.Metrics["http_req_failed"], "value"); ok {
-		r.add("http_req_failed_rate", v, results.BetterLower, "")
+		r.add("http_req_failed_rate", v, results.BetterLower, "", results.MergeMean)
 	}
 	if v, ok := num(doc.Metrics["checks"], "value"); ok {
-		r.add("checks_rate", v, results.BetterHigher, "")
+		r.add("checks_rate", v, results.BetterHigher, "", results.MergeMean)
 	}
 	if len(r.Figures) == 0 {
 		return r, fmt.Errorf("%s has none of http_reqs, iterations, http_req_duration, iteration_duration, http_req_failed, checks", k6SummaryFile)

@@ -93,13 +93,13 @@ func parseMemtier(o Output) (Result, error) {
 		if typ == "Totals" {
 			name = "ops"
 			if v, ok := jsonFloat(st["Hits/sec"]); ok {
-				r.add("hits_per_s", v, "", "/s")
+				r.add("hits_per_s", v, "", "/s", results.MergeSum)
 			}
 			if v, ok := jsonFloat(st["Misses/sec"]); ok {
-				r.add("misses_per_s", v, "", "/s")
+				r.add("misses_per_s", v, "", "/s", results.MergeSum)
 			}
 		}
-		r.add(name+"_per_s", ops, results.BetterHigher, "ops/s")
+		r.add(name+"_per_s", ops, results.BetterHigher, "ops/s", results.MergeSum)
 		var op *results.Operation
 		if typ != "Totals" {
 			op = r.op(typ)
@@ -110,7 +110,7 @@ func parseMemtier(o Output) (Result, error) {
 			lat, ok = v, true
 		}
 		if ok {
-			r.add(name+"_latency_ms", lat, results.BetterLower, "ms")
+			r.add(name+"_latency_ms", lat, results.BetterLower, "ms", results.MergeMean)
 			if op != nil {
 				op.MeanMs = lat
 			}
@@ -126,7 +126,7 @@ func parseMemtier(o Output) (Result, error) {
 			if err != nil {
 				continue
 			}
-			r.add(name+"_"+percentileName(p)+"_ms", f, results.BetterLower, "ms")
+			r.add(name+"_"+percentileName(p)+"_ms", f, results.BetterLower, "ms", results.MergeMax)
 			if op != nil {
 				op.PercentilesMs[percentileKey(p)] = f
 			}
@@ -148,7 +148,7 @@ func parseMemtier(o Output) (Result, error) {
 				ms, ok1 := jsonFloat(bm["<=msec"])
 				pct, ok2 := jsonFloat(bm["percent"])
 				if ok1 && ok2 && pct >= p {
-					r.add(name+"_"+percentileName(p)+"_ms", ms, results.BetterLower, "ms")
+					r.add(name+"_"+percentileName(p)+"_ms", ms, results.BetterLower, "ms", results.MergeMax)
 					if op := r.Operations[h.typ]; op != nil {
 						op.PercentilesMs[percentileKey(p)] = ms
 					}

@@ -14,10 +14,12 @@
 package parsers
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"ctrperf/internal/results"
@@ -52,9 +54,10 @@ type Result struct {
 	Operations map[string]*results.Operation
 }
 
-// add records a figure with its direction and unit; a NaN or infinite
-// value is an error of the parser's input, not a figure.
-func (r *Result) add(name string, v float64, better, unit string) {
+// add records a figure with its direction, unit and how it merges over
+// generators side by side (results.Merge; "" where it does not: a spread);
+// a NaN or infinite value is an error of the parser's input, not a figure.
+func (r *Result) add(name string, v float64, better, unit string, merge results.Merge) {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return
 	}
@@ -63,7 +66,21 @@ func (r *Result) add(name string, v float64, better, unit string) {
 		r.Declared = map[string]results.MetricInfo{}
 	}
 	r.Figures[name] = v
-	r.Declared[name] = results.MetricInfo{Better: better, Unit: unit}
+	r.Declared[name] = results.MetricInfo{Better: better, Unit: unit, Merge: merge}
+}
+
+// toolLatencyMerge is how a tool's latency statistic (avg, min, a
+// percentile, max) of one generator merges with another's when the tool
+// gives no histogram: the mean weighted by requests, the smallest, else
+// the worst.
+func toolLatencyMerge(stat string) results.Merge {
+	switch stat {
+	case "avg":
+		return results.MergeMean
+	case "min":
+		return results.MergeMin
+	}
+	return results.MergeMax
 }
 
 // op returns the operation named name, made on first use.
@@ -177,3 +194,27 @@ func tail(b []byte) string {
 	}
 	return s
 }
+
+// numbers reads a tool's figures from the text its patterns matched: a
+// figure that does not parse is an error naming it and its text, never 0
+// (`[0-9.]+` matches "1.2.3").
+type numbers struct{ errs []error }
+
+func (n *numbers) float(what string, b []byte) float64 {
+	v, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		n.errs = append(n.errs, fmt.Errorf("%s %q is not a number", what, b))
+	}
+	return v
+}
+
+func (n *numbers) int(what string, b []byte) int64 {
+	v, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		n.errs = append(n.errs, fmt.Errorf("%s %q is not a whole number", what, b))
+	}
+	return v
+}
+
+// err is every figure that did not parse, nil when all did.
+func (n *numbers) err() error { return errors.Join(n.errs...) }

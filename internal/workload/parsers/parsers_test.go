@@ -1,6 +1,7 @@
 package parsers
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -223,5 +224,74 @@ func TestOpName(t *testing.T) {
 		if got := opName(in); got != want {
 			t.Errorf("opName(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestParsersRefuseFiguresThatDoNotParse: a figure that matches a tool's
+// pattern but is no number ("1.2.3") is an error quoting it, never 0
+// (issue 37 item 8).
+func TestParsersRefuseFiguresThatDoNotParse(t *testing.T) {
+	wrk := "Running 2s test @ http://127.0.0.1:8080/\n  Thread Stats   Avg      Stdev     Max   +/- Stdev\n    Latency     3.72ms    2.12ms  14.74ms   71.44%%\n  Latency Distribution\n     50%%    %s\n  %s requests in 2.01s, 2.53MB read\nRequests/sec:   %s\nTransfer/sec:      1.26MB\n"
+	pg := "number of transactions actually processed: %s\nnumber of failed transactions: 0 (0.000%%)\nlatency average = %s ms\ntps = %s (without initial connection time)\n"
+	tests := []struct {
+		desc, parser string
+		out          string
+		want         string // "": parses
+	}{
+		{"wrk, all numbers", "wrk", fmt.Sprintf(wrk, "3.34ms", "2181", "1087.66"), ""},
+		{"wrk rate", "wrk", fmt.Sprintf(wrk, "3.34ms", "2181", "1.0.87"), `Requests/sec "1.0.87"`},
+		{"wrk percentile", "wrk", fmt.Sprintf(wrk, "3.3.4ms", "2181", "1087.66"), `"3.3.4"`},
+		{"wrk count", "wrk", fmt.Sprintf(wrk, "3.34ms", "99999999999999999999", "1087.66"), `requests "99999999999999999999"`},
+		{"pgbench, all numbers", "pgbench", fmt.Sprintf(pg, "47689", "0.248", "16144.49"), ""},
+		{"pgbench tps", "pgbench", fmt.Sprintf(pg, "47689", "0.248", "16.144.49"), `tps "16.144.49"`},
+		{"pgbench latency", "pgbench", fmt.Sprintf(pg, "47689", "0..248", "16144.49"), `latency average "0..248"`},
+		{"pgbench count", "pgbench", fmt.Sprintf(pg, "99999999999999999999", "0.248", "16144.49"), `processed "99999999999999999999"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			p, _ := Get(tc.parser)
+			_, err := p.Parse(Output{Stdout: []byte(tc.out)})
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("good output refused: %v", err)
+			case tc.want == "":
+			case err == nil:
+				t.Fatalf("no error; want one naming %s", tc.want)
+			case !strings.Contains(err.Error(), tc.want):
+				t.Errorf("error %q does not name %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestParsersDeclareMerges: the figures a parser reports say how they
+// merge over generators side by side (issue 37 item 2): rates add up, a
+// mean is weighted, a tool's percentile without histogram is the worst,
+// a spread declares none (it is kept per generator).
+func TestParsersDeclareMerges(t *testing.T) {
+	tests := []struct {
+		parser string
+		out    Output
+		want   map[string]results.Merge
+	}{
+		{"wrk", Output{Stdout: fixture(t, "wrk-latency.txt")}, map[string]results.Merge{"requests_per_s": results.MergeSum,
+			"latency_avg_ms": results.MergeMean, "latency_p99_ms": results.MergeMax, "latency_stdev_ms": ""}},
+		{"redis-benchmark", Output{Stdout: fixture(t, "redis-setget.csv")}, map[string]results.Merge{"set_per_s": results.MergeSum,
+			"set_min_ms": results.MergeMin, "set_p99_ms": results.MergeMax, "set_avg_ms": results.MergeMean}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.parser, func(t *testing.T) {
+			p, _ := Get(tc.parser)
+			r, err := p.Parse(tc.out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, want := range tc.want {
+				info, ok := r.Declared[name]
+				if !ok || info.Merge != want {
+					t.Errorf("%s: merge %q (declared %v), want %q", name, info.Merge, ok, want)
+				}
+			}
+		})
 	}
 }

@@ -65,12 +65,10 @@ var (
 
 func parsePgbench(o Output) (Result, error) {
 	var r Result
+	var n numbers
 	tps, found := 0.0, ""
 	for _, m := range pgTPS.FindAllSubmatch(o.Stdout, -1) {
-		v, err := strconv.ParseFloat(string(m[1]), 64)
-		if err != nil {
-			continue
-		}
+		v := n.float("tps", m[1])
 		// The figure without the connection time wins; an old pgbench
 		// printing only the one including it still gives a figure.
 		if found == "" || !strings.HasPrefix(string(m[2]), "including") {
@@ -80,43 +78,43 @@ func parsePgbench(o Output) (Result, error) {
 	if found == "" {
 		return r, fmt.Errorf("no \"tps = …\" line in pgbench's output (did it run to the end?); stdout ends: %s; stderr ends: %s", tail(o.Stdout), tail(o.Stderr))
 	}
-	r.add("tps", tps, results.BetterHigher, "tx/s")
+	r.add("tps", tps, results.BetterHigher, "tx/s", results.MergeSum)
 	r.Throughput = tps
 	op := r.op("transaction")
 	for _, m := range pgLine.FindAllSubmatch(o.Stdout, -1) {
-		v, _ := strconv.ParseFloat(string(m[2]), 64)
+		v := n.float(string(m[1]), m[2])
 		switch string(m[1]) {
 		case "latency average":
-			r.add("latency_avg_ms", v, results.BetterLower, "ms")
+			r.add("latency_avg_ms", v, results.BetterLower, "ms", results.MergeMean)
 			op.MeanMs = v
 		case "latency stddev":
-			r.add("latency_stddev_ms", v, results.BetterLower, "ms")
+			r.add("latency_stddev_ms", v, results.BetterLower, "ms", "") // a spread does not merge without the samples
 		case "initial connection time":
-			r.add("connection_ms", v, results.BetterLower, "ms")
+			r.add("connection_ms", v, results.BetterLower, "ms", results.MergeMax)
 		}
 	}
 	if m := pgDone.FindSubmatch(o.Stdout); m != nil {
-		op.Count, _ = strconv.ParseInt(string(m[1]), 10, 64)
+		op.Count = n.int("number of transactions actually processed", m[1])
 	}
 	if m := pgFailed.FindSubmatch(o.Stdout); m != nil {
-		n, _ := strconv.ParseFloat(string(m[1]), 64)
-		r.add("transactions_failed", n, results.BetterLower, "")
-		if n > 0 {
-			op.Errors = map[string]int64{"failed": int64(n)}
+		failed := n.int("number of failed transactions", m[1])
+		r.add("transactions_failed", float64(failed), results.BetterLower, "", results.MergeSum)
+		if failed > 0 {
+			op.Errors = map[string]int64{"failed": failed}
 		}
 	}
 	var tpss, lats []float64
 	for _, m := range pgProgress.FindAllSubmatch(o.Stderr, -1) {
-		t, err1 := strconv.ParseFloat(string(m[1]), 64)
-		l, err2 := strconv.ParseFloat(string(m[2]), 64)
-		if err1 == nil && err2 == nil {
-			tpss, lats = append(tpss, t), append(lats, l)
-		}
+		tpss = append(tpss, n.float("progress tps", m[1]))
+		lats = append(lats, n.float("progress lat", m[2]))
+	}
+	if err := n.err(); err != nil {
+		return r, fmt.Errorf("pgbench's output: %w", err)
 	}
 	if len(tpss) > 0 {
-		r.add("progress_tps_min", slices.Min(tpss), results.BetterHigher, "tx/s")
-		r.add("progress_tps_median", median(tpss), results.BetterHigher, "tx/s")
-		r.add("progress_lat_max_ms", slices.Max(lats), results.BetterLower, "ms")
+		r.add("progress_tps_min", slices.Min(tpss), results.BetterHigher, "tx/s", "") // the parts' intervals are not aligned
+		r.add("progress_tps_median", median(tpss), results.BetterHigher, "tx/s", "")
+		r.add("progress_lat_max_ms", slices.Max(lats), results.BetterLower, "ms", results.MergeMax)
 	}
 	lat, err := pgbenchLog(o.Files)
 	if err != nil {
@@ -126,10 +124,10 @@ func parsePgbench(o Output) (Result, error) {
 		sort.Float64s(lat)
 		for _, p := range []float64{50, 90, 95, 99, 99.9} {
 			v := nearestRank(lat, p)
-			r.add("latency_"+percentileName(p)+"_ms", v, results.BetterLower, "ms")
+			r.add("latency_"+percentileName(p)+"_ms", v, results.BetterLower, "ms", results.MergeMax)
 			op.PercentilesMs[percentileKey(p)] = v
 		}
-		r.add("latency_max_ms", lat[len(lat)-1], results.BetterLower, "ms")
+		r.add("latency_max_ms", lat[len(lat)-1], results.BetterLower, "ms", results.MergeMax)
 		op.PercentilesMs["100"] = lat[len(lat)-1]
 	}
 	return r, nil

@@ -70,7 +70,7 @@ func parseRedisBenchmark(o Output) (Result, error) {
 		if _, dup := r.Operations[rec[0]]; dup {
 			return r, fmt.Errorf("test %q appears twice", rec[0])
 		}
-		r.add(name+"_per_s", rps, results.BetterHigher, "req/s")
+		r.add(name+"_per_s", rps, results.BetterHigher, "req/s", results.MergeSum)
 		op := r.op(rec[0])
 		for i := 2; i < len(rec) && i < len(header); i++ {
 			v, err := strconv.ParseFloat(strings.TrimSpace(rec[i]), 64)
@@ -78,12 +78,12 @@ func parseRedisBenchmark(o Output) (Result, error) {
 				return r, fmt.Errorf("test %q: column %s is %q, not a number", rec[0], header[i], rec[i])
 			}
 			if header[i] == "avg_latency_ms" {
-				r.add(name+"_avg_ms", v, results.BetterLower, "ms")
+				r.add(name+"_avg_ms", v, results.BetterLower, "ms", results.MergeMean)
 				op.MeanMs = v
 				continue
 			}
 			if c, ok := redisColumns[header[i]]; ok {
-				r.add(name+"_"+c.suffix+"_ms", v, results.BetterLower, "ms")
+				r.add(name+"_"+c.suffix+"_ms", v, results.BetterLower, "ms", toolLatencyMerge(c.suffix))
 				op.PercentilesMs[percentileKey(c.percentile)] = v
 			}
 		}

@@ -3,7 +3,6 @@ package parsers
 import (
 	"fmt"
 	"regexp"
-	"strconv"
 
 	"ctrperf/internal/results"
 )
@@ -48,8 +47,8 @@ var (
 )
 
 // wrkMs converts a wrk time (value and unit) to milliseconds.
-func wrkMs(v, unit []byte) float64 {
-	f, _ := strconv.ParseFloat(string(v), 64)
+func (n *numbers) wrkMs(what string, v, unit []byte) float64 {
+	f := n.float(what, v)
 	switch string(unit) {
 	case "us":
 		return f / 1000
@@ -69,57 +68,59 @@ func parseWrk(o Output) (Result, error) {
 	if m == nil {
 		return r, fmt.Errorf("no \"Requests/sec:\" line in wrk's output; it ends: %s", tail(o.Stdout))
 	}
-	rate, _ := strconv.ParseFloat(string(m[1]), 64)
-	r.add("requests_per_s", rate, results.BetterHigher, "req/s")
+	var n numbers
+	rate := n.float("Requests/sec", m[1])
+	r.add("requests_per_s", rate, results.BetterHigher, "req/s", results.MergeSum)
 	r.Throughput = rate
 	if m := wrkTransfer.FindSubmatch(o.Stdout); m != nil {
-		v, _ := strconv.ParseFloat(string(m[1]), 64)
+		v := n.float("Transfer/sec", m[1])
 		scale := map[string]float64{"B": 1.0 / (1 << 20), "KB": 1.0 / 1024, "MB": 1, "GB": 1024, "TB": 1 << 20}[string(m[2])]
-		r.add("transfer_mb_per_s", v*scale, results.BetterHigher, "MiB/s")
+		r.add("transfer_mb_per_s", v*scale, results.BetterHigher, "MiB/s", results.MergeSum)
 	}
 	op := r.op("request")
 	if m := wrkCount.FindSubmatch(o.Stdout); m != nil {
-		op.Count, _ = strconv.ParseInt(string(m[1]), 10, 64)
+		op.Count = n.int("requests", m[1])
 	}
 	if m := wrkLatency.FindSubmatch(o.Stdout); m != nil {
-		op.MeanMs = wrkMs(m[1], m[2])
-		r.add("latency_avg_ms", op.MeanMs, results.BetterLower, "ms")
-		r.add("latency_stdev_ms", wrkMs(m[3], m[4]), results.BetterLower, "ms")
-		r.add("latency_max_ms", wrkMs(m[5], m[6]), results.BetterLower, "ms")
-		op.PercentilesMs["100"] = wrkMs(m[5], m[6])
+		op.MeanMs = n.wrkMs("Latency Avg", m[1], m[2])
+		r.add("latency_avg_ms", op.MeanMs, results.BetterLower, "ms", results.MergeMean)
+		r.add("latency_stdev_ms", n.wrkMs("Latency Stdev", m[3], m[4]), results.BetterLower, "ms", "") // a spread does not merge without the samples
+		maxMs := n.wrkMs("Latency Max", m[5], m[6])
+		r.add("latency_max_ms", maxMs, results.BetterLower, "ms", results.MergeMax)
+		op.PercentilesMs["100"] = maxMs
 	}
 	for _, m := range wrkDist.FindAllSubmatch(o.Stdout, -1) {
-		p, err := strconv.ParseFloat(string(m[1]), 64)
-		if err != nil {
-			continue
-		}
-		v := wrkMs(m[2], m[3])
-		r.add("latency_"+percentileName(p)+"_ms", v, results.BetterLower, "ms")
+		p := n.float("Latency Distribution percentile", m[1])
+		v := n.wrkMs("Latency Distribution "+string(m[1])+"%", m[2], m[3])
+		r.add("latency_"+percentileName(p)+"_ms", v, results.BetterLower, "ms", results.MergeMax)
 		op.PercentilesMs[percentileKey(p)] = v
 	}
 	var errs int64
 	if m := wrkSocket.FindSubmatch(o.Stdout); m != nil {
 		for i, kind := range []string{"connect", "read", "write", "timeout"} {
-			n, _ := strconv.ParseInt(string(m[i+1]), 10, 64)
-			if n > 0 {
+			c := n.int("Socket errors "+kind, m[i+1])
+			if c > 0 {
 				if op.Errors == nil {
 					op.Errors = map[string]int64{}
 				}
-				op.Errors[kind] = n
-				errs += n
+				op.Errors[kind] = c
+				errs += c
 			}
 		}
 	}
 	if m := wrkNon2xx.FindSubmatch(o.Stdout); m != nil {
-		n, _ := strconv.ParseInt(string(m[1]), 10, 64)
-		if n > 0 {
+		c := n.int("Non-2xx or 3xx responses", m[1])
+		if c > 0 {
 			if op.Errors == nil {
 				op.Errors = map[string]int64{}
 			}
-			op.Errors["non_2xx_3xx"] = n
-			errs += n
+			op.Errors["non_2xx_3xx"] = c
+			errs += c
 		}
 	}
-	r.add("requests_errors", float64(errs), results.BetterLower, "")
+	r.add("requests_errors", float64(errs), results.BetterLower, "", results.MergeSum)
+	if err := n.err(); err != nil {
+		return r, fmt.Errorf("wrk's output: %w", err)
+	}
 	return r, nil
 }
