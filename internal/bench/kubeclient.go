@@ -204,7 +204,7 @@ func (d *clientPods) start(ctx context.Context, na engine.NodeAgents, pods []*cl
 			}
 			mu.Lock()
 			p.client = c
-			p.offset = time.Duration(c.Clock.OffsetMs * float64(time.Millisecond))
+			p.offset = c.Clock.Offset()
 			mu.Unlock()
 		}()
 	}

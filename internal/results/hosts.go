@@ -78,7 +78,12 @@ type ClockOffset struct {
 // Local is a time stamp of the host's clock (Unix nanoseconds) on this
 // machine's clock.
 func (c ClockOffset) Local(hostUnixNano int64) time.Time {
-	return time.Unix(0, hostUnixNano).Add(-time.Duration(c.OffsetMs * float64(time.Millisecond)))
+	return time.Unix(0, hostUnixNano).Add(-c.Offset())
+}
+
+// Offset is the host's clock minus this machine's.
+func (c ClockOffset) Offset() time.Duration {
+	return time.Duration(c.OffsetMs * float64(time.Millisecond))
 }
 
 // SameKernel reports whether hosts holds two or more hosts that share one
