@@ -321,6 +321,8 @@ type runner struct {
 	// hosts are the agent sessions to the plan's hosts (hosts.go), nil
 	// until a configuration needs one.
 	hosts *hostSet
+	// sites are where each configuration runs (site.go), by name.
+	sites map[string]site
 }
 
 func (r *runner) warnSamplers(rec *results.RunRecord) {

@@ -25,7 +25,7 @@ import (
 
 // A plan's hosts: the system under test deployed on the SUT host's engine
 // through its agent (hostEngine), sampled there (hostObserver), the load
-// generator run on the load host through its agent (hostDriver). Each host
+// generator run on the load host through its agent (loadHost). Each host
 // has one agent session, shared by the runs; a session that dropped fails
 // the run in progress (its engine no longer answers) and is dialled again
 // for the next run and for the teardown, which finds the run by its id
@@ -57,8 +57,8 @@ func newHostSet(r *runner) *hostSet {
 	}
 	s := &hostSet{opt: o, dial: dial, hosts: map[string]*remote.Host{}, paths: map[string]*netPath{}, engines: map[*remote.Host]map[string]*remote.Engine{},
 		infos: map[string]*results.HostInfo{}}
-	if e, ok := r.opt.Engines.(*Engines); ok {
-		s.images = localImages{e}
+	if p, ok := r.opt.Engines.(imageProvider); ok {
+		s.images = p.hostImages()
 	}
 	return s
 }
@@ -165,23 +165,42 @@ func unreachableHost(err error) bool {
 	return false
 }
 
-// engineOf is the engine a configuration deploys on: this machine's
-// (Engines), or the SUT host's through its agent.
-func (r *runner) engineOf(ctx context.Context, cfg *plan.Configuration) (engine.Engine, engine.Info, error) {
+// remoteHosts is the site of a configuration with hosts: the system under
+// test on the SUT host's engine through its agent (hostEngine), sampled
+// there (hostObserver), the load generated here or by the load host's
+// agent: a remote driver of one generator (fanOut).
+type remoteHosts struct {
+	r   *runner
+	cfg *plan.Configuration
+
+	mu  sync.Mutex
+	eng *hostEngine // the SUT's engine once open succeeded
+}
+
+// set is the runner's sessions to the plan's hosts, made on first use.
+func (s *remoteHosts) set() *hostSet {
+	s.r.mu.Lock()
+	defer s.r.mu.Unlock()
+	if s.r.hosts == nil {
+		s.r.hosts = newHostSet(s.r)
+	}
+	return s.r.hosts
+}
+
+func (s *remoteHosts) open(ctx context.Context) (engine.Engine, engine.Info, error) {
+	cfg := s.cfg
 	hs := cfg.Hosts
 	if hs.SUT.Local() {
 		if !hs.Load.Local() {
-			return nil, engine.Info{}, runtimeUnavailable(fmt.Sprintf("hosts: load on %s with the system under test on this machine is not supported: the load host could not reach services that listen on this machine's loopback; put the system under test on a host too (hosts: {sut: …})", hs.Load.Raw))
+			return nil, engine.Info{}, siteUnavailable("hosts: load on %s with the system under test on this machine is not supported: the load host could not reach services that listen on this machine's loopback; put the system under test on a host too (hosts: {sut: …})", hs.Load.Raw)
 		}
-		return r.opt.Engines.Engine(ctx, cfg.Runtime, cfg.Engine)
+		return s.r.opt.Engines.Engine(ctx, cfg.Runtime, cfg.Engine)
 	}
 	if cfg.Isolate.On() || cfg.Filesystem.On() {
-		return nil, engine.Info{}, runtimeUnavailable(fmt.Sprintf("SUT host %s: the isolate controller and data filesystems run on this machine only so far", hs.SUT.Raw))
+		return nil, engine.Info{}, siteUnavailable("SUT host %s: the isolate controller and data filesystems run on this machine only so far", hs.SUT.Raw)
 	}
-	if r.hosts == nil {
-		r.hosts = newHostSet(r)
-	}
-	he := &hostEngine{set: r.hosts, dest: hs.SUT, ref: agent.EngineRef{Runtime: cfg.Runtime, Engine: cfg.Engine}}
+	set := s.set()
+	he := &hostEngine{set: set, dest: hs.SUT, ref: agent.EngineRef{Runtime: cfg.Runtime, Engine: cfg.Engine}}
 	if hs.Load.Raw != hs.SUT.Raw {
 		// The load host dials the SUT as a client on another machine
 		// would (path.go): no process of ctrperf's in between.
@@ -190,16 +209,16 @@ func (r *runner) engineOf(ctx context.Context, cfg *plan.Configuration) (engine.
 	eng, h, err := he.get(ctx)
 	if err != nil {
 		if unreachableHost(err) {
-			return nil, engine.Info{}, runtimeUnavailable(fmt.Sprintf("SUT host %s: %v", hs.SUT.Raw, err))
+			return nil, engine.Info{}, siteUnavailable("SUT host %s: %v", hs.SUT.Raw, err)
 		}
 		return nil, engine.Info{}, fmt.Errorf("SUT host %s: %w", hs.SUT.Raw, err)
 	}
 	if !hs.Load.Local() && hs.Load.Raw != hs.SUT.Raw {
 		// The load host too, before anything is deployed: a host that
 		// cannot be reached costs no deployment.
-		if _, err := r.hosts.host(ctx, hs.Load, results.RoleLoad); err != nil {
+		if _, err := set.host(ctx, hs.Load, results.RoleLoad); err != nil {
 			if unreachableHost(err) {
-				return nil, engine.Info{}, runtimeUnavailable(fmt.Sprintf("load host %s: %v", hs.Load.Raw, err))
+				return nil, engine.Info{}, siteUnavailable("load host %s: %v", hs.Load.Raw, err)
 			}
 			return nil, engine.Info{}, fmt.Errorf("load host %s: %w", hs.Load.Raw, err)
 		}
@@ -208,13 +227,16 @@ func (r *runner) engineOf(ctx context.Context, cfg *plan.Configuration) (engine.
 	if err != nil {
 		// No Docker there: the host's docker configurations are not_run,
 		// its host ones run.
-		return nil, engine.Info{}, runtimeUnavailable(fmt.Sprintf("%s configurations on SUT host %s (%s): %v", cfg.Runtime, hs.SUT.Raw, h.Hello.Facts.Hostname, err))
+		return nil, engine.Info{}, siteUnavailable("%s configurations on SUT host %s (%s): %v", cfg.Runtime, hs.SUT.Raw, h.Hello.Facts.Hostname, err)
 	}
 	if info.Name == "" || info.Name == "default" {
 		info.Name = "default@" + hs.SUT.Raw
 	} else if info.Runtime == string(engine.RuntimeHost) {
 		info.Name = "host@" + hs.SUT.Raw
 	}
+	s.mu.Lock()
+	s.eng = he
+	s.mu.Unlock()
 	return he, info, nil
 }
 
@@ -290,16 +312,13 @@ func (e *hostEngine) Teardown(ctx context.Context, t *engine.Target) error {
 
 func (e *hostEngine) Close(context.Context) error { return nil }
 
-// observerOf samples where the system under test runs: this machine, or
-// the SUT host through its agent.
-func (r *runner) observerOf(cfg *plan.Configuration, t *engine.Target) Observer {
-	if o := r.nodeObserverOf(t); o != nil { // a cluster's nodes (kubeagents.go)
-		return o
+// observer samples where the system under test runs: the SUT host,
+// through its agent, or this machine.
+func (s *remoteHosts) observer(_ engine.Engine, t *engine.Target) Observer {
+	if s.cfg.Hosts.SUT.Local() {
+		return s.r.opt.Observers(t)
 	}
-	if cfg.Hosts.SUT.Local() || r.hosts == nil {
-		return r.opt.Observers(t)
-	}
-	return &hostObserver{set: r.hosts, dest: cfg.Hosts.SUT, key: t.RunID, t: t, created: time.Now()}
+	return &hostObserver{set: s.set(), dest: s.cfg.Hosts.SUT, key: t.RunID, t: t, created: time.Now()}
 }
 
 // hostObserver runs the samplers on the SUT host, their times counted
@@ -330,66 +349,59 @@ func (o *hostObserver) Stop() *results.Series {
 	return o.o.Stop()
 }
 
-// driverOf is the workload as the run drives it: here, or from the load
-// host through its agent.
-func (r *runner) driverOf(cfg *plan.Configuration, rn *run) workload.Workload {
-	if cfg.Hosts.Load.Local() {
-		return r.kubeClients(cfg, rn, r.wl) // generator pods with kubernetes.client: pod (kubeclient.go)
+// driver is the workload as the run drives it: here, or from the load
+// host's agent, a remote driver of one generator, its latencies and
+// durations measured there, on its monotonic clock; the measurement
+// comes back with its histograms.
+func (s *remoteHosts) driver(rn *run) workload.Workload {
+	if s.cfg.Hosts.Load.Local() {
+		return s.r.wl
 	}
-	if r.hosts == nil {
-		r.hosts = newHostSet(r)
-	}
-	return hostDriver{Workload: r.wl, set: r.hosts, dest: cfg.Hosts.Load, cfg: cfg, rn: rn}
+	return &fanOut{Workload: s.r.wl, cfg: s.cfg, runID: rn.id, n: 1, gens: &loadHost{site: s, dest: s.cfg.Hosts.Load}}
 }
 
-// hostDriver runs the workload's driver on the load host: its latencies
-// and durations are measured there, on its monotonic clock; the
-// measurement comes back with its histograms.
-type hostDriver struct {
-	workload.Workload
-	set  *hostSet
+// loadHost is the load host's agent session as a remote driver's one
+// generator.
+type loadHost struct {
+	site *remoteHosts
 	dest plan.Dest
-	cfg  *plan.Configuration
-	rn   *run
+	h    *remote.Host
 }
 
-func (d hostDriver) Drive(ctx context.Context, env workload.Env) (*results.Measurement, error) {
-	h, err := d.set.host(ctx, d.dest, results.RoleLoad)
+func (l *loadHost) start(ctx context.Context, gens []*generator) error {
+	h, err := l.site.set().host(ctx, l.dest, results.RoleLoad)
 	if err != nil {
-		return nil, fmt.Errorf("load host %s: %w", d.dest.Raw, err)
+		return fmt.Errorf("load host %s: %w", l.dest.Raw, err)
 	}
-	p := agent.DriveParams{RunID: env.Target.RunID, Workload: d.Name(), Knobs: workload.KnobsOf(d.cfg), Resources: d.cfg.Resources,
-		Window: env.Window, Target: agent.WireTarget(env.Target), LoadCPUSet: env.LoadCPUSet}
-	m, err := h.Drive(ctx, p, func(int64) {
-		if env.Started != nil {
-			env.Started()
-		}
-	}, env.Progress)
-	if err != nil {
-		return nil, err
-	}
-	m.Notes = append(m.Notes, fmt.Sprintf("load generated on %s (%s)", d.dest.Raw, h.Hello.Facts.Hostname))
-	if he, ok := d.rn.eng.(*hostEngine); ok {
+	l.h = h
+	// The session is the plan's, shared by the runs: nothing to close.
+	gens[0] = &generator{k: 1, name: "load host " + l.dest.Raw, client: h.Client}
+	return nil
+}
+
+func (l *loadHost) stop(context.Context, []*generator) {}
+
+// describe says where the load came from, and the path it took to the
+// SUT (path.go).
+func (l *loadHost) describe(ctx context.Context, env workload.Env, m *results.Measurement, _ []*generator, _ *fanOutFacts) {
+	m.Notes = append(m.Notes, fmt.Sprintf("load generated on %s (%s)", l.dest.Raw, l.h.Hello.Facts.Hostname))
+	l.site.mu.Lock()
+	he := l.site.eng
+	l.site.mu.Unlock()
+	if he != nil {
 		he.recordPath(ctx, env.Target, m)
 	}
-	return m, nil
 }
 
-// runHosts names the hosts of a configuration's run in its record.
-func (r *runner) runHosts(cfg *plan.Configuration) *results.RunHosts {
-	hs := cfg.Hosts
-	if !hs.Remote() {
-		return nil
-	}
+// hosts names the hosts of a configuration's run in its record.
+func (s *remoteHosts) hosts() *results.RunHosts {
+	hs := s.cfg.Hosts
 	name := func(d plan.Dest) *results.RunHost {
 		if d.Local() {
 			h, _ := os.Hostname()
 			return &results.RunHost{Name: plan.LocalHost, Hostname: h}
 		}
-		if r.hosts == nil {
-			return &results.RunHost{Name: d.Raw}
-		}
-		if h := r.hosts.current(d); h != nil {
+		if h := s.set().current(d); h != nil {
 			rh := sshdest.RunHost(d, &h.Resolved)
 			rh.Hostname = h.Hello.Facts.Hostname
 			return rh
@@ -410,6 +422,14 @@ func (r *runner) closeHosts(ctx context.Context) error {
 	}
 	return err
 }
+
+// imageProvider is an EngineProvider that also gives the images a host
+// lacks (Engines: its default engine's).
+type imageProvider interface {
+	hostImages() remote.ImageSource
+}
+
+func (e *Engines) hostImages() remote.ImageSource { return localImages{e} }
 
 // localImages are this machine's default engine's images, built from
 // their recipes when missing (never pulled), for a host that lacks them.

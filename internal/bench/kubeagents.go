@@ -25,22 +25,6 @@ import (
 // agent that cannot start or answer leaves the run's series unavailable
 // with why, never this machine's samples in its place.
 
-// nodeObserverOf is the observer of the current run when its engine runs
-// services on a cluster's nodes; nil for any other engine.
-func (r *runner) nodeObserverOf(t *engine.Target) Observer {
-	r.mu.Lock()
-	rn := r.current
-	r.mu.Unlock()
-	if rn == nil || t == nil {
-		return nil
-	}
-	na, ok := rn.eng.(engine.NodeAgents)
-	if !ok {
-		return nil
-	}
-	return newNodeObserver(na, t, r.session)
-}
-
 func newNodeObserver(na engine.NodeAgents, t *engine.Target, session string) *nodeObserver {
 	return &nodeObserver{agents: na, t: t, session: session, created: time.Now(), build: agentBuild()}
 }

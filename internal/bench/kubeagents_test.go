@@ -215,19 +215,25 @@ func TestNodeObserverFailures(t *testing.T) {
 	}
 }
 
-// The runner's observer of a run on a cluster's nodes is the nodes'
-// agents; of any other engine, this machine's.
-func TestObserverOfNodeAgents(t *testing.T) {
+// A configuration's site is chosen by its hosts and its runtime's traits:
+// a cluster's runs are sampled by the nodes' agents, never here; any other
+// engine's here.
+func TestSiteObserver(t *testing.T) {
 	local := &fakeLocalObserver{}
 	r := &runner{opt: Options{Observers: func(*engine.Target) Observer { return local }}}
 	tg := &engine.Target{RunID: "r1"}
-	r.current = &run{eng: &podAgents{}}
-	if _, ok := r.observerOf(&plan.Configuration{}, tg).(*nodeObserver); !ok {
+	kube := &plan.Configuration{Name: "k", Knobs: plan.Knobs{Runtime: plan.RuntimeKubernetes}}
+	if _, ok := r.siteOf(kube).observer(&podAgents{}, tg).(*nodeObserver); !ok {
 		t.Error("a run on a cluster's nodes is sampled here")
 	}
-	r.current = &run{eng: &fakeEngine{}}
-	if o := r.observerOf(&plan.Configuration{}, tg); o != local {
+	if err := r.siteOf(kube).observer(&fakeEngine{}, tg).Start(context.Background()); err == nil {
+		t.Error("a cluster whose engine starts no agents is sampled here")
+	}
+	if o := r.siteOf(&plan.Configuration{Name: "d", Knobs: plan.Knobs{Runtime: plan.RuntimeDocker}}).observer(&fakeEngine{}, tg); o != local {
 		t.Errorf("a run here is sampled by %T", o)
+	}
+	if r.siteOf(kube) != r.siteOf(&plan.Configuration{Name: "k"}) {
+		t.Error("a configuration's site is made again")
 	}
 }
 

@@ -24,8 +24,10 @@ import (
 type run struct {
 	r   *runner
 	cfg *plan.Configuration
-	id  string
-	rec *results.RunRecord
+	// site is where cfg runs (site.go): its engine, observer and driver.
+	site site
+	id   string
+	rec  *results.RunRecord
 	// dataFS is the run's data filesystem (the filesystem knob), nil
 	// without one; release removes it after the services.
 	dataFS *DataFS
@@ -71,7 +73,7 @@ type run struct {
 // newRun prepares a run of cfg; its budget starts now.
 func (r *runner) newRun(ctx context.Context, planned plan.Run, cfg *plan.Configuration) *run {
 	id := r.runID(planned)
-	rn := &run{r: r, cfg: cfg, id: id, ctx: ctx,
+	rn := &run{r: r, cfg: cfg, site: r.siteOf(cfg), id: id, ctx: ctx,
 		rec: &results.RunRecord{
 			Plan: r.p.Name, RunID: id, Index: planned.Index, Config: planned.Config, Repetition: planned.Repetition,
 			Knobs: cfg.KnobMap(), Workload: r.p.Workload, Start: r.opt.Now(),
@@ -122,8 +124,8 @@ func (e notRunnable) Error() string { return string(e) }
 func (rn *run) deploy() error {
 	pr := rn.r.opt.Progress
 	pr.Phase("starting engine")
-	eng, info, err := rn.r.engineOf(rn.rctx, rn.cfg)
-	rn.rec.Hosts = rn.r.runHosts(rn.cfg)
+	eng, info, err := rn.site.open(rn.rctx)
+	rn.rec.Hosts = rn.site.hosts()
 	if err != nil {
 		if rn.interrupted() {
 			return err // cancelled, not broken: the configuration may run next time
@@ -251,7 +253,7 @@ func (rn *run) startObserver() {
 	if rn.r.opt.Observers == nil {
 		return
 	}
-	rn.obs = rn.r.observerOf(rn.cfg, instancesTarget(rn.targets))
+	rn.obs = rn.site.observer(rn.eng, instancesTarget(rn.targets))
 	// An observer on another machine counts its samples' times from about
 	// now, on this machine's clock (remote.Observer.From).
 	if rn.obsErr = rn.obs.Start(rn.rctx); rn.obsErr != nil {
@@ -276,7 +278,7 @@ func (rn *run) drive() (*results.Measurement, error) {
 	if iso := rn.iso.Load(); iso != nil {
 		env.HotPhase = iso.hotPhase
 	}
-	wl := rn.r.driverOf(rn.cfg, rn)
+	wl := rn.site.driver(rn)
 	if len(rn.targets) > 1 {
 		ms, err := driveInstances(rn.rctx, wl, env, rn.targets)
 		if err != nil {
@@ -430,7 +432,7 @@ func (rn *run) teardown() {
 	tctx, cancel := lifecycle.Detached(rn.ctx, rn.r.opt.TeardownTimeout)
 	defer cancel()
 	if f := rn.fault; f != nil {
-		if _, _, err := rn.r.engineOf(tctx, rn.cfg); err != nil {
+		if _, _, err := rn.site.open(tctx); err != nil {
 			pr.Warn(fmt.Sprintf("run %s is not torn down: %v; remove what is left with `ctrperf clean` once the engine answers (or after restarting it)", rn.id, err))
 			return
 		}

@@ -33,6 +33,11 @@ type RuntimeTraits struct {
 	// NumericUser: a service's user must be a uid; the runtime does not
 	// look names up in the image (a pod's securityContext.runAsUser).
 	NumericUser bool
+	// Cluster: services run on the nodes of a cluster, not on this
+	// machine: they are sampled by agents the engine starts on those
+	// nodes, and the load may come from generator agents it starts there
+	// (bench's cluster site).
+	Cluster bool
 }
 
 // runtimeTable is every runtime a plan may name, in the order error
@@ -46,7 +51,7 @@ var runtimeTable = []struct {
 	// Pods of a cluster: from images, the pod's IP, its root filesystem.
 	// The isolate controller runs as a DaemonSet on every node (CRI).
 	{RuntimeKubernetes, RuntimeTraits{Images: true, Isolate: true, Network: NetworkPodIP, Data: DataLayer,
-		OwnAddress: NetworkPodIP, ClusterNetwork: true, NumericUser: true}},
+		OwnAddress: NetworkPodIP, ClusterNetwork: true, NumericUser: true, Cluster: true}},
 	// ctrperf has no VM runtime: nothing runs, the defaults are a guest's.
 	{RuntimeVM, RuntimeTraits{Network: NetworkHost, Data: DataBind}},
 }

@@ -17,7 +17,7 @@ func TestRuntimeTraits(t *testing.T) {
 		{"docker: images, the isolate controller, a published port on the writable layer; the container's IP its own address", RuntimeDocker,
 			RuntimeTraits{Images: true, Isolate: true, Network: NetworkPublished, Data: DataLayer, OwnAddress: NetworkContainerIP}},
 		{"kubernetes: images (pods), the isolate controller as a DaemonSet, the pod's IP, its root filesystem; a cluster network, numeric users", RuntimeKubernetes,
-			RuntimeTraits{Images: true, Isolate: true, Network: NetworkPodIP, Data: DataLayer, OwnAddress: NetworkPodIP, ClusterNetwork: true, NumericUser: true}},
+			RuntimeTraits{Images: true, Isolate: true, Network: NetworkPodIP, Data: DataLayer, OwnAddress: NetworkPodIP, ClusterNetwork: true, NumericUser: true, Cluster: true}},
 		{"vm: nothing runs, a guest's defaults", RuntimeVM, RuntimeTraits{Network: NetworkHost, Data: DataBind}},
 		{"an unknown runtime has no traits", "kvm", RuntimeTraits{}},
 		{"no runtime has no traits", "", RuntimeTraits{}},

@@ -159,6 +159,13 @@ func podsEnv(started *int) workload.Env {
 		Window: workload.Window{Duration: time.Second}, Started: func() { *started++ }}
 }
 
+// podsDriver is the cluster site's driver of cfg's generator pods, on
+// eng, for run r1.
+func podsDriver(cfg *plan.Configuration, eng engine.Engine, session, build string) *fanOut {
+	return &fanOut{Workload: workload.KV{}, cfg: cfg, runID: "r1", n: cfg.Kube.ClientPods(), merge: mergeClientPods,
+		gens: &clientPods{eng: eng, node: cfg.Kube.ClientNode, runID: "r1", session: session, build: build}}
+}
+
 func drivePods(t *testing.T, a *podAgents, cfg *plan.Configuration) (*results.Measurement, int, error) {
 	t.Helper()
 	var started int
@@ -168,7 +175,7 @@ func drivePods(t *testing.T, a *podAgents, cfg *plan.Configuration) (*results.Me
 	if a.build == "" {
 		a.build = "new"
 	}
-	d := &clientPods{Workload: workload.KV{}, cfg: cfg, runID: "r1", session: "s1", build: "new"}
+	d := podsDriver(cfg, a, "s1", "new")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	m, err := d.Drive(ctx, env)
@@ -323,7 +330,7 @@ func TestClientPodsWithoutAgents(t *testing.T) {
 	var started int
 	env := podsEnv(&started)
 	env.Engine = &fakeEngine{name: "docker"}
-	d := &clientPods{Workload: workload.KV{}, cfg: podsConfig(t, 2, nil), runID: "r1"}
+	d := podsDriver(podsConfig(t, 2, nil), env.Engine, "", "")
 	_, err := d.Drive(context.Background(), env)
 	var nr interface{ NotRunnable() bool }
 	if !errors.As(err, &nr) || !strings.Contains(err.Error(), "starts no agent pods") {
@@ -335,7 +342,7 @@ func TestClientPodsWithoutAgents(t *testing.T) {
 func TestClientShares(t *testing.T) {
 	// kv open loop: the rate and the in-flight bound divided.
 	c := podsConfig(t, 3, map[string]any{"mode": "open", "rate": 900, "max_inflight": 10, "seed": 1})
-	shares, desc, err := clientShares(c, 3)
+	shares, desc, err := splitLoad(c, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +359,7 @@ func TestClientShares(t *testing.T) {
 	}
 	// kv closed loop with ops: both split.
 	c = podsConfig(t, 2, map[string]any{"concurrency": 3, "ops": 1001})
-	shares, desc, err = clientShares(c, 2)
+	shares, desc, err = splitLoad(c, 2)
 	if err != nil || shares[0]["concurrency"] != int64(2) || shares[1]["concurrency"] != int64(1) || shares[0]["ops"] != int64(501) || shares[1]["ops"] != int64(500) {
 		t.Errorf("closed: %v %v", shares, err)
 	}
@@ -365,27 +372,27 @@ func TestClientShares(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Load, c.Decoded.Load = nil, wl
-	shares, _, err = clientShares(c, 2)
+	shares, _, err = splitLoad(c, 2)
 	if err != nil || shares[0]["rate"] != 2000.0/60/2 {
 		t.Errorf("web open: %v %v", shares, err)
 	}
 	wl, _ = workload.ParseWebLoad(map[string]any{"concurrency": 4})
 	c.Load, c.Decoded.Load = map[string]any{"concurrency": 4}, wl
-	shares, _, err = clientShares(c, 4)
+	shares, _, err = splitLoad(c, 4)
 	if err != nil || shares[3]["concurrency"] != int64(1) {
 		t.Errorf("web closed: %v %v", shares, err)
 	}
 	// What cannot split.
 	c = podsConfig(t, 2, map[string]any{"concurrency": 1})
-	if _, _, err := clientShares(c, 2); err == nil || !strings.Contains(err.Error(), "each pod drives at least one connection") {
+	if _, _, err := splitLoad(c, 2); err == nil || !strings.Contains(err.Error(), "each generator drives at least one connection") {
 		t.Errorf("1 connection over 2 pods: %v", err)
 	}
 	c = podsConfig(t, 2, map[string]any{"mode": "open", "rate": 0.0015})
-	if _, _, err := clientShares(c, 2); err == nil || !strings.Contains(err.Error(), "below the generator's least rate") {
+	if _, _, err := splitLoad(c, 2); err == nil || !strings.Contains(err.Error(), "below the generator's least rate") {
 		t.Errorf("tiny rate: %v", err)
 	}
 	c.Decoded.Load = 42
-	if _, _, err := clientShares(c, 2); err == nil {
+	if _, _, err := splitLoad(c, 2); err == nil {
 		t.Error("an unknown load split")
 	}
 }
