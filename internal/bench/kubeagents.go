@@ -57,11 +57,11 @@ type nodeObserver struct {
 
 // nodeSampler is one node's agent session.
 type nodeSampler struct {
-	node    string
-	pods    []agent.PodCgroup
-	conn    *engine.AgentConn
-	c       *remote.Client
-	o       *remote.Observer
+	node string
+	pods []agent.PodCgroup
+	conn *engine.AgentConn
+	c    *remote.Client
+	o    *remote.Observer
 }
 
 // podsByNode are the target's pods by node, the front service's node

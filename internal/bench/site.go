@@ -73,7 +73,9 @@ func (s thisMachine) open(ctx context.Context) (engine.Engine, engine.Info, erro
 	return s.r.opt.Engines.Engine(ctx, s.cfg.Runtime, s.cfg.Engine)
 }
 
-func (s thisMachine) observer(_ engine.Engine, t *engine.Target) Observer { return s.r.opt.Observers(t) }
+func (s thisMachine) observer(_ engine.Engine, t *engine.Target) Observer {
+	return s.r.opt.Observers(t)
+}
 
 func (s thisMachine) driver(*run) workload.Workload { return s.r.wl }
 
