@@ -19,6 +19,7 @@ import (
 	"ctrperf/internal/plan"
 	"ctrperf/internal/report"
 	"ctrperf/internal/results"
+	"ctrperf/internal/runtimes"
 )
 
 func newBenchCmd() *cobra.Command {
@@ -204,7 +205,7 @@ func runBench(cmd *cobra.Command, args []string, f benchRunFlags, newEngines fun
 	session := bench.NewSession(p)
 	engines := newEngines(session)
 	if e, ok := engines.(*bench.Engines); ok {
-		e.Kubeconfig = f.kubeconfig
+		e.RuntimeFlags = map[string]string{runtimes.KubeconfigFlag: f.kubeconfig}
 	}
 	force := &lifecycle.Stack{}
 	force.Push("stop private engines", engines.Close)

@@ -38,10 +38,11 @@ type Engines struct {
 	// runtime): `ctrperf doctor`'s reason for the vm capability. Nil gives
 	// a reason without the machine's facts.
 	VM func(ctx context.Context) string
-	// Kubeconfig is --kubeconfig: the kubeconfig of runtime kubernetes
-	// when a plan's kubernetes.kubeconfig names none (then $KUBECONFIG,
-	// then ~/.kube/config).
-	Kubeconfig string
+	// RuntimeFlags are the program's flags for the runtimes it registers,
+	// by flag name (--kubeconfig: "kubeconfig", runtime kubernetes'
+	// kubeconfig when a plan's kubernetes.kubeconfig names none), passed
+	// to their openers unread.
+	RuntimeFlags map[string]string
 
 	mu      sync.Mutex
 	host    *engine.Host
@@ -185,7 +186,7 @@ func (e *Engines) open(ctx context.Context, rt engine.Runtime, spec engine.Engin
 		if open == nil {
 			return nil, engine.Info{}, nil, runtimeUnavailable(fmt.Sprintf("%s: this program was built without runtime %s", rt, rt))
 		}
-		eng, info, err := open(ctx, spec, OpenOptions{RunID: e.RunID, Kubeconfig: e.Kubeconfig})
+		eng, info, err := open(ctx, spec, OpenOptions{RunID: e.RunID, Flags: e.RuntimeFlags})
 		if eng != nil {
 			e.others = append(e.others, eng)
 		}

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"ctrperf/internal/deps"
-	"ctrperf/internal/engine"
+
 	"ctrperf/internal/engine/daemon"
 	"ctrperf/internal/image"
 	"ctrperf/internal/plan"
@@ -195,15 +195,15 @@ func PlanLacks(p *plan.Plan, m Machine) Lacks {
 		}
 		switch {
 		case tr.Processes:
-		case rt == engine.RuntimeDocker:
-			engineNeeded = true
 		case !tr.Images:
 			why := m.VM
 			if why == "" {
 				why = "ctrperf has no VM runtime"
 			}
 			out.addOther(Lack{What: fmt.Sprintf("runtime %s (configuration %s)", rt, c.Name), Fix: "none here: " + why})
-		default: // a registered runtime: kubernetes
+		case !tr.Cluster:
+			engineNeeded = true
+		default: // a cluster: its runtime is registered by the program (kubernetes)
 			engineNeeded = true // its images are built on the default engine, then loaded into the nodes
 			switch {
 			case registeredOpener(rt) == nil:

@@ -27,8 +27,9 @@ type OpenOptions struct {
 	// RunID is Engines.RunID: the session, which names what the engine
 	// creates so that `ctrperf clean` can tell whose it is.
 	RunID string
-	// Kubeconfig is Engines.Kubeconfig (--kubeconfig).
-	Kubeconfig string
+	// Flags are Engines.RuntimeFlags: the program's flags for the
+	// runtimes it registers, by name ("kubeconfig").
+	Flags map[string]string
 }
 
 var registry struct {

@@ -61,7 +61,7 @@ func TestRegisteredRuntime(t *testing.T) {
 			return nil, engine.Info{Runtime: string(plan.RuntimeKubernetes), Name: spec.Kube.Context}, nil
 		},
 	})
-	e := &Engines{RunID: "s1", Kubeconfig: "/k/config"}
+	e := &Engines{RunID: "s1", RuntimeFlags: map[string]string{"kubeconfig": "/k/config"}}
 	ctx := context.Background()
 	lab := engine.EngineSpec{Kube: plan.KubeSpec{Context: "lab"}}
 	for range 2 {
@@ -81,7 +81,7 @@ func TestRegisteredRuntime(t *testing.T) {
 	if len(calls) != 2 || calls[0].spec.Kube.Context != "lab" || calls[1].spec.Kube.Context != "gone" {
 		t.Fatalf("opener calls %+v, want lab then gone, once each", calls)
 	}
-	if calls[0].o != (OpenOptions{RunID: "s1", Kubeconfig: "/k/config"}) {
+	if o := calls[0].o; o.RunID != "s1" || o.Flags["kubeconfig"] != "/k/config" {
 		t.Errorf("options %+v", calls[0].o)
 	}
 }

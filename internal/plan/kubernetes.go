@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -203,7 +204,7 @@ func (d *decoder) setKube(k *Knobs, key string, n *yaml.Node, field string) {
 // leaves them alone).
 func (d *decoder) checkKube(c *Configuration) bool {
 	field := func(k string) string { return join(c.Origin, k) }
-	if c.Runtime != RuntimeKubernetes {
+	if !c.Runtime.Traits().Cluster {
 		judged := false
 		if KubeNetwork(c.Network) {
 			d.errorf(c.node("network"), field("network"), "%q needs runtime kubernetes (runtime %s has %s)", c.Network, c.Runtime, strings.Join(runtimeNetworks(c.Runtime), ", "))
@@ -266,7 +267,7 @@ func (d *decoder) checkKube(c *Configuration) bool {
 // SLO verdict), kv's own client container, instances, a load host, and
 // fewer connections than pods.
 func (d *decoder) checkKubeClient(workload string, c *Configuration) {
-	if c.Runtime != RuntimeKubernetes {
+	if !c.Runtime.Traits().Cluster {
 		return // checkKube refused the block
 	}
 	field := func(k string) string { return join(c.Origin, k) }
@@ -300,33 +301,19 @@ func (d *decoder) checkKubeClient(workload string, c *Configuration) {
 
 // TakesNetwork says whether runtime r has network mode m.
 func (r Runtime) TakesNetwork(m NetworkMode) bool {
-	if r == RuntimeKubernetes {
-		return contains(kubeNetworks, string(m))
-	}
-	return contains(runtimeNetworks(r), string(m))
+	return slices.Contains(r.Traits().Networks, m)
 }
 
 // TakesData says whether runtime r has data placement p.
 func (r Runtime) TakesData(p DataPlacement) bool {
-	switch {
-	case r == RuntimeKubernetes:
-		return contains(kubePlacements, string(p))
-	case r.Traits().Processes:
-		return p == DataBind || p == DataTmpfs
-	}
-	return contains(placements, string(p)) && !KubeData(p)
+	return slices.Contains(r.Traits().Placements, p)
 }
 
-// runtimeNetworks are the networks a runtime other than kubernetes takes.
+// runtimeNetworks are the networks runtime rt takes.
 func runtimeNetworks(rt Runtime) []string {
-	if rt.Traits().Processes {
-		return []string{string(NetworkHost)}
-	}
 	var out []string
-	for _, n := range networks {
-		if !contains(kubeNetworks, n) {
-			out = append(out, n)
-		}
+	for _, n := range rt.Traits().Networks {
+		out = append(out, string(n))
 	}
 	return out
 }

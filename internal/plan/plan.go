@@ -179,7 +179,11 @@ func Parse(file string, data []byte, opt Options) (*Plan, error) {
 var topKeys = []string{"name", "description", "workload", "load", "app", "repetitions",
 	"warmup", "duration", "seed", "baseline", "load_cpuset", "configurations", "matrix", "quick", "thresholds", "base_dir", "hosts", "ssh_config"}
 
-var configKeys = []string{"name", "runtime", "engine", "network", "data", "filesystem", "topology", "resources", "isolate", "privileged", "instances", "hosts", "kubernetes", "app", "load"}
+var configKeys = []string{"name", "runtime", "engine", "network", "data", "filesystem", "topology", "resources", "isolate", "privileged", "instances", "hosts", KeyKubernetes, "app", "load"}
+
+// KeyKubernetes is the key of a configuration's kubernetes: block, in the
+// plan and in a record's knobs.
+const KeyKubernetes = "kubernetes"
 
 // Bounds on a plan's size, checked before the matrix is multiplied out and
 // before the run order is built: a few lines of YAML must not make
@@ -485,12 +489,12 @@ var knobBlocks map[string]knobBlock
 func init() {
 	fixed := func(keys []string) func(*decoder) []string { return func(*decoder) []string { return keys } }
 	knobBlocks = map[string]knobBlock{
-		"engine":     {fixed(engineKeys), (*decoder).setEngine},
-		"resources":  {fixed(resourceKeys), (*decoder).setResource},
-		"filesystem": {fixed(filesystemKeys), (*decoder).setFilesystem},
-		"kubernetes": {fixed(kubeKeys), (*decoder).setKube},
-		"isolate":    {func(d *decoder) []string { keys, _ := d.isolateKeys(); return keys }, (*decoder).setIsolate},
-		"hosts":      {nil, (*decoder).setHost},
+		"engine":      {fixed(engineKeys), (*decoder).setEngine},
+		"resources":   {fixed(resourceKeys), (*decoder).setResource},
+		"filesystem":  {fixed(filesystemKeys), (*decoder).setFilesystem},
+		KeyKubernetes: {fixed(kubeKeys), (*decoder).setKube},
+		"isolate":     {func(d *decoder) []string { keys, _ := d.isolateKeys(); return keys }, (*decoder).setIsolate},
+		"hosts":       {nil, (*decoder).setHost},
 	}
 }
 
@@ -670,7 +674,7 @@ func (c *Configuration) applyDefaults() {
 	if c.Instances == 0 {
 		c.Instances = 1
 	}
-	if c.Runtime == RuntimeKubernetes {
+	if c.Runtime.Traits().Cluster {
 		c.Engine.Kube = c.Kube // the engine is the cluster, as the block asks
 	}
 }

@@ -22,6 +22,10 @@ type RuntimeTraits struct {
 	// Network and Data are the defaults of a configuration that names none.
 	Network NetworkMode
 	Data    DataPlacement
+	// Networks and Placements are every network mode and data placement
+	// the runtime takes.
+	Networks   []NetworkMode
+	Placements []DataPlacement
 	// OwnAddress is the network in which each service is dialled at an
 	// address of its own, with nothing of the engine's in between
 	// (container-ip, pod-ip); "" when there is none.
@@ -30,13 +34,18 @@ type RuntimeTraits struct {
 	// addresses no resolver names (a cluster's pod network): a server
 	// binds every address and looks no peer's name up.
 	ClusterNetwork bool
+	// EngineKnobs: the configuration's engine: knobs select the engine
+	// (a Docker daemon's storage driver, data root, userland proxy, a
+	// nested engine) that ctrperf starts for it.
+	EngineKnobs bool
 	// NumericUser: a service's user must be a uid; the runtime does not
 	// look names up in the image (a pod's securityContext.runAsUser).
 	NumericUser bool
-	// Cluster: services run on the nodes of a cluster, not on this
-	// machine: they are sampled by agents the engine starts on those
-	// nodes, and the load may come from generator agents it starts there
-	// (bench's cluster site).
+	// Cluster: services run on the nodes of a Kubernetes cluster, not on
+	// this machine: the configuration's kubernetes: block says which
+	// cluster and how; its services are sampled by agents the engine
+	// starts on those nodes, and the load may come from generator agents
+	// it starts there (bench's cluster site).
 	Cluster bool
 }
 
@@ -46,15 +55,25 @@ var runtimeTable = []struct {
 	runtime Runtime
 	traits  RuntimeTraits
 }{
-	{RuntimeHost, RuntimeTraits{Processes: true, Network: NetworkHost, Data: DataBind}},
-	{RuntimeDocker, RuntimeTraits{Images: true, Isolate: true, Network: NetworkPublished, Data: DataLayer, OwnAddress: NetworkContainerIP}},
+	{RuntimeHost, RuntimeTraits{Processes: true, Network: NetworkHost, Data: DataBind,
+		Networks: []NetworkMode{NetworkHost}, Placements: []DataPlacement{DataBind, DataTmpfs}}},
+	{RuntimeDocker, RuntimeTraits{Images: true, Isolate: true, Network: NetworkPublished, Data: DataLayer, OwnAddress: NetworkContainerIP, EngineKnobs: true,
+		Networks: containerNetworks, Placements: containerPlacements}},
 	// Pods of a cluster: from images, the pod's IP, its root filesystem.
 	// The isolate controller runs as a DaemonSet on every node (CRI).
 	{RuntimeKubernetes, RuntimeTraits{Images: true, Isolate: true, Network: NetworkPodIP, Data: DataLayer,
-		OwnAddress: NetworkPodIP, ClusterNetwork: true, NumericUser: true, Cluster: true}},
+		OwnAddress: NetworkPodIP, ClusterNetwork: true, NumericUser: true, Cluster: true,
+		Networks:   []NetworkMode{NetworkPodIP, NetworkService, NetworkNodePort, NetworkHostNetwork},
+		Placements: []DataPlacement{DataLayer, DataEmptyDir, DataEmptyDirMemory, DataHostPath, DataLocalPV}}},
 	// ctrperf has no VM runtime: nothing runs, the defaults are a guest's.
-	{RuntimeVM, RuntimeTraits{Network: NetworkHost, Data: DataBind}},
+	{RuntimeVM, RuntimeTraits{Network: NetworkHost, Data: DataBind, Networks: containerNetworks, Placements: containerPlacements}},
 }
+
+// A container engine's networks and data placements (Docker's).
+var (
+	containerNetworks   = []NetworkMode{NetworkHost, NetworkPublished, NetworkPublishedExternal, NetworkContainerIP}
+	containerPlacements = []DataPlacement{DataLayer, DataVolume, DataBind, DataTmpfs}
+)
 
 // Traits returns what r is; an unknown runtime has none (the plan refuses
 // it by name).

@@ -1,6 +1,9 @@
 package plan
 
-import "testing"
+import (
+	"reflect"
+	"testing"
+)
 
 // TestRuntimeTraits: what the layers above the engine ask of a runtime
 // instead of its name, row by row.
@@ -13,21 +16,24 @@ func TestRuntimeTraits(t *testing.T) {
 		want RuntimeTraits
 	}{
 		{"host: processes of this machine, host network, a host directory", RuntimeHost,
-			RuntimeTraits{Processes: true, Network: NetworkHost, Data: DataBind}},
+			RuntimeTraits{Processes: true, Network: NetworkHost, Data: DataBind, Networks: []NetworkMode{NetworkHost}, Placements: []DataPlacement{DataBind, DataTmpfs}}},
 		{"docker: images, the isolate controller, a published port on the writable layer; the container's IP its own address", RuntimeDocker,
-			RuntimeTraits{Images: true, Isolate: true, Network: NetworkPublished, Data: DataLayer, OwnAddress: NetworkContainerIP}},
+			RuntimeTraits{Images: true, Isolate: true, Network: NetworkPublished, Data: DataLayer, OwnAddress: NetworkContainerIP, EngineKnobs: true,
+				Networks: []NetworkMode{NetworkHost, NetworkPublished, NetworkPublishedExternal, NetworkContainerIP}, Placements: []DataPlacement{DataLayer, DataVolume, DataBind, DataTmpfs}}},
 		{"kubernetes: images (pods), the isolate controller as a DaemonSet, the pod's IP, its root filesystem; a cluster network, numeric users", RuntimeKubernetes,
-			RuntimeTraits{Images: true, Isolate: true, Network: NetworkPodIP, Data: DataLayer, OwnAddress: NetworkPodIP, ClusterNetwork: true, NumericUser: true, Cluster: true}},
-		{"vm: nothing runs, a guest's defaults", RuntimeVM, RuntimeTraits{Network: NetworkHost, Data: DataBind}},
+			RuntimeTraits{Images: true, Isolate: true, Network: NetworkPodIP, Data: DataLayer, OwnAddress: NetworkPodIP, ClusterNetwork: true, NumericUser: true, Cluster: true,
+				Networks: []NetworkMode{NetworkPodIP, NetworkService, NetworkNodePort, NetworkHostNetwork}, Placements: []DataPlacement{DataLayer, DataEmptyDir, DataEmptyDirMemory, DataHostPath, DataLocalPV}}},
+		{"vm: nothing runs, a guest's defaults", RuntimeVM, RuntimeTraits{Network: NetworkHost, Data: DataBind,
+			Networks: []NetworkMode{NetworkHost, NetworkPublished, NetworkPublishedExternal, NetworkContainerIP}, Placements: []DataPlacement{DataLayer, DataVolume, DataBind, DataTmpfs}}},
 		{"an unknown runtime has no traits", "kvm", RuntimeTraits{}},
 		{"no runtime has no traits", "", RuntimeTraits{}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			if got := tc.rt.Traits(); got != tc.want {
+			if got := tc.rt.Traits(); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("Traits() = %+v, want %+v", got, tc.want)
 			}
-			if got, want := tc.rt.Known(), tc.want != (RuntimeTraits{}); got != want {
+			if got, want := tc.rt.Known(), !reflect.DeepEqual(tc.want, RuntimeTraits{}); got != want {
 				t.Errorf("Known() = %v, want %v", got, want)
 			}
 		})

@@ -37,11 +37,14 @@ func (d *decoder) checkKnobs(c *Configuration) {
 		d.errorf(c.node("instances"), field("instances"), "%d instances with isolate.policy %q: the isolate controller watches one deployment per run; use instances: 1 or isolate.policy off", c.Instances, c.Isolate.Policy())
 	}
 	judged := d.checkKube(c) // kubernetes' vocabulary, and kubernetes' knobs elsewhere
-	switch c.Runtime {
-	case "":
+	if c.Runtime == "" {
 		d.errorf(c.node("name"), field("runtime"), "missing; expected %s", oneOf(runtimes))
 		return
-	case RuntimeHost:
+	}
+	tr := c.Runtime.Traits()
+	switch {
+	case !c.Runtime.Known(): // refused by name when read
+	case tr.Processes:
 		if c.Network != NetworkHost && !judged {
 			d.errorf(c.node("network"), field("network"), "%q needs runtime docker; with runtime host the only network is \"host\"", c.Network)
 		}
@@ -58,7 +61,7 @@ func (d *decoder) checkKnobs(c *Configuration) {
 		if c.Data != DataBind && c.Data != DataTmpfs && !judged {
 			d.errorf(c.node("data"), field("data"), "%q needs runtime docker; the host runtime writes to a directory of the host (\"bind\", the default) or a tmpfs (\"tmpfs\")", c.Data)
 		}
-	case RuntimeDocker:
+	case tr.EngineKnobs:
 		if c.Engine.Nested {
 			e := func(k, why string) {
 				if n, ok := c.nodes[k]; ok {
@@ -89,7 +92,7 @@ func (d *decoder) checkKnobs(c *Configuration) {
 				e("privileged", "true with engine.nested: an inner container with --privileged would get every capability of the outer one, the host's cgroups read-write and no seccomp or AppArmor, which is root on the host; remove it or use the default engine")
 			}
 		}
-	case RuntimeVM:
+	case !tr.Images && !tr.Cluster:
 		// A guest has none of Docker's or the host's placement knobs; it is
 		// recorded not_run (no VM runtime), so a knob here would only look
 		// as if it had been measured.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 )
 
@@ -98,7 +99,7 @@ func environmentFromRecords(recs []results.RunRecord, order []string) *Environme
 // kubeClient says where a kubernetes configuration's load generator ran,
 // from its knobs (kubernetes.client, clients, client_node).
 func kubeClient(knobs map[string]any) string {
-	k, _ := knobs["kubernetes"].(map[string]any)
+	k, _ := knobs[plan.KeyKubernetes].(map[string]any)
 	if c, _ := k["client"].(string); c != "pod" {
 		return "this machine"
 	}

@@ -6,3 +6,7 @@
 // demo's build, half the compile time with an empty build cache) links
 // none of it.
 package runtimes
+
+// KubeconfigFlag is the runtime flag (bench.Engines.RuntimeFlags) of
+// --kubeconfig, runtime kubernetes' kubeconfig.
+const KubeconfigFlag = "kubeconfig"

@@ -18,7 +18,7 @@ func init() { bench.RegisterRuntime(plan.RuntimeKubernetes, openKube) }
 // run of it alike (no cluster, RBAC, another kube-proxy mode, no Ready
 // node) is a not_run in its words.
 func openKube(ctx context.Context, spec engine.EngineSpec, o bench.OpenOptions) (engine.Engine, engine.Info, error) {
-	k, err := kube.New(ctx, kube.Options{Spec: spec.Kube, Kubeconfig: o.Kubeconfig, Session: o.RunID})
+	k, err := kube.New(ctx, kube.Options{Spec: spec.Kube, Kubeconfig: o.Flags[KubeconfigFlag], Session: o.RunID})
 	var un *kube.Unavailable
 	if errors.As(err, &un) {
 		return nil, engine.Info{}, bench.RuntimeUnavailable("kubernetes: " + un.Reason)
