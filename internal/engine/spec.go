@@ -55,7 +55,7 @@ func ValidateSpec(rt Runtime, spec DeploySpec) error {
 	default:
 		return fmt.Errorf("deploy %s: unknown data placement %q (want layer, volume, bind or tmpfs)", spec.RunID, spec.Data)
 	}
-	if rt == plan.RuntimeKubernetes && !rt.TakesData(spec.Data) { // the others keep their own rules (the host engine takes any)
+	if rt.Traits().Cluster && !rt.TakesData(spec.Data) { // the others keep their own rules (the host engine takes any)
 		return fmt.Errorf("deploy %s: data %q is not one of runtime %s", spec.RunID, spec.Data, rt)
 	}
 	if len(spec.Services) == 0 {
