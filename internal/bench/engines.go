@@ -29,7 +29,7 @@ type Engines struct {
 	// DaemonOptions and HostOptions reach the daemon and host packages
 	// (roots for tests).
 	DaemonOptions []daemon.Option
-	HostOptions   []engine.HostOption
+	HostOptions   []engine.BareMetalOption
 	// EngineWait bounds how long Engine waits for an engine that stopped
 	// answering and is not ctrperf's to restart (the user's) to answer
 	// again (default 30 s).
@@ -45,7 +45,7 @@ type Engines struct {
 	RuntimeFlags map[string]string
 
 	mu      sync.Mutex
-	host    *engine.Host
+	host    *engine.BareMetal
 	def     *daemon.Daemon
 	entries map[string]*engineEntry
 	daemons []*daemon.Daemon
@@ -166,7 +166,7 @@ func (e *Engines) open(ctx context.Context, rt engine.Runtime, spec engine.Engin
 	switch rt {
 	case engine.RuntimeHost:
 		if e.host == nil {
-			e.host = engine.NewHost(e.HostOptions...)
+			e.host = engine.NewBareMetal(e.HostOptions...)
 		}
 		info, err := e.host.Info(ctx)
 		return e.host, info, nil, err

@@ -24,7 +24,7 @@ import (
 )
 
 // A plan's hosts: the system under test deployed on the SUT host's engine
-// through its agent (hostEngine), sampled there (hostObserver), the load
+// through its agent (sutEngine), sampled there (sutObserver), the load
 // generator run on the load host through its agent (loadHost). Each host
 // has one agent session, shared by the runs; a session that dropped fails
 // the run in progress (its engine no longer answers) and is dialled again
@@ -166,15 +166,15 @@ func unreachableHost(err error) bool {
 }
 
 // remoteHosts is the site of a configuration with hosts: the system under
-// test on the SUT host's engine through its agent (hostEngine), sampled
-// there (hostObserver), the load generated here or by the load host's
+// test on the SUT host's engine through its agent (sutEngine), sampled
+// there (sutObserver), the load generated here or by the load host's
 // agent: a remote driver of one generator (fanOut).
 type remoteHosts struct {
 	r   *runner
 	cfg *plan.Configuration
 
 	mu  sync.Mutex
-	eng *hostEngine // the SUT's engine once open succeeded
+	eng *sutEngine // the SUT's engine once open succeeded
 }
 
 // set is the runner's sessions to the plan's hosts, made on first use.
@@ -200,7 +200,7 @@ func (s *remoteHosts) open(ctx context.Context) (engine.Engine, engine.Info, err
 		return nil, engine.Info{}, siteUnavailable("SUT host %s: the isolate controller and data filesystems run on this machine only so far", hs.SUT.Raw)
 	}
 	set := s.set()
-	he := &hostEngine{set: set, dest: hs.SUT, ref: agent.EngineRef{Runtime: cfg.Runtime, Engine: cfg.Engine}}
+	he := &sutEngine{set: set, dest: hs.SUT, ref: agent.EngineRef{Runtime: cfg.Runtime, Engine: cfg.Engine}}
 	if hs.Load.Raw != hs.SUT.Raw {
 		// The load host dials the SUT as a client on another machine
 		// would (path.go): no process of ctrperf's in between.
@@ -240,10 +240,10 @@ func (s *remoteHosts) open(ctx context.Context) (engine.Engine, engine.Info, err
 	return he, info, nil
 }
 
-// hostEngine is the SUT host's engine for one configuration: each call
+// sutEngine is the SUT host's engine for one configuration: each call
 // goes to the live session, dialled again after a drop, except Ping, which
 // reports the drop (the run in progress fails with it).
-type hostEngine struct {
+type sutEngine struct {
 	set  *hostSet
 	dest plan.Dest
 	ref  agent.EngineRef
@@ -256,13 +256,13 @@ type hostEngine struct {
 	paths map[string]*runPath // by run id
 }
 
-var _ engine.Engine = (*hostEngine)(nil)
+var _ engine.Engine = (*sutEngine)(nil)
 
-func (e *hostEngine) get(ctx context.Context) (*remote.Engine, *remote.Host, error) {
+func (e *sutEngine) get(ctx context.Context) (*remote.Engine, *remote.Host, error) {
 	return e.set.engine(ctx, e.dest, e.ref)
 }
 
-func (e *hostEngine) Info(ctx context.Context) (engine.Info, error) {
+func (e *sutEngine) Info(ctx context.Context) (engine.Info, error) {
 	eng, _, err := e.get(ctx)
 	if err != nil {
 		return engine.Info{}, err
@@ -270,7 +270,7 @@ func (e *hostEngine) Info(ctx context.Context) (engine.Info, error) {
 	return eng.Info(ctx)
 }
 
-func (e *hostEngine) Ping(ctx context.Context) error {
+func (e *sutEngine) Ping(ctx context.Context) error {
 	h := e.set.current(e.dest)
 	if h == nil {
 		return fmt.Errorf("%w: SUT host %s: the connection to its agent dropped", engine.ErrUnreachable, e.dest.Raw)
@@ -282,7 +282,7 @@ func (e *hostEngine) Ping(ctx context.Context) error {
 	return eng.Ping(ctx)
 }
 
-func (e *hostEngine) Deploy(ctx context.Context, spec engine.DeploySpec) (*engine.Target, error) {
+func (e *sutEngine) Deploy(ctx context.Context, spec engine.DeploySpec) (*engine.Target, error) {
 	eng, _, err := e.get(ctx)
 	if err != nil {
 		return nil, err
@@ -293,7 +293,7 @@ func (e *hostEngine) Deploy(ctx context.Context, spec engine.DeploySpec) (*engin
 	return e.deployReached(ctx, eng, spec)
 }
 
-func (e *hostEngine) Exec(ctx context.Context, t *engine.Target, service string, argv []string) (engine.ExecResult, error) {
+func (e *sutEngine) Exec(ctx context.Context, t *engine.Target, service string, argv []string) (engine.ExecResult, error) {
 	eng, _, err := e.get(ctx)
 	if err != nil {
 		return engine.ExecResult{}, err
@@ -301,7 +301,7 @@ func (e *hostEngine) Exec(ctx context.Context, t *engine.Target, service string,
 	return eng.Exec(ctx, t, service, argv)
 }
 
-func (e *hostEngine) Teardown(ctx context.Context, t *engine.Target) error {
+func (e *sutEngine) Teardown(ctx context.Context, t *engine.Target) error {
 	rerr := e.removeRoutes(ctx, t.RunID)
 	eng, _, err := e.get(ctx)
 	if err != nil {
@@ -310,7 +310,7 @@ func (e *hostEngine) Teardown(ctx context.Context, t *engine.Target) error {
 	return errors.Join(rerr, eng.Teardown(ctx, t))
 }
 
-func (e *hostEngine) Close(context.Context) error { return nil }
+func (e *sutEngine) Close(context.Context) error { return nil }
 
 // observer samples where the system under test runs: the SUT host,
 // through its agent, or this machine.
@@ -318,13 +318,13 @@ func (s *remoteHosts) observer(_ engine.Engine, t *engine.Target) Observer {
 	if s.cfg.Hosts.SUT.Local() {
 		return s.r.opt.Observers(t)
 	}
-	return &hostObserver{set: s.set(), dest: s.cfg.Hosts.SUT, key: t.RunID, t: t, created: time.Now()}
+	return &sutObserver{set: s.set(), dest: s.cfg.Hosts.SUT, key: t.RunID, t: t, created: time.Now()}
 }
 
-// hostObserver runs the samplers on the SUT host, their times counted
+// sutObserver runs the samplers on the SUT host, their times counted
 // from created, about when the run's observer clock started (the
 // runner's obsStart), on this machine's clock.
-type hostObserver struct {
+type sutObserver struct {
 	set     *hostSet
 	dest    plan.Dest
 	key     string
@@ -333,7 +333,7 @@ type hostObserver struct {
 	created time.Time
 }
 
-func (o *hostObserver) Start(ctx context.Context) error {
+func (o *sutObserver) Start(ctx context.Context) error {
 	h, err := o.set.host(ctx, o.dest, results.RoleSUT)
 	if err != nil {
 		return err
@@ -342,7 +342,7 @@ func (o *hostObserver) Start(ctx context.Context) error {
 	return o.o.Start(ctx)
 }
 
-func (o *hostObserver) Stop() *results.Series {
+func (o *sutObserver) Stop() *results.Series {
 	if o.o == nil {
 		return nil
 	}

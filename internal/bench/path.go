@@ -87,7 +87,7 @@ func (l localPath) DialCheck(ctx context.Context, addr string, timeout time.Dura
 }
 
 // loadSide is the load host's side of the path.
-func (e *hostEngine) loadSide(ctx context.Context) (pathHost, error) {
+func (e *sutEngine) loadSide(ctx context.Context) (pathHost, error) {
 	if e.load.Local() {
 		return localPath{routes: engine.NewRouteTable()}, nil
 	}
@@ -100,7 +100,7 @@ func (e *hostEngine) loadSide(ctx context.Context) (pathHost, error) {
 
 // path finds (once per pair of hosts) the addresses the SUT and the load
 // host face each other with.
-func (e *hostEngine) path(ctx context.Context) (*netPath, error) {
+func (e *sutEngine) path(ctx context.Context) (*netPath, error) {
 	key := e.dest.Raw + " " + e.load.Raw
 	e.set.mu.Lock()
 	p := e.set.paths[key]
@@ -169,7 +169,7 @@ type runPath struct {
 // deployReached deploys spec on the SUT for a load host elsewhere, routes
 // the load host to a container's own address, and checks that the load
 // host gets in; a path the SUT refuses is not runnable.
-func (e *hostEngine) deployReached(ctx context.Context, eng *remote.Engine, spec engine.DeploySpec) (*engine.Target, error) {
+func (e *sutEngine) deployReached(ctx context.Context, eng *remote.Engine, spec engine.DeploySpec) (*engine.Target, error) {
 	p, err := e.path(ctx)
 	if err != nil {
 		return nil, notRunnable(err.Error())
@@ -239,7 +239,7 @@ func pathVia(n engine.NetworkMode) string {
 }
 
 // removeRoutes removes the routes a run put on the load host.
-func (e *hostEngine) removeRoutes(ctx context.Context, runID string) error {
+func (e *sutEngine) removeRoutes(ctx context.Context, runID string) error {
 	if e.load == nil {
 		return nil
 	}
@@ -263,7 +263,7 @@ func (e *hostEngine) removeRoutes(ctx context.Context, runID string) error {
 }
 
 // recordPath puts the run's path and the SUT's admit counters in m.
-func (e *hostEngine) recordPath(ctx context.Context, t *engine.Target, m *results.Measurement) {
+func (e *sutEngine) recordPath(ctx context.Context, t *engine.Target, m *results.Measurement) {
 	if e.load == nil {
 		return
 	}

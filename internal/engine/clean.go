@@ -77,7 +77,7 @@ func Clean(ctx context.Context, cli client.APIClient, runID string, opts ...Clea
 	if err != nil {
 		errs = append(errs, err)
 	}
-	h := NewHost(WithHostStateDir(cfg.hostState), WithHostDataRoot(cfg.hostData), WithHostKernel(cfg.kernel))
+	h := NewBareMetal(WithHostStateDir(cfg.hostState), WithHostDataRoot(cfg.hostData), WithHostKernel(cfg.kernel))
 	hr, err := h.cleanStates(ctx, runID, cfg.dryRun, cfg.own)
 	removed = append(removed, hr...)
 	if err != nil {

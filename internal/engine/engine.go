@@ -215,7 +215,12 @@ type ExecResult struct {
 // Info describes an engine, as each run records it.
 type Info = results.EngineInfo
 
-// Engine deploys workloads. Implementations: Host and Docker.
+// Engine deploys workloads. Implementations: BareMetal (runtime host,
+// this machine's processes), Docker (runtime docker, through the Docker
+// Engine API; a private or nested daemon too), kube.Kube (runtime
+// kubernetes, internal/engine/kube), remote.Engine (an engine of another
+// machine through its agent) and, above it, bench's sutEngine (the SUT
+// host's engine of a plan's hosts:, with the path from the load host).
 type Engine interface {
 	Info(ctx context.Context) (Info, error)
 	// Ping reports whether the engine still answers: nil, or why not

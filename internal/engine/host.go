@@ -37,33 +37,35 @@ const (
 	stopGrace  = 5 * time.Second
 )
 
-// Host runs services as processes directly on the machine: the bare-metal
-// baseline. Each service is a process group in cgroups of its own, so
+// BareMetal is runtime host's engine: it runs services as processes
+// directly on this machine, the bare-metal baseline (not a host of the
+// plan's hosts:, which is remote.Host, nor another machine's engine,
+// bench's sutEngine). Each service is a process group in cgroups of its own, so
 // observers measure it like a container.
-type Host struct {
+type BareMetal struct {
 	kernel   kernel.FS
 	stateDir string
 	dataRoot string
 }
 
-var _ Engine = (*Host)(nil)
+var _ Engine = (*BareMetal)(nil)
 
-// HostOption configures the host runtime.
-type HostOption func(*Host)
+// BareMetalOption configures the host runtime.
+type BareMetalOption func(*BareMetal)
 
 // WithHostKernel changes where the kernel's file systems (the cgroup
 // hierarchies, /proc) are read (default the real ones).
-func WithHostKernel(fs kernel.FS) HostOption { return func(h *Host) { h.kernel = fs } }
+func WithHostKernel(fs kernel.FS) BareMetalOption { return func(h *BareMetal) { h.kernel = fs } }
 
 // WithHostStateDir changes where run state files go (default /run/ctrperf/host).
-func WithHostStateDir(dir string) HostOption { return func(h *Host) { h.stateDir = dir } }
+func WithHostStateDir(dir string) BareMetalOption { return func(h *BareMetal) { h.stateDir = dir } }
 
 // WithHostDataRoot changes where service data directories go.
-func WithHostDataRoot(dir string) HostOption { return func(h *Host) { h.dataRoot = dir } }
+func WithHostDataRoot(dir string) BareMetalOption { return func(h *BareMetal) { h.dataRoot = dir } }
 
-// NewHost returns the host runtime.
-func NewHost(opts ...HostOption) *Host {
-	h := &Host{kernel: kernel.DefaultFS(), stateDir: filepath.Join(DefaultRunDir, "host"),
+// NewBareMetal returns the host runtime.
+func NewBareMetal(opts ...BareMetalOption) *BareMetal {
+	h := &BareMetal{kernel: kernel.DefaultFS(), stateDir: filepath.Join(DefaultRunDir, "host"),
 		dataRoot: DefaultHostDataRoot}
 	for _, o := range opts {
 		o(h)
@@ -72,16 +74,16 @@ func NewHost(opts ...HostOption) *Host {
 }
 
 // Info describes the host runtime.
-func (h *Host) Info(context.Context) (Info, error) {
+func (h *BareMetal) Info(context.Context) (Info, error) {
 	return Info{Runtime: string(RuntimeHost), Name: "host"}, nil
 }
 
 // Close has nothing to release.
-func (h *Host) Close(context.Context) error { return nil }
+func (h *BareMetal) Close(context.Context) error { return nil }
 
 // Deploy starts each service (last first) as a process group in its own
 // cgroups and waits for it to be ready. On error it undoes everything.
-func (h *Host) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err error) {
+func (h *BareMetal) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err error) {
 	if err := ValidateSpec(RuntimeHost, spec); err != nil {
 		return nil, err
 	}
@@ -146,7 +148,7 @@ func hostArgv(s Service) []string {
 // node that a service leaves there works for anyone else.
 const hostTmpfsFlags = unix.MS_NOSUID | unix.MS_NODEV
 
-func (h *Host) startService(ctx context.Context, t *Target, r *hostRun, spec DeploySpec, i int, b Bindings) error {
+func (h *BareMetal) startService(ctx context.Context, t *Target, r *hostRun, spec DeploySpec, i int, b Bindings) error {
 	s := spec.Services[i]
 	argv, err := b.ExpandAll(hostArgv(s))
 	if err != nil {
@@ -272,7 +274,7 @@ func contains(ss []string, s string) bool {
 
 // joinCommand wraps argv in the shell that joins the cgroups first; the
 // process leads a process group of its own so teardown can signal all of it.
-func (h *Host) joinCommand(argv, procs, env []string, dir string) *exec.Cmd {
+func (h *BareMetal) joinCommand(argv, procs, env []string, dir string) *exec.Cmd {
 	args := append([]string{"-c", joinScript, joinArg0}, argv...)
 	cmd := exec.Command("/bin/sh", args...)
 	cmd.Env = append(env, "CTRPERF_CGROUP_PROCS="+strings.Join(procs, " "))
@@ -283,7 +285,7 @@ func (h *Host) joinCommand(argv, procs, env []string, dir string) *exec.Cmd {
 
 // Exec runs argv as a child inside the service's cgroups, in its data
 // directory and with its environment, and waits for it.
-func (h *Host) Exec(ctx context.Context, t *Target, service string, argv []string) (ExecResult, error) {
+func (h *BareMetal) Exec(ctx context.Context, t *Target, service string, argv []string) (ExecResult, error) {
 	r, ok := t.Private.(*hostRun)
 	if !ok {
 		return ExecResult{}, fmt.Errorf("exec in %s: not a host target", t.RunID)
@@ -329,12 +331,12 @@ func (h *Host) Exec(ctx context.Context, t *Target, service string, argv []strin
 }
 
 // Ping: the host always answers.
-func (h *Host) Ping(context.Context) error { return nil }
+func (h *BareMetal) Ping(context.Context) error { return nil }
 
 // Teardown stops the run's processes (SIGTERM to each process group, then
 // SIGKILL), removes its cgroups, mounts, data and state file. It works from
 // the state file when t carries no bookkeeping (another process deployed).
-func (h *Host) Teardown(ctx context.Context, t *Target) error {
+func (h *BareMetal) Teardown(ctx context.Context, t *Target) error {
 	if t == nil {
 		return nil
 	}

@@ -18,15 +18,15 @@ import (
 var v1Controllers = []string{"cpu", "cpuacct", "memory", "cpuset", "blkio"}
 
 // cgroups is the layout under the cgroup root, detected on first use.
-func (h *Host) cgroups() kernel.Layout { return h.kernel.Cgroups() }
+func (h *BareMetal) cgroups() kernel.Layout { return h.kernel.Cgroups() }
 
 // cgroupV2 reports whether the cgroup root is a unified (v2) hierarchy.
-func (h *Host) cgroupV2() bool { return h.cgroups().Mode == kernel.V2 }
+func (h *BareMetal) cgroupV2() bool { return h.cgroups().Mode == kernel.V2 }
 
 // cgroupDirs lists a service's group directories (one per v1 controller
 // that is mounted, or one unified), the run-level parents, and the path
 // observers use (relative to a controller's root).
-func (h *Host) cgroupDirs(runID, svc string) (groups, runGroups []string, rel string, err error) {
+func (h *BareMetal) cgroupDirs(runID, svc string) (groups, runGroups []string, rel string, err error) {
 	rel = "/" + filepath.Join(NamePrefix, runID, svc)
 	if h.cgroupV2() {
 		return []string{h.kernel.Cgroup(rel)}, []string{h.kernel.Cgroup(NamePrefix, runID)}, rel, nil
@@ -97,7 +97,7 @@ func resourceWrites(controller string, v2 bool, res Resources) []cgroupWrite {
 
 // makeCgroups creates the groups, makes cpuset usable at every level,
 // applies the resources and returns the cgroup.procs files to join.
-func (h *Host) makeCgroups(groups, runGroups []string, res Resources) ([]string, error) {
+func (h *BareMetal) makeCgroups(groups, runGroups []string, res Resources) ([]string, error) {
 	v2 := h.cgroupV2()
 	var procs []string
 	for _, g := range groups {

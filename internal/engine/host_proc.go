@@ -19,7 +19,7 @@ import (
 
 // ownedProcess guards against PID reuse: a recorded PID is only signalled
 // while it is still in the run's cgroup or still the joining shell.
-func (h *Host) ownedProcess(pid int, marker string) bool {
+func (h *BareMetal) ownedProcess(pid int, marker string) bool {
 	paths, err := kernel.ProcCgroups(h.kernel.Proc(), pid)
 	if err != nil {
 		return false
@@ -33,7 +33,7 @@ func (h *Host) ownedProcess(pid int, marker string) bool {
 	return err == nil && strings.Contains(strings.Join(argv, "\x00"), joinArg0)
 }
 
-func (h *Host) livePids(st hostState, marker string) []int {
+func (h *BareMetal) livePids(st hostState, marker string) []int {
 	var pids []int
 	for _, s := range st.Services {
 		for _, g := range s.Cgroups {
@@ -46,7 +46,7 @@ func (h *Host) livePids(st hostState, marker string) []int {
 	return dedupe(pids)
 }
 
-func (h *Host) waitGone(ctx context.Context, st hostState, done map[string]chan struct{}, marker string, d time.Duration) bool {
+func (h *BareMetal) waitGone(ctx context.Context, st hostState, done map[string]chan struct{}, marker string, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for {
 		reaped := true

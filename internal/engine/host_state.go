@@ -46,9 +46,9 @@ type hostRun struct {
 	admit bool // an admit chain was (being) installed: teardown removes it
 }
 
-func (h *Host) statePath(runID string) string { return filepath.Join(h.stateDir, runID+".json") }
+func (h *BareMetal) statePath(runID string) string { return filepath.Join(h.stateDir, runID+".json") }
 
-func (h *Host) saveState(r *hostRun) error {
+func (h *BareMetal) saveState(r *hostRun) error {
 	r.mu.Lock()
 	b, err := json.MarshalIndent(r.state, "", "  ")
 	r.mu.Unlock()
@@ -64,7 +64,7 @@ func (h *Host) saveState(r *hostRun) error {
 	return nil
 }
 
-func (h *Host) loadState(path string) (hostState, error) {
+func (h *BareMetal) loadState(path string) (hostState, error) {
 	var st hostState
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -80,7 +80,7 @@ func (h *Host) loadState(path string) (hostState, error) {
 }
 
 // cleanStates undoes host runs from their state files (runID "" = all).
-func (h *Host) cleanStates(ctx context.Context, runID string, dry bool, own *Ownership) ([]string, error) {
+func (h *BareMetal) cleanStates(ctx context.Context, runID string, dry bool, own *Ownership) ([]string, error) {
 	var paths []string
 	if runID != "" {
 		paths = []string{h.statePath(runID)}
@@ -116,7 +116,7 @@ func (h *Host) cleanStates(ctx context.Context, runID string, dry bool, own *Own
 
 // destroy undoes one host run. done, when known, are the reapers of the
 // processes this process started.
-func (h *Host) destroy(ctx context.Context, st hostState, dry bool, done map[string]chan struct{}) ([]string, error) {
+func (h *BareMetal) destroy(ctx context.Context, st hostState, dry bool, done map[string]chan struct{}) ([]string, error) {
 	var removed []string
 	var errs []error
 	marker := "/" + filepath.Join(NamePrefix, st.RunID) + "/"

@@ -614,7 +614,7 @@ func TestHostRuntimeRoot(t *testing.T) {
 	t.Parallel() // a run of its own (see the note on parallel tests above dockerClient)
 	testenv.RequireRoot(t, "cgroups, mounts")
 	bin := tinyBinary(t)
-	h := NewHost()
+	h := NewBareMetal()
 	runID := newRunID(t)
 	front := Service{Name: "front", HostCommand: []string{bin, "serve", "127.0.0.1:{{port:front:8080}}", runID}, Ports: []int{8080},
 		Env: map[string]string{"UPSTREAM": "{{addr:db:8080}}"}, DataDir: "/data",
@@ -680,7 +680,7 @@ func TestHostRuntimeRoot(t *testing.T) {
 func TestHostRuntimeBadInputRoot(t *testing.T) {
 	testenv.RequireRoot(t, "cgroups, mounts")
 	bin := tinyBinary(t)
-	h := NewHost()
+	h := NewBareMetal()
 	busy, err := net.Listen("tcp", ":0")
 	if err != nil {
 		t.Fatal(err)

@@ -61,7 +61,7 @@ func killChild() int {
 	}
 	defer cli.Close()
 	var stack lifecycle.Stack
-	d, h := engine.NewDocker(cli), engine.NewHost()
+	d, h := engine.NewDocker(cli), engine.NewBareMetal()
 	ids := killRunIDs(runID)
 	two := func(front string) []engine.Service {
 		f := engine.TinyServiceForTest(img, front)

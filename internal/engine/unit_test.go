@@ -378,7 +378,7 @@ func TestMakeCgroupsFakeV1(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h := NewHost(WithHostKernel(kernel.NewFS(kernel.Roots{Cgroup: root})))
+	h := NewBareMetal(WithHostKernel(kernel.NewFS(kernel.Roots{Cgroup: root})))
 	groups, runGroups, rel, err := h.cgroupDirs("r1", "app")
 	if err != nil {
 		t.Fatal(err)

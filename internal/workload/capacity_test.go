@@ -437,7 +437,7 @@ func TestWebCapacitySearchRoot(t *testing.T) {
 	testenv.Ctrperf(t) // the host runs `ctrperf __ticketd`
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	eng := engine.NewHost()
+	eng := engine.NewBareMetal()
 	c := Config{Runtime: engine.RuntimeHost, Network: engine.NetworkHost, Data: engine.DataBind,
 		App: map[string]any{"hash_cost": 8, "seed_tickets": 30}}
 	target := deployWith(ctx, t, eng, Web{}, c, "webtest-capacity-"+fmt.Sprint(os.Getpid()))

@@ -51,7 +51,7 @@ func TestClientRedisBenchmarkDocker(t *testing.T) {
 		client     string
 		where, hit string // in Tools: where it ran, the address it dialled ("": the app's container IP)
 	}{
-		{"bare metal", engine.NewHost(), engine.RuntimeHost, engine.NetworkHost, clientHost, "on this machine", "127.0.0.1"},
+		{"bare metal", engine.NewBareMetal(), engine.RuntimeHost, engine.NetworkHost, clientHost, "on this machine", "127.0.0.1"},
 		{"published through docker-proxy", eng, engine.RuntimeDocker, engine.NetworkPublished, clientHost, "on this machine", "127.0.0.1"},
 		{"container IP", eng, engine.RuntimeDocker, engine.NetworkContainerIP, clientHost, "on this machine", ""},
 		{"published-external from the client namespace", eng, engine.RuntimeDocker, engine.NetworkPublishedExternal, clientHost, "in the client namespace ctrperf-", "198.18."},

@@ -671,7 +671,7 @@ func TestCommandHostAndContainerDocker(t *testing.T) {
 		eng  engine.Engine
 		c    Config
 	}{
-		{"host", engine.NewHost(), Config{Runtime: engine.RuntimeHost, Network: engine.NetworkHost, Data: engine.DataBind, App: app, Load: ld}},
+		{"host", engine.NewBareMetal(), Config{Runtime: engine.RuntimeHost, Network: engine.NetworkHost, Data: engine.DataBind, App: app, Load: ld}},
 		{"docker", docker, Config{Runtime: engine.RuntimeDocker, Network: engine.NetworkHost, Data: engine.DataVolume, App: app, Load: ld}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -302,7 +302,7 @@ func runToolCases(t *testing.T, eng engine.Engine, rt engine.Runtime, prefix str
 func TestToolWorkloadsHostRoot(t *testing.T) {
 	t.Parallel()
 	testenv.RequireRoot(t, "the host runtime's cgroups")
-	runToolCases(t, engine.NewHost(), engine.RuntimeHost, "tooltest-host")
+	runToolCases(t, engine.NewBareMetal(), engine.RuntimeHost, "tooltest-host")
 }
 
 // TestToolWorkloadsDocker runs every tool workload in a container of the

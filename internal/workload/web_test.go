@@ -227,7 +227,7 @@ func TestWebHostSQLiteRoot(t *testing.T) {
 	c := Config{Runtime: engine.RuntimeHost, Network: engine.NetworkHost, Data: engine.DataBind,
 		App:  map[string]any{"hash_cost": 8, "seed_tickets": 30},
 		Load: map[string]any{"rate": 20, "poisson": true}}
-	driveOnce(ctx, t, engine.NewHost(), c, "webtest-host-"+fmt.Sprint(os.Getpid()))
+	driveOnce(ctx, t, engine.NewBareMetal(), c, "webtest-host-"+fmt.Sprint(os.Getpid()))
 }
 
 func driveOnce(ctx context.Context, t *testing.T, eng engine.Engine, c Config, runID string) {
@@ -268,7 +268,7 @@ func TestWebHostMariaDBRoot(t *testing.T) {
 	c := Config{Runtime: engine.RuntimeHost, Network: engine.NetworkHost, Data: engine.DataBind,
 		App:  map[string]any{"db": "mariadb", "hash_cost": 8, "seed_tickets": 30, "innodb_buffer_pool": "32M"},
 		Load: map[string]any{"rate": 20}}
-	driveOnce(ctx, t, engine.NewHost(), c, "webtest-hostdb-"+fmt.Sprint(os.Getpid()))
+	driveOnce(ctx, t, engine.NewBareMetal(), c, "webtest-hostdb-"+fmt.Sprint(os.Getpid()))
 }
 
 // dockerEngine returns the default Docker engine with the images built, or
