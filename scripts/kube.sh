@@ -39,44 +39,44 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+LIB_NAME=kube
+# shellcheck source=lib.sh
+. "$ROOT/scripts/lib.sh" # and the names and addresses: internal/labnet/labnet.env
 
 KUBE=${KUBE:-$ROOT/bin/kube}
 CTRPERF=${CTRPERF:-$ROOT/bin/ctrperf}
-STATE=/var/lib/ctrperf/kube
-RUN=/run/ctrperf/kube
+STATE=$KUBE_STATE
+RUN=$KUBE_RUN
 KUBECONFIG_PATH=$STATE/kubeconfig
 PKI=$STATE/pki
 LOGS=$STATE/log
 
-BRIDGE=ctrperf-kube0
-APISERVER_IP=198.19.210.1
-NODES=(kube-node-1 kube-node-2)
-declare -A NODE_IP=([kube-node-1]=198.19.210.11 [kube-node-2]=198.19.210.12)
-declare -A POD_CIDR=([kube-node-1]=198.19.64.0/24 [kube-node-2]=198.19.65.0/24)
-CLUSTER_CIDR=198.19.64.0/18
-SERVICE_CIDR=198.19.96.0/20
-FIRST_SERVICE_IP=198.19.96.1
+BRIDGE=$KUBE_BRIDGE
+APISERVER_IP=$KUBE_APISERVER_IP
+NODES=("$KUBE_NODE_1" "$KUBE_NODE_2")
+declare -A NODE_IP=(["$KUBE_NODE_1"]=$KUBE_NODE_1_ADDR ["$KUBE_NODE_2"]=$KUBE_NODE_2_ADDR)
+declare -A POD_CIDR=(["$KUBE_NODE_1"]=$KUBE_NODE_1_POD_CIDR ["$KUBE_NODE_2"]=$KUBE_NODE_2_POD_CIDR)
+CLUSTER_CIDR=$KUBE_CLUSTER_CIDR
+SERVICE_CIDR=$KUBE_SERVICE_CIDR
+FIRST_SERVICE_IP=$KUBE_FIRST_SERVICE_IP
 ETCD_CLIENT=127.0.0.1:32379
 ETCD_PEER=127.0.0.1:32380
-CGROUP_ROOT=ctrperf-kube # /sys/fs/cgroup/<hierarchy>/ctrperf-kube/<node>
-CHAIN=CTRPERF-KUBE
-CNI_BRIDGE=ctrperf-cni0
+CGROUP_ROOT=$KUBE_CGROUP_ROOT # /sys/fs/cgroup/<hierarchy>/ctrperf-kube/<node>
+CHAIN=$KUBE_CHAIN
+CNI_BRIDGE=$KUBE_CNI_BRIDGE
 PAUSE_IMAGE=ctrperf/pause:latest
 
 KUBE_PROXY_MODE=${KUBE_PROXY_MODE:-iptables}
 # The node whose kubelet runs the static CPU manager (Guaranteed pods with
 # whole CPUs get them exclusively): kube-node-2 unless set; "none" for no
 # such node. Empty (make's default) is kube-node-2.
-KUBE_STATIC_CPU_NODE=${KUBE_STATIC_CPU_NODE:-kube-node-2}
+KUBE_STATIC_CPU_NODE=${KUBE_STATIC_CPU_NODE:-$KUBE_NODE_2}
 if [[ $KUBE_STATIC_CPU_NODE == none ]]; then KUBE_STATIC_CPU_NODE=; fi
 KUBE_UP_TIMEOUT=${KUBE_UP_TIMEOUT:-180} # seconds for all nodes to be Ready
 
 # Kubelet sets these kernel tunables at start (setupKernelTunables); up
 # saves the machine's values and down puts them back.
 TUNABLES=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
-
-say() { printf 'kube: %s\n' "$*" >&2; }
-die() { printf 'kube: %s\n' "$*" >&2; exit 1; }
 
 kubectl() { "$KUBE" kubectl --kubeconfig "$KUBECONFIG_PATH" "$@"; }
 
@@ -97,45 +97,23 @@ running() { # running NAME
 	[[ -f $f ]] && ours "$(cat "$f")"
 }
 
-# start NAME NETNS|- COMMAND...: run detached (own session, so make's Ctrl-C
-# after up does not reach it), output to $LOGS/NAME.log.
+# start NAME NETNS|- COMMAND...: run detached (lib.sh), output to
+# $LOGS/NAME.log, its pid in $RUN/NAME.pid.
 start() {
 	local name=$1 netns=$2
 	shift 2
 	local pre=()
 	[[ $netns != - ]] && pre=(nsenter --net=/run/netns/"$netns" --)
-	(
-		# Inherit no descriptor beyond stdio: a daemon holding, say, the
-		# lock file of a `flock ... make kube-up` would hold that lock as
-		# long as the cluster lives.
-		local fd
-		for fd in /proc/$BASHPID/fd/*; do
-			fd=${fd##*/}
-			if ((fd > 2)); then eval "exec $fd>&-"; fi
-		done
-		exec setsid "${pre[@]}" "$@" </dev/null >>"$LOGS/$name.log" 2>&1
-	) &
+	detach "$ROOT" "$LOGS/$name.log" "${pre[@]}" "$@"
 	echo $! >"$RUN/$name.pid"
 }
 
 # stop NAME [SECONDS]: SIGTERM, then SIGKILL after SECONDS (default 10);
 # 0: SIGKILL at once, for a process whose state goes anyway.
 stop() {
-	local name=$1 grace=${2:-10} f=$RUN/$1.pid pid
+	local name=$1 grace=${2:-10} f=$RUN/$1.pid
 	[[ -f $f ]] || return 0
-	pid=$(cat "$f")
-	if ours "$pid" && ((grace > 0)); then
-		kill -TERM "$pid" 2>/dev/null || true
-		for ((i = 0; i < grace * 10; i++)); do
-			ours "$pid" || break
-			sleep 0.1
-		done
-		if ours "$pid"; then say "$name ($pid) did not stop in ${grace}s: SIGKILL"; fi
-	fi
-	if ours "$pid"; then
-		kill -KILL "$pid" 2>/dev/null || true
-		while ours "$pid"; do sleep 0.1; done
-	fi
+	stop_pid "$(cat "$f")" "$name" "$grace" ours
 	rm -f "$f"
 }
 
@@ -224,9 +202,7 @@ network() {
 	# chain (br_netfilter; Docker's policy there is DROP): accept the
 	# cluster's own, from the bridge to the bridge (as lab.sh does); this
 	# machine reaches the nodes through INPUT/OUTPUT, not FORWARD.
-	iptables -w -N "$CHAIN"
-	iptables -w -A "$CHAIN" -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT
-	iptables -w -I FORWARD 1 -m comment --comment ctrperf-kube -j "$CHAIN"
+	forward_accept "$CHAIN" "$BRIDGE"
 	local n m
 	for n in "${NODES[@]}"; do
 		ip netns add "$n"
@@ -253,10 +229,6 @@ network() {
 
 # --- cgroups --------------------------------------------------------------------
 
-hierarchies() { # every cgroup v1 hierarchy and the v2 mount
-	awk '$3 == "cgroup" || $3 == "cgroup2" {print $2}' /proc/self/mounts
-}
-
 cgroups() {
 	local h n
 	for h in $(hierarchies); do
@@ -279,61 +251,8 @@ node_config() { # node_config NODE
 	local n=$1 d=$STATE/nodes/$1 r=$RUN/$1
 	mkdir -p "$d/containerd" "$d/kubelet" "$d/pod-logs" "$d/cni/net.d" "$d/cni/ipam" "$d/opt" "$r"
 	kubeconfig "$d/kubelet.kubeconfig" "$n" "system:node:$n"
-	cat >"$d/containerd.toml" <<EOF
-# containerd of $n (ctrperf lab cluster): its own root, state and socket.
-version = 2
-root = "$d/containerd"
-state = "$r/containerd"
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
-[grpc]
-  address = "$r/containerd.sock"
-[ttrpc]
-  address = "$r/containerd-ttrpc.sock"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "$d/opt"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "$PAUSE_IMAGE"
-  disable_apparmor = true
-  # Root here lacks CAP_SYS_RESOURCE: runc cannot lower a container's
-  # oom_score_adj below containerd's own (the sandbox asks for -998).
-  restrict_oom_score_adj = true
-  netns_mounts_under_state_dir = true
-  stream_server_address = "127.0.0.1"
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-        Root = "$r/runc"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = "$d/cni/net.d"
-EOF
-	cat >"$d/cni/net.d/10-ctrperf.conflist" <<EOF
-{
-  "cniVersion": "0.4.0",
-  "name": "ctrperf-kube",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "$CNI_BRIDGE",
-      "isGateway": true,
-      "ipMasq": false,
-      "hairpinMode": true,
-      "ipam": {
-        "type": "host-local",
-        "dataDir": "$d/cni/ipam",
-        "ranges": [[{"subnet": "${POD_CIDR[$n]}"}]],
-        "routes": [{"dst": "0.0.0.0/0"}]
-      }
-    },
-    {"type": "portmap", "capabilities": {"portMappings": true}},
-    {"type": "loopback"}
-  ]
-}
-EOF
+	render "$ROOT/scripts/templates/kube-containerd.toml" >"$d/containerd.toml"
+	render "$ROOT/scripts/templates/kube-cni.conflist" >"$d/cni/net.d/10-ctrperf.conflist"
 	local cpu=""
 	if [[ $n == "$KUBE_STATIC_CPU_NODE" ]]; then
 		# Guaranteed pods with whole CPUs get them exclusively (the static
@@ -343,47 +262,8 @@ EOF
 		# node's pods and this machine's processes still run anywhere.
 		cpu=$'cpuManagerPolicy: static\nreservedSystemCPUs: "0"'
 	fi
-	cat >"$d/kubelet.yaml" <<EOF
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-address: ${NODE_IP[$n]}
-authentication:
-  anonymous: {enabled: false}
-  webhook: {enabled: true}
-  x509: {clientCAFile: $PKI/ca.crt}
-authorization: {mode: Webhook}
-containerRuntimeEndpoint: unix://$r/containerd.sock
-# cgroup v1 here: kubelet 1.35+ refuses it unless told.
-failCgroupV1: false
-cgroupDriver: cgroupfs
-cgroupRoot: /$CGROUP_ROOT/$n
-podLogsDir: $d/pod-logs
-failSwapOn: false
-# No registry: images are imported (make kube-images) and must not be
-# collected; the disk is shared with everything else on the machine.
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%}
-clusterDomain: cluster.local
-healthzBindAddress: 127.0.0.1
-readOnlyPort: 0
-serializeImagePulls: false
-$cpu
-EOF
-	cat >"$d/kube-proxy.yaml" <<EOF
-apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-clientConnection: {kubeconfig: $STATE/kube-proxy.kubeconfig}
-hostnameOverride: $n
-mode: $KUBE_PROXY_MODE
-clusterCIDR: $CLUSTER_CIDR
-healthzBindAddress: 127.0.0.1:10256
-# On the node's address, as a cluster that exposes kube-proxy's metrics
-# does: /proxyMode then tells ctrperf (doctor, every record) the mode.
-metricsBindAddress: ${NODE_IP[$n]}:10249
-# Leave the machine-wide conntrack settings alone.
-conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
-EOF
+	render "$ROOT/scripts/templates/kube-kubelet.yaml" >"$d/kubelet.yaml"
+	render "$ROOT/scripts/templates/kube-proxy.yaml" >"$d/kube-proxy.yaml"
 }
 
 # --- up -----------------------------------------------------------------------------
@@ -607,19 +487,10 @@ down() {
 		ip link del "$n" 2>/dev/null || true
 	done
 	ip link del "$BRIDGE" 2>/dev/null || true
-	while iptables -w -D FORWARD -m comment --comment ctrperf-kube -j "$CHAIN" 2>/dev/null; do :; done
-	if iptables -w -n -L "$CHAIN" >/dev/null 2>&1; then
-		iptables -w -F "$CHAIN"
-		iptables -w -X "$CHAIN"
-	fi
+	forward_remove "$CHAIN"
 
 	# cgroups, deepest first.
-	for h in $(hierarchies); do
-		if [[ -d $h/$CGROUP_ROOT ]]; then
-			find "$h/$CGROUP_ROOT" -depth -type d -exec rmdir {} + 2>/dev/null || true
-			if [[ -d $h/$CGROUP_ROOT ]]; then say "cgroup $h/$CGROUP_ROOT still there"; fi
-		fi
-	done
+	remove_cgroups "$CGROUP_ROOT"
 
 	# Kernel tunables kubelet changed.
 	if [[ -f $STATE/tunables ]]; then
@@ -662,14 +533,8 @@ status() {
 	return $rc
 }
 
-# lock: one up, down or images at a time, as lab.sh does (two makes of
-# kube-up at once would start two of every daemon). fd 9 is the lock; the
-# daemons close it (see start), so it is released when this script ends.
-lock() {
-	mkdir -p /run/ctrperf
-	exec 9>/run/ctrperf/kube.lock
-	flock -w 300 9 || die "another kube.sh up, down or images holds /run/ctrperf/kube.lock"
-}
+# lock: one up, down or images at a time, as lab.sh does (lib.sh).
+lock() { take_lock "$KUBE_LOCK" "kube.sh up, down or images"; }
 
 case ${1:-} in
 up) lock; up ;;

@@ -51,24 +51,26 @@
 #   cgroups /sys/fs/cgroup/*/ctrperf-lab-sut
 set -euo pipefail
 
-LAB=/var/lib/ctrperf/lab
-RUN=/run/ctrperf/lab
-LOCK=/run/ctrperf/lab.lock
-BRIDGE=ctrperf-lab0
-BRIDGE_ADDR=198.19.200.1
-PREFIX_LEN=24
-CHAIN=CTRPERF-LAB
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LIB_NAME=lab LIB_SAY_FD=1
+# shellcheck source=lib.sh
+. "$ROOT/scripts/lib.sh" # and the names and addresses: internal/labnet/labnet.env
+
+LAB=$LAB_DIR
+RUN=$LAB_RUN
+LOCK=$LAB_LOCK
+BRIDGE=$LAB_BRIDGE
+BRIDGE_ADDR=$LAB_BRIDGE_ADDR
+PREFIX_LEN=$LAB_PREFIX_LEN
+CHAIN=$LAB_CHAIN
 SSH_CONFIG=$LAB/ssh_config
 KNOWN_HOSTS=$LAB/known_hosts
 CLIENT_KEY=$LAB/id_ed25519
-CGROUP_PARENT=/ctrperf-lab-sut
-HOSTS=(lab-sut lab-load)
-declare -A ADDR=([lab-sut]=198.19.200.2 [lab-load]=198.19.200.3)
-declare -A VETH=([lab-sut]=lab-sut-veth [lab-load]=lab-load-veth)
+CGROUP_PARENT=/$LAB_CGROUP
+HOSTS=("$LAB_SUT" "$LAB_LOAD")
+declare -A ADDR=(["$LAB_SUT"]=$LAB_SUT_ADDR ["$LAB_LOAD"]=$LAB_LOAD_ADDR)
+declare -A VETH=(["$LAB_SUT"]=$LAB_SUT_VETH ["$LAB_LOAD"]=$LAB_LOAD_VETH)
 WAIT_SECONDS=${WAIT_SECONDS:-60}
-
-say() { printf 'lab: %s\n' "$*"; }
-die() { printf 'lab: %s\n' "$*" >&2; exit 1; }
 
 # --- pids ----------------------------------------------------------------------
 
@@ -81,12 +83,6 @@ pidof_file() {
 	p=$(<"$1")
 	[[ $p =~ ^[0-9]+$ ]] && alive "$p" || return 1
 	echo "$p"
-}
-
-# alive PID: the process exists and is no zombie (which is gone already, its
-# parent has not waited yet).
-alive() {
-	[[ -d /proc/$1 ]] && [[ $(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) != Z ]]
 }
 
 # holder HOST: the pid of HOST's namespace holder, if it runs and still holds
@@ -135,37 +131,10 @@ cmdline() {
 	echo "${args[*]}"
 }
 
-# stop_pid PID WHAT SECONDS: SIGTERM, then SIGKILL after SECONDS.
-stop_pid() {
-	local pid=$1 what=$2 secs=${3:-10} i
-	kill -TERM "$pid" 2>/dev/null || return 0
-	for ((i = 0; i < secs * 10; i++)); do
-		alive "$pid" || { say "stopped $what (pid $pid)"; return 0; }
-		sleep 0.1
-	done
-	kill -KILL "$pid" 2>/dev/null || true
-	say "killed $what (pid $pid): it did not stop within ${secs}s"
-}
-
 # --- up ------------------------------------------------------------------------
 
-# daemon LOG CMD...: start CMD in the background, in a session of its own,
-# in /, with stdin from /dev/null and output appended to LOG, and with every
-# other file descriptor closed: a daemon must not keep a lock its starter
-# held (this script's, or `flock … go test` of a test that runs lab up).
-# Every step execs, so $! is CMD's pid.
-daemon() {
-	local log=$1
-	shift
-	(
-		cd /
-		for fd in /proc/self/fd/*; do
-			fd=${fd##*/}
-			((fd > 2)) && eval "exec $fd>&-" 2>/dev/null
-		done
-		exec setsid "$@" </dev/null >>"$log" 2>&1
-	) &
-}
+# daemon LOG CMD...: CMD detached (lib.sh), in /; $! is its pid.
+daemon() { detach / "$@"; }
 
 make_bridge() {
 	if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
@@ -174,12 +143,8 @@ make_bridge() {
 		say "bridge $BRIDGE $BRIDGE_ADDR/$PREFIX_LEN"
 	fi
 	ip link set "$BRIDGE" up
-	# Bridged frames go through iptables (br_netfilter, which Docker loads)
-	# and Docker's FORWARD policy is DROP: let the lab's own traffic pass.
-	iptables -w -N "$CHAIN" 2>/dev/null || true
-	iptables -w -C "$CHAIN" -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT 2>/dev/null ||
-		iptables -w -A "$CHAIN" -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT
-	iptables -w -C FORWARD -j "$CHAIN" 2>/dev/null || iptables -w -I FORWARD 1 -j "$CHAIN"
+	# Docker's FORWARD policy is DROP: let the lab's own traffic pass.
+	forward_accept "$CHAIN" "$BRIDGE"
 }
 
 # make_files: the client key pair and each host's private directories and
@@ -197,40 +162,16 @@ make_files() {
 		[[ -s $d/etc-ssh/ssh_host_ed25519_key ]] ||
 			ssh-keygen -q -t ed25519 -N '' -C "$h" -f "$d/etc-ssh/ssh_host_ed25519_key"
 		cp "$CLIENT_KEY.pub" "$d/root/.ssh/authorized_keys"
-		cat >"$d/etc-ssh/sshd_config" <<-EOF
-			# sshd of the ctrperf lab host $h (scripts/lab.sh)
-			ListenAddress ${ADDR[$h]}
-			ListenAddress 127.0.0.1
-			HostKey /etc/ssh/ssh_host_ed25519_key
-			PidFile none
-			PermitRootLogin prohibit-password
-			PubkeyAuthentication yes
-			AuthorizedKeysFile /root/.ssh/authorized_keys
-			PasswordAuthentication no
-			KbdInteractiveAuthentication no
-			UsePAM no
-			PrintMotd no
-			PrintLastLog no
-			AcceptEnv LANG LC_*
-			Subsystem sftp /usr/lib/openssh/sftp-server
-		EOF
-		if [[ $h == lab-sut ]]; then
+		render "$ROOT/scripts/templates/lab-sshd_config" >"$d/etc-ssh/sshd_config"
+		if [[ $h == "$LAB_SUT" ]]; then
 			mkdir -p "$d/etc-docker" "$d/docker"
-			cat >"$d/etc-docker/daemon.json" <<-EOF
-				{
-				  "bip": "198.19.201.1/24",
-				  "default-address-pools": [
-				    {"base": "198.19.202.0/23", "size": 24},
-				    {"base": "198.19.204.0/22", "size": 24}
-				  ]
-				}
-			EOF
+			render "$ROOT/scripts/templates/lab-daemon.json" >"$d/etc-docker/daemon.json"
 		fi
 		printf '%s,%s %s\n' "$h" "${ADDR[$h]}" "$(cut -d' ' -f1,2 "$d/etc-ssh/ssh_host_ed25519_key.pub")" >>"$KNOWN_HOSTS.new"
 	done
 	mv "$KNOWN_HOSTS.new" "$KNOWN_HOSTS"
 	{
-		echo "# The ctrperf lab (scripts/lab.sh): ssh -F $SSH_CONFIG lab-sut"
+		echo "# The ctrperf lab (scripts/lab.sh): ssh -F $SSH_CONFIG ${LAB_SUT}"
 		for h in "${HOSTS[@]}"; do
 			cat <<-EOF
 				Host $h
@@ -271,7 +212,7 @@ mount_script() {
 		mount --bind $d/root /root
 		mount --bind $d/etc-ssh /etc/ssh
 	EOF
-	if [[ $h == lab-sut ]]; then
+	if [[ $h == "$LAB_SUT" ]]; then
 		cat <<-EOF
 			mount --bind $d/etc-docker /etc/docker
 			mount --bind $d/docker /var/lib/docker
@@ -340,7 +281,7 @@ start_sshd() {
 # start_dockerd: lab-sut's engine, inside its namespaces, on the standard
 # paths there (they are its private mounts).
 start_dockerd() {
-	local h=lab-sut pid hp
+	local h=${LAB_SUT} pid hp
 	if pid=$(pidof_file "$RUN/$h.dockerd.pid") && in_host "$h" "$pid"; then
 		return 0
 	fi
@@ -368,9 +309,9 @@ wait_ready() {
 		done
 	done
 	for ((i = 0; ; i++)); do
-		lab_exec lab-sut docker info --format '{{.ServerVersion}}' >/dev/null 2>&1 && break
-		((i < WAIT_SECONDS * 10)) || { tail -n 20 "$LAB/lab-sut/dockerd.log" >&2 || true; die "lab-sut: dockerd does not answer within ${WAIT_SECONDS}s"; }
-		pidof_file "$RUN/lab-sut.dockerd.pid" >/dev/null || { tail -n 20 "$LAB/lab-sut/dockerd.log" >&2 || true; die "lab-sut: dockerd exited; see $LAB/lab-sut/dockerd.log"; }
+		lab_exec ${LAB_SUT} docker info --format '{{.ServerVersion}}' >/dev/null 2>&1 && break
+		((i < WAIT_SECONDS * 10)) || { tail -n 20 "$LAB/${LAB_SUT}/dockerd.log" >&2 || true; die "${LAB_SUT}: dockerd does not answer within ${WAIT_SECONDS}s"; }
+		pidof_file "$RUN/${LAB_SUT}.dockerd.pid" >/dev/null || { tail -n 20 "$LAB/${LAB_SUT}/dockerd.log" >&2 || true; die "${LAB_SUT}: dockerd exited; see $LAB/${LAB_SUT}/dockerd.log"; }
 		sleep 0.1
 	done
 }
@@ -393,7 +334,7 @@ up() {
 	start_dockerd
 	wait_ready
 	trap - EXIT
-	say "up: lab-sut ${ADDR[lab-sut]} (Docker), lab-load ${ADDR[lab-load]}"
+	say "up: ${LAB_SUT} ${ADDR[$LAB_SUT]} (Docker), ${LAB_LOAD} ${ADDR[$LAB_LOAD]}"
 	echo "$SSH_CONFIG"
 }
 
@@ -404,20 +345,20 @@ down() {
 	local h pid p
 	# lab-sut's engine: its containers, then dockerd (which stops its
 	# containerd), then a containerd that outlived it.
-	if holder lab-sut >/dev/null; then
-		if pid=$(pidof_file "$RUN/lab-sut.dockerd.pid") && in_host lab-sut "$pid"; then
+	if holder ${LAB_SUT} >/dev/null; then
+		if pid=$(pidof_file "$RUN/${LAB_SUT}.dockerd.pid") && in_host ${LAB_SUT} "$pid"; then
 			local ids
-			ids=$(lab_exec lab-sut timeout 20 docker ps -aq 2>/dev/null || true)
+			ids=$(lab_exec ${LAB_SUT} timeout 20 docker ps -aq 2>/dev/null || true)
 			if [[ -n $ids ]]; then
 				# shellcheck disable=SC2086
-				lab_exec lab-sut timeout 60 docker rm -f $ids >/dev/null 2>&1 || true
-				say "lab-sut: removed $(wc -w <<<"$ids") container(s)"
+				lab_exec ${LAB_SUT} timeout 60 docker rm -f $ids >/dev/null 2>&1 || true
+				say "${LAB_SUT}: removed $(wc -w <<<"$ids") container(s)"
 			fi
 			local ctrd
-			ctrd=$(cat "/proc/$(holder lab-sut)/root/var/run/docker/containerd/containerd.pid" 2>/dev/null || true)
-			stop_pid "$pid" "lab-sut's dockerd" 20
-			if [[ $ctrd =~ ^[0-9]+$ ]] && in_host lab-sut "$ctrd"; then
-				stop_pid "$ctrd" "lab-sut's containerd" 10
+			ctrd=$(cat "/proc/$(holder ${LAB_SUT})/root/var/run/docker/containerd/containerd.pid" 2>/dev/null || true)
+			stop_pid "$pid" "${LAB_SUT}'s dockerd" 20
+			if [[ $ctrd =~ ^[0-9]+$ ]] && in_host ${LAB_SUT} "$ctrd"; then
+				stop_pid "$ctrd" "${LAB_SUT}'s containerd" 10
 			fi
 		fi
 	fi
@@ -450,23 +391,9 @@ down() {
 		ip link del "${VETH[$h]}" 2>/dev/null && say "removed veth ${VETH[$h]}" || true
 	done
 	ip link del "$BRIDGE" 2>/dev/null && say "removed bridge $BRIDGE" || true
-	while iptables -w -D FORWARD -j "$CHAIN" 2>/dev/null; do :; done
-	if iptables -w -F "$CHAIN" 2>/dev/null; then
-		iptables -w -X "$CHAIN" && say "removed iptables chain $CHAIN"
-	fi
-	local cg d
-	for cg in /sys/fs/cgroup/*/"${CGROUP_PARENT#/}"; do
-		[[ -d $cg ]] || continue
-		# Deepest first: a cgroup is removed with rmdir once it is empty
-		# (the kernel may take a moment after its last process exits).
-		local i
-		for ((i = 0; i < 50; i++)); do
-			find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true
-			[[ -d $cg ]] || break
-			sleep 0.1
-		done
-		[[ -d $cg ]] && say "cgroup $cg still exists (a process in it?)" || say "removed cgroup $cg"
-	done
+	forward_remove "$CHAIN"
+	remove_cgroups "$CGROUP_PARENT"
+	local d
 	for d in "$LAB" "$RUN"; do
 		[[ -e $d ]] || continue
 		rm -rf "$d" && say "removed $d"
@@ -483,7 +410,7 @@ status() {
 		if pid=$(holder "$h"); then
 			printf '%-9s %-13s holder %s' "$h" "${ADDR[$h]}" "$pid"
 			if p=$(pidof_file "$RUN/$h.sshd.pid") && in_host "$h" "$p"; then printf ', sshd %s' "$p"; else printf ', sshd DOWN'; rc=1; fi
-			if [[ $h == lab-sut ]]; then
+			if [[ $h == "$LAB_SUT" ]]; then
 				if p=$(pidof_file "$RUN/$h.dockerd.pid") && in_host "$h" "$p"; then printf ', dockerd %s' "$p"; else printf ', dockerd DOWN'; rc=1; fi
 			fi
 			echo
@@ -526,18 +453,14 @@ images() {
 	[[ -n $imgs ]] || imgs=$(docker images --format '{{.Repository}}:{{.Tag}}' | grep '^ctrperf/' | grep -v ':<none>$' || true)
 	[[ -n $imgs ]] || die "no ctrperf/* images on the default engine: bin/ctrperf images build"
 	# shellcheck disable=SC2086
-	docker save $imgs | ssh -F "$SSH_CONFIG" lab-sut docker load
+	docker save $imgs | ssh -F "$SSH_CONFIG" ${LAB_SUT} docker load
 }
 
 cmd=${1:-}
 shift || true
 case $cmd in
 up | down)
-	mkdir -p "$(dirname "$LOCK")"
-	# fd 9 is the lock; the daemons close it (see daemon), so it is
-	# released when this script ends.
-	exec 9>"$LOCK"
-	flock -w 120 9 || die "another lab up/down holds $LOCK"
+	take_lock "$LOCK" "lab up/down"
 
 	"$cmd"
 	;;

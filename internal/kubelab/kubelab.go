@@ -6,16 +6,19 @@
 // internal/kernel reads /proc and /sys outside tests).
 package kubelab
 
-// The names scripts/kube.sh gives what it makes.
-const (
-	Kubeconfig = StateDir + "/kubeconfig" // admin credentials, mode 0600
-	StateDir   = "/var/lib/ctrperf/kube"  // certificates, etcd, node roots, logs
-	RunDir     = "/run/ctrperf/kube"      // pid files, containerd state and sockets
-	Bridge     = "ctrperf-kube0"          // the nodes' bridge, 198.19.210.1/24
-	Chain      = "CTRPERF-KUBE"           // accepts the bridge's traffic in filter/FORWARD
-	CgroupRoot = "ctrperf-kube"           // /sys/fs/cgroup/<hierarchy>/ctrperf-kube/<node>
-	NodePrefix = "kube-node-"             // node names, their netns and host-side veths
-	PodCIDR    = "198.19.64.0/18"         // node N has 198.19.(63+N).0/24
-	ServiceNet = "198.19.96.0/20"
-	NodeNet    = "198.19.210."
+import "ctrperf/internal/labnet"
+
+// The names scripts/kube.sh gives what it makes: labnet.env's, which the
+// script sources.
+var (
+	Kubeconfig = StateDir + "/kubeconfig"        // admin credentials, mode 0600
+	StateDir   = labnet.Get("KUBE_STATE")        // certificates, etcd, node roots, logs
+	RunDir     = labnet.Get("KUBE_RUN")          // pid files, containerd state and sockets
+	Bridge     = labnet.Get("KUBE_BRIDGE")       // the nodes' bridge, KUBE_APISERVER_IP/24
+	Chain      = labnet.Get("KUBE_CHAIN")        // accepts the bridge's traffic in filter/FORWARD
+	CgroupRoot = labnet.Get("KUBE_CGROUP_ROOT")  // /sys/fs/cgroup/<hierarchy>/ctrperf-kube/<node>
+	NodePrefix = labnet.Get("KUBE_NODE_PREFIX")  // node names, their netns and host-side veths
+	PodCIDR    = labnet.Get("KUBE_CLUSTER_CIDR") // node N has KUBE_NODE_N_POD_CIDR
+	ServiceNet = labnet.Get("KUBE_SERVICE_CIDR")
+	NodeNet    = labnet.Get("KUBE_NODE_NET")
 )

@@ -24,21 +24,26 @@ import (
 	"time"
 
 	"ctrperf/internal/kernel"
+	"ctrperf/internal/labnet"
 )
 
-// What lab-up makes (scripts/lab.sh keeps the same names).
+// What lab-up makes: the names and addresses are labnet.env's, which
+// scripts/lab.sh sources.
+var (
+	Dir        = labnet.Get("LAB_DIR")         // keys, ssh_config, known_hosts, hosts' private dirs
+	RunDir     = labnet.Get("LAB_RUN")         // pid files
+	SSHConfig  = Dir + "/ssh_config"           // ssh -F SSHConfig lab-sut
+	KnownHosts = Dir + "/known_hosts"          // both hosts' keys, by name and address
+	ClientKey  = Dir + "/id_ed25519"           // root's key on both hosts
+	Bridge     = labnet.Get("LAB_BRIDGE")      // LAB_BRIDGE_ADDR/24 on this machine
+	BridgeAddr = labnet.Get("LAB_BRIDGE_ADDR") // this machine, as the hosts reach it
+	Chain      = labnet.Get("LAB_CHAIN")       // filter chain, jumped to from FORWARD
+	CgroupName = labnet.Get("LAB_CGROUP")      // lab-sut's engine's --cgroup-parent
+	Sut        = labnet.Get("LAB_SUT")         // the system under test: sshd and a Docker engine
+	Load       = labnet.Get("LAB_LOAD")        // the load host: sshd, no Docker
+)
+
 const (
-	Dir        = "/var/lib/ctrperf/lab"          // keys, ssh_config, known_hosts, hosts' private dirs
-	RunDir     = "/run/ctrperf/lab"              // pid files
-	SSHConfig  = Dir + "/ssh_config"             // ssh -F SSHConfig lab-sut
-	KnownHosts = Dir + "/known_hosts"            // both hosts' keys, by name and address
-	ClientKey  = Dir + "/id_ed25519"             // root's key on both hosts
-	Bridge     = "ctrperf-lab0"                  // 198.19.200.1/24 on this machine
-	BridgeAddr = "198.19.200.1"                  // this machine, as the hosts reach it
-	Chain      = "CTRPERF-LAB"                   // filter chain, jumped to from FORWARD
-	CgroupName = "ctrperf-lab-sut"               // lab-sut's engine's --cgroup-parent
-	Sut        = "lab-sut"                       // the system under test: sshd and a Docker engine
-	Load       = "lab-load"                      // the load host: sshd, no Docker
 	RequireEnv = "CTRPERF_REQUIRE_LAB"           // =1: a test that needs the lab fails without it
 	netnsDir   = "/run/netns"                    // where `ip netns` names namespaces
 	hostKey    = "/etc/ssh/ssh_host_ed25519_key" // inside each host
@@ -56,14 +61,14 @@ func procPath(pid int, elem ...string) string {
 var Hosts = []string{Sut, Load}
 
 // Addr is each host's address on the bridge.
-var Addr = map[string]string{Sut: "198.19.200.2", Load: "198.19.200.3"}
+var Addr = map[string]string{Sut: labnet.Get("LAB_SUT_ADDR"), Load: labnet.Get("LAB_LOAD_ADDR")}
 
 // Veth is the host side of each host's veth pair (eth0 inside).
-var Veth = map[string]string{Sut: "lab-sut-veth", Load: "lab-load-veth"}
+var Veth = map[string]string{Sut: labnet.Get("LAB_SUT_VETH"), Load: labnet.Get("LAB_LOAD_VETH")}
 
 // Pools are lab-sut's engine's addresses: its docker0 (first) and the pools
 // of the networks it creates.
-var Pools = []string{"198.19.201.0/24", "198.19.202.0/23", "198.19.204.0/22"}
+var Pools = []string{labnet.Get("LAB_DOCKER_NET"), labnet.Get("LAB_DOCKER_POOL_1"), labnet.Get("LAB_DOCKER_POOL_2")}
 
 // HostDir is where a host's private paths live on this machine:
 // HostDir(h)/root is its /root, etc-ssh its /etc/ssh, var-lib-ctrperf its
