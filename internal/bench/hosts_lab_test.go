@@ -22,7 +22,7 @@ import (
 	"ctrperf/internal/testenv"
 )
 
-const labSSHConfig = lab.SSHConfig
+var labSSHConfig = lab.SSHConfig
 
 // cutOnMeasure kills the sshd child of the SUT host's agent session the
 // first time a run starts measuring: the SSH connection drops mid-run.

@@ -24,7 +24,7 @@ import (
 // The lab (make lab-up, internal/lab): two hosts of this machine reached
 // over SSH. Tests named …Lab need it; CTRPERF_REQUIRE_LAB=1 makes its
 // absence a failure (lab.Require).
-const labConfig = lab.SSHConfig
+var labConfig = lab.SSHConfig
 
 func dest(t testing.TB, s string) plan.Dest {
 	t.Helper()
