@@ -170,6 +170,8 @@ func (e *Engines) open(ctx context.Context, rt engine.Runtime, spec engine.Engin
 		info, err := e.host.Info(ctx)
 		return e.host, info, nil, err
 	case engine.RuntimeDocker:
+	case engine.RuntimePodman:
+		return e.podman(ctx)
 	case engine.RuntimeVM:
 		why := "see `ctrperf doctor`"
 		if e.VM != nil {
@@ -224,6 +226,27 @@ func (e *Engines) open(ctx context.Context, rt engine.Runtime, spec engine.Engin
 	return e.prepared(eng, def, d), info, d, nil
 }
 
+// podman starts the session's podman service (daemon.StartPodman), an
+// engine of its own that the Docker engine deploys through; its images are
+// built on the default engine and loaded into podman's store like a
+// private engine's.
+func (e *Engines) podman(ctx context.Context) (engine.Engine, engine.Info, engineDaemon, error) {
+	def, err := e.defaultDaemon(ctx)
+	if err != nil {
+		return nil, engine.Info{}, nil, err
+	}
+	d, err := daemon.StartPodman(ctx, e.RunID, e.DaemonOptions...)
+	if err != nil {
+		return nil, engine.Info{}, nil, err
+	}
+	e.daemons = append(e.daemons, d)
+	eng, info, err := dockerOn(ctx, d)
+	if err != nil {
+		return nil, engine.Info{}, nil, err
+	}
+	return e.prepared(eng, def, d), info, d, nil
+}
+
 func (e *Engines) prepared(eng engine.Engine, def, private *daemon.Daemon) engine.Engine {
 	if e.ensured == nil {
 		e.ensured = map[string]bool{}
@@ -251,7 +274,7 @@ func dockerOn(ctx context.Context, d *daemon.Daemon) (engine.Engine, engine.Info
 	if err != nil {
 		return nil, engine.Info{}, err
 	}
-	opts := []engine.DockerOption{engine.WithEngineName(d.Name())}
+	opts := []engine.DockerOption{engine.WithEngineName(d.Name()), engine.WithRuntime(engine.Runtime(info.Runtime))}
 	if info.UserlandProxy != nil {
 		opts = append(opts, engine.WithUserlandProxy(*info.UserlandProxy))
 	}

@@ -195,8 +195,13 @@ func PlanLacks(p *plan.Plan, m Machine) Lacks {
 		}
 		switch {
 		case tr.Processes:
-		case rt == engine.RuntimeDocker:
+		case rt == engine.RuntimeDocker || tr.Program != "":
+			// A runtime with a program of its own (podman) runs the
+			// images built on the default engine.
 			engineNeeded = true
+			if tr.Program != "" && !has(tr.Program) {
+				addCmd(tr.Program)
+			}
 		case !tr.Images:
 			why := m.VM
 			if why == "" {

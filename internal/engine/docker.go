@@ -40,6 +40,7 @@ const (
 // works with any SDK client: the default engine or a private one.
 type Docker struct {
 	cli           client.APIClient
+	rt            Runtime
 	name          string
 	private       bool
 	userlandProxy *bool
@@ -57,6 +58,11 @@ var _ Engine = (*Docker)(nil)
 
 // DockerOption configures a Docker engine.
 type DockerOption func(*Docker)
+
+// WithRuntime says which runtime's Docker-compatible API cli speaks
+// (podman's service): targets and Info carry it, and the deployment is
+// checked against its networks and data placements (default docker).
+func WithRuntime(rt Runtime) DockerOption { return func(d *Docker) { d.rt = rt } }
 
 // WithEngineName names the engine in Info ("default" unless set).
 func WithEngineName(name string) DockerOption { return func(d *Docker) { d.name = name } }
@@ -88,7 +94,7 @@ func WithRunDir(dir string) DockerOption { return func(d *Docker) { d.runDir = d
 
 // NewDocker returns an engine deploying through cli.
 func NewDocker(cli client.APIClient, opts ...DockerOption) *Docker {
-	d := &Docker{cli: cli, name: "default", bindRoot: DefaultBindRoot, kernel: kernel.DefaultFS(), runDir: DefaultRunDir, iptables: execIPTables}
+	d := &Docker{cli: cli, rt: RuntimeDocker, name: "default", bindRoot: DefaultBindRoot, kernel: kernel.DefaultFS(), runDir: DefaultRunDir, iptables: execIPTables}
 	for _, o := range opts {
 		o(d)
 	}
@@ -112,7 +118,7 @@ func (d *Docker) Info(ctx context.Context) (Info, error) {
 		return Info{}, fmt.Errorf("docker engine %s: info: %w", d.name, err)
 	}
 	in := res.Info
-	out := Info{Runtime: string(RuntimeDocker), Name: d.name, Version: in.ServerVersion, StorageDriver: in.Driver,
+	out := Info{Runtime: string(d.rt), Name: d.name, Version: in.ServerVersion, StorageDriver: in.Driver,
 		DataRoot: in.DockerRootDir, UserlandProxy: d.userlandProxy, Private: d.private}
 	for _, kv := range in.DriverStatus {
 		if len(kv) == 2 && kv[0] == "Backing Filesystem" {
@@ -157,7 +163,7 @@ func (d *Docker) Close(ctx context.Context) error {
 // first, waiting for each to be ready. On any error (and on cancellation)
 // it removes everything it created before returning.
 func (d *Docker) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err error) {
-	if err := ValidateSpec(RuntimeDocker, spec); err != nil {
+	if err := ValidateSpec(d.rt, spec); err != nil {
 		return nil, err
 	}
 	if err := d.checkImages(ctx, spec.Services); err != nil {
@@ -171,7 +177,7 @@ func (d *Docker) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err er
 		return nil, fmt.Errorf("deploy %s: the run id is already in use on docker engine %s (%s); use a new run id or `ctrperf clean --run %s`", spec.RunID, d.name, strings.Join(left, ", "), spec.RunID)
 	}
 	st := &dockerState{network: NetworkName(spec.RunID)}
-	t = &Target{RunID: spec.RunID, Runtime: RuntimeDocker, Network: spec.Network, Private: st}
+	t = &Target{RunID: spec.RunID, Runtime: d.rt, Network: spec.Network, Private: st}
 	defer func() {
 		if err != nil {
 			if terr := d.Teardown(ctx, t); terr != nil {

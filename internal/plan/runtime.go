@@ -33,6 +33,10 @@ type RuntimeTraits struct {
 	// NumericUser: a service's user must be a uid; the runtime does not
 	// look names up in the image (a pod's securityContext.runAsUser).
 	NumericUser bool
+	// Program is the command of this machine the runtime's engine runs
+	// besides Docker's (podman): a plan that names the runtime needs its
+	// Debian package (internal/deps).
+	Program string
 }
 
 // runtimeTable is every runtime a plan may name, in the order error
@@ -43,6 +47,9 @@ var runtimeTable = []struct {
 }{
 	{RuntimeHost, RuntimeTraits{Processes: true, Network: NetworkHost, Data: DataBind}},
 	{RuntimeDocker, RuntimeTraits{Images: true, Isolate: true, Network: NetworkPublished, Data: DataLayer, OwnAddress: NetworkContainerIP}},
+	// Rootful Podman's containers, through its Docker-compatible API: like
+	// Docker's, but the isolate controller follows Docker's containers only.
+	{RuntimePodman, RuntimeTraits{Images: true, Network: NetworkPublished, Data: DataLayer, OwnAddress: NetworkContainerIP, Program: "podman"}},
 	// Pods of a cluster: from images, the pod's IP, its root filesystem.
 	// The isolate controller runs as a DaemonSet on every node (CRI).
 	{RuntimeKubernetes, RuntimeTraits{Images: true, Isolate: true, Network: NetworkPodIP, Data: DataLayer,

@@ -16,6 +16,8 @@ func TestRuntimeTraits(t *testing.T) {
 			RuntimeTraits{Processes: true, Network: NetworkHost, Data: DataBind}},
 		{"docker: images, the isolate controller, a published port on the writable layer; the container's IP its own address", RuntimeDocker,
 			RuntimeTraits{Images: true, Isolate: true, Network: NetworkPublished, Data: DataLayer, OwnAddress: NetworkContainerIP}},
+		{"podman: images, a published port on the writable layer, the container's IP its own address; no isolate controller; needs podman", RuntimePodman,
+			RuntimeTraits{Images: true, Network: NetworkPublished, Data: DataLayer, OwnAddress: NetworkContainerIP, Program: "podman"}},
 		{"kubernetes: images (pods), the isolate controller as a DaemonSet, the pod's IP, its root filesystem; a cluster network, numeric users", RuntimeKubernetes,
 			RuntimeTraits{Images: true, Isolate: true, Network: NetworkPodIP, Data: DataLayer, OwnAddress: NetworkPodIP, ClusterNetwork: true, NumericUser: true}},
 		{"vm: nothing runs, a guest's defaults", RuntimeVM, RuntimeTraits{Network: NetworkHost, Data: DataBind}},

@@ -89,6 +89,14 @@ func (d *decoder) checkKnobs(c *Configuration) {
 				e("privileged", "true with engine.nested: an inner container with --privileged would get every capability of the outer one, the host's cgroups read-write and no seccomp or AppArmor, which is root on the host; remove it or use the default engine")
 			}
 		}
+	case RuntimePodman:
+		// Its engine is the podman service ctrperf starts; engine knobs
+		// start private dockerds.
+		for _, k := range engineKeys {
+			if n, ok := c.nodes["engine."+k]; ok {
+				d.errorf(n, field("engine."+k), "engine knobs select a Docker engine; runtime podman runs on a podman service of ctrperf's own (remove it)")
+			}
+		}
 	case RuntimeVM:
 		// A guest has none of Docker's or the host's placement knobs; it is
 		// recorded not_run (no VM runtime), so a knob here would only look
