@@ -1,0 +1,153 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"ctrperf/internal/engine"
+	"ctrperf/internal/engine/daemon"
+	"ctrperf/internal/kernel"
+	"ctrperf/internal/plan"
+	"ctrperf/internal/results"
+	"ctrperf/internal/testenv"
+	"ctrperf/internal/workload"
+)
+
+// TestBenchPodmanDocker runs runtime podman beside Docker through the real
+// engines and observers: the session's podman service starts on first
+// use, the image built on Docker is loaded into podman's store, each
+// podman run is measured with its container's cgroup sampled and
+// recorded as runtime podman with no userland proxy, and when the plan
+// ends, or is interrupted (as SIGINT does) in a podman run, the service
+// is stopped with nothing of its runs left.
+func TestBenchPodmanDocker(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cli := rootDocker(t, ctx, "rootful podman")
+	testenv.Podman(t)
+	wl := newTinyWorkload(t, ctx, cli)
+	p, err := ParsePlan("tiny.yaml", []byte(`
+name: tiny
+workload: benchtiny
+repetitions: 1
+warmup: 100ms
+duration: 300ms  # the pipeline, not a figure, is under test
+baseline: docker
+configurations:
+  - name: docker
+    runtime: docker
+    network: published
+  - name: podman-published
+    runtime: podman
+    network: published
+  - name: podman-container-ip
+    runtime: podman
+    network: container-ip
+`), plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a session leaves: its service's process, socket or state, and
+	// any container of its runs in podman's store (seen through a service
+	// of the test's own once the session's is gone).
+	leftovers := func(t *testing.T, session string) []string {
+		t.Helper()
+		var left []string
+		listed, err := daemon.ListPodman()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range listed {
+			if l.RunID == session {
+				left = append(left, "podman service "+l.Name)
+			}
+		}
+		sock := filepath.Join("/run/ctrperf", "podman-"+session+".sock")
+		if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
+			left = append(left, "socket "+sock)
+		}
+		fs := kernel.DefaultFS()
+		pids, _ := fs.PIDs()
+		for _, pid := range pids {
+			if argv, err := fs.Cmdline(pid); err == nil && slices.ContainsFunc(argv, func(a string) bool { return strings.Contains(a, sock) }) {
+				left = append(left, "process "+strings.Join(argv, " "))
+			}
+		}
+		check, err := daemon.StartPodman(ctx, session+"-check")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer check.Close(ctx)
+		rest, err := engine.CleanEngineObjects(ctx, check.Client(), func(run string) bool { return strings.HasPrefix(run, session+"-") }, engine.CleanDryRun())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(left, rest...)
+	}
+
+	session := "podmanbench-" + testRunIDSuffix(t)
+	out := filepath.Join(t.TempDir(), "out")
+	sum, err := Run(ctx, p, Options{Out: out, Engines: &Engines{RunID: session}, Observers: SystemObservers(),
+		Workload: func(string) (workload.Workload, error) { return wl, nil }})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if sum.OK != 3 {
+		t.Fatalf("%d ok runs of 3; records: %+v", sum.OK, sum.Records)
+	}
+	for _, rec := range readRecords(t, out) {
+		if !strings.HasPrefix(rec.Config, "podman") {
+			continue
+		}
+		if e := rec.Engine; e == nil || e.Runtime != string(engine.RuntimePodman) || e.UserlandProxy == nil || *e.UserlandProxy || !strings.HasPrefix(e.Version, "4.") {
+			t.Errorf("run %s: engine %+v, want podman 4.x without a userland proxy", rec.Config, rec.Engine)
+		}
+		if rec.Result.Metrics["throughput_per_s"] <= 0 {
+			t.Errorf("run %s measured nothing: %+v", rec.Config, rec.Result)
+		}
+		sampled := rec.System != nil && slices.ContainsFunc(rec.System.Samples, func(s results.Sample) bool { _, ok := s.Containers["app"]; return ok })
+		if !sampled {
+			t.Errorf("run %s: no sample of the container's cgroup", rec.Config)
+		}
+	}
+	if left := leftovers(t, session); len(left) > 0 {
+		t.Errorf("the session left: %v", left)
+	}
+
+	// Interrupted in its first podman run.
+	session2 := "podmanbench-" + testRunIDSuffix(t)
+	ictx, icancel := context.WithCancel(ctx)
+	defer icancel()
+	interrupted := ""
+	wl.onDrive = func(env workload.Env) {
+		if env.Target.Runtime == engine.RuntimePodman && interrupted == "" {
+			interrupted = env.Target.RunID
+			icancel()
+		}
+	}
+	_, err = Run(ictx, p, Options{Out: filepath.Join(t.TempDir(), "out"), Engines: &Engines{RunID: session2},
+		Workload: func(string) (workload.Workload, error) { return wl, nil }})
+	if !errors.Is(err, ErrInterrupted) || interrupted == "" {
+		t.Fatalf("interrupted Run: %v (interrupted %q)", err, interrupted)
+	}
+	if left := leftovers(t, session2); len(left) > 0 {
+		t.Errorf("the interrupted session left: %v", left)
+	}
+}
+
+// testRunIDSuffix is 8 random hex digits: a session of the test's own.
+func testRunIDSuffix(t *testing.T) string {
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
