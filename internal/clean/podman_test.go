@@ -22,7 +22,8 @@ import (
 	"ctrperf/internal/testenv"
 )
 
-// TestCleanKilledPodmanDocker: a session of runtime podman killed with its
+// TestCleanKilledPodmanDocker: a live session's podman service and runs
+// are kept; a session of runtime podman killed with its
 // run deployed (ctrperf SIGKILLed, its podman service left running; or the
 // service killed too, its container left under conmon) leaves a service
 // and a container that `ctrperf clean --run SESSION` removes — the service
@@ -82,6 +83,15 @@ func TestCleanKilledPodmanDocker(t *testing.T) {
 				t.Fatalf("service of %s not listed alive: %+v", session, listed)
 			}
 			svcState := listed[i].PodmanService
+			// While the session lives, its service and runs are kept.
+			live := owner.Owners{{Record: owner.Record{Kind: "bench", Session: session, PID: os.Getpid()}, Live: true}}
+			kept, err := Sweep(ctx, Options{RunID: session, Owners: engine.NewOwnership(live, false)})
+			if err != nil || slices.ContainsFunc(kept, func(r string) bool { return strings.Contains(r, session) }) {
+				t.Errorf("Sweep with the session live removed %v, %v", kept, err)
+			}
+			if err := pd.Ping(ctx, 3*time.Second); err != nil {
+				t.Errorf("the live session's service: %v", err)
+			}
 			// The session dies without closing anything: its engine is
 			// dropped (never Close), and the service is killed or not.
 			if tc.killService {
