@@ -282,6 +282,10 @@ func dockerOn(ctx context.Context, d *daemon.Daemon) (engine.Engine, engine.Info
 		// Stopped by Engines.Close, not by each engine's Close.
 		opts = append(opts, engine.WithPrivateEngine(func(context.Context) error { return nil }))
 	}
+	if d.Podman() {
+		// netavark accepts only replies in FORWARD (engine.WithAcceptForwarded).
+		opts = append(opts, engine.WithAcceptForwarded())
+	}
 	if d.Nested() {
 		opts = append(opts, engine.WithHostPID(func(pid int) (int, error) { return d.HostPID(context.Background(), pid) }))
 	}

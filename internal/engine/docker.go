@@ -52,6 +52,8 @@ type Docker struct {
 	// hostPID maps a pid the engine reports to the host's (a nested
 	// engine's pids are in its container's namespace); nil: the same.
 	hostPID func(pid int) (int, error)
+	// acceptForwarded: see WithAcceptForwarded.
+	acceptForwarded bool
 }
 
 var _ Engine = (*Docker)(nil)
@@ -63,6 +65,16 @@ type DockerOption func(*Docker)
 // (podman's service): targets and Info carry it, and the deployment is
 // checked against its networks and data placements (default docker).
 func WithRuntime(rt Runtime) DockerOption { return func(d *Docker) { d.rt = rt } }
+
+// WithAcceptForwarded says that the engine's NAT does not accept new
+// forwarded connections to a published port: rootful podman's netavark
+// accepts only the replies in FORWARD, and beside Docker, whose FORWARD
+// policy is DROP, a client that is not this host's own stack (the client
+// namespace of published-external, a load host) never reaches the
+// container. The run's admit chain then accepts exactly that client's
+// connections to the published endpoints (admit.go), and teardown and
+// clean remove it with the run.
+func WithAcceptForwarded() DockerOption { return func(d *Docker) { d.acceptForwarded = true } }
 
 // WithEngineName names the engine in Info ("default" unless set).
 func WithEngineName(name string) DockerOption { return func(d *Docker) { d.name = name } }
@@ -233,6 +245,11 @@ func (d *Docker) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err er
 		}
 		t.Dial = st.ext.Dial
 		t.Netns = st.ext.Netns
+		if d.acceptForwarded {
+			if err := admitNamespace(ctx, d.iptables, spec.RunID, st.ext.PeerIP); err != nil {
+				return t, fmt.Errorf("deploy %s: %w", spec.RunID, err)
+			}
+		}
 	}
 
 	for i := len(spec.Services) - 1; i >= 0; i-- {
@@ -243,7 +260,7 @@ func (d *Docker) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err er
 			return t, fmt.Errorf("deploy %s: %w", spec.RunID, err)
 		}
 	}
-	if err := admitReach(ctx, d.iptables, spec, t); err != nil {
+	if err := admitClients(ctx, d.iptables, spec, t, d.acceptForwarded); err != nil {
 		return t, fmt.Errorf("deploy %s: %w", spec.RunID, err)
 	}
 	return t, nil

@@ -63,7 +63,7 @@ func podmanEngine(t *testing.T, pd *Daemon) *engine.Docker {
 		t.Errorf("Info = %+v, want runtime podman 4.x, private, no userland proxy", info)
 	}
 	return engine.NewDocker(pd.Client(), engine.WithRuntime(engine.Runtime(info.Runtime)), engine.WithEngineName(pd.Name()),
-		engine.WithUserlandProxy(*info.UserlandProxy))
+		engine.WithUserlandProxy(*info.UserlandProxy), engine.WithAcceptForwarded())
 }
 
 func tinyService(img string) engine.Service {
@@ -119,8 +119,8 @@ func podmanLeftovers(t *testing.T, cli client.APIClient, runID string) []string 
 
 // TestPodmanRuntimeDocker: runtime podman on a real podman service of
 // ctrperf's own: the image copied from Docker into podman's store, every
-// network (published through netavark's DNAT, not a proxy; the container
-// IP; the host's) and data placement (layer, volume, bind, tmpfs) deployed
+// network (published through netavark's DNAT, not a proxy, from this
+// machine and from a client namespace; the container IP; the host's) and data placement (layer, volume, bind, tmpfs) deployed
 // and reached through the Docker engine on the service's socket, each
 // container with its pid and cgroup, each run torn down to nothing, and
 // the service, its socket and its state gone after Close.
@@ -172,6 +172,13 @@ func TestPodmanRuntimeDocker(t *testing.T) {
 			dnat := regexp.MustCompile(`-d 127\.0\.0\.1/32 -p tcp -m tcp --dport ` + port + ` -j DNAT --to-destination ` + regexp.QuoteMeta(tg.Containers[0].IP) + `:8080`)
 			if !dnat.Match(out) {
 				t.Errorf("no netavark DNAT of 127.0.0.1:%s to %s:8080 in the nat table:\n%s", port, tg.Containers[0].IP, out)
+			}
+		}},
+		{engine.NetworkPublishedExternal, func(t *testing.T, tg *engine.Target, ep engine.Endpoint) {
+			// Dialled from the client namespace (get uses the target's
+			// dialer): netavark's DNAT in PREROUTING.
+			if host, _, _ := net.SplitHostPort(ep.Addr); !strings.HasPrefix(host, "198.1") || tg.Netns == "" {
+				t.Errorf("endpoint %s, netns %q: want the host side of a 198.18.0.0/15 veth", ep.Addr, tg.Netns)
 			}
 		}},
 		{engine.NetworkContainerIP, func(t *testing.T, tg *engine.Target, ep engine.Endpoint) {
