@@ -2,7 +2,10 @@ package clean
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 
 	"github.com/moby/moby/client"
@@ -34,7 +37,9 @@ func podmanServices(ctx context.Context, o Options, opts []engine.CleanOption) (
 			}
 			return engine.CleanEngineObjects(ctx, cli, runs, opts...)
 		}
-		return daemon.CleanPodman(ctx, o.RunID, keep, sweep)
+		removed, err := daemon.CleanPodman(ctx, o.RunID, keep, sweep)
+		r, serr := podmanStore(ctx, o, opts)
+		return append(removed, r...), errors.Join(err, serr)
 	}
 	listed, err := daemon.ListPodman()
 	var would []string
@@ -43,5 +48,31 @@ func podmanServices(ctx context.Context, o Options, opts []engine.CleanOption) (
 			would = append(would, fmt.Sprintf("podman service %s (socket %s, alive %v)", l.Name, l.Socket, l.Alive))
 		}
 	}
-	return would, err
+	r, serr := podmanStore(ctx, o, opts)
+	return append(would, r...), errors.Join(err, serr)
+}
+
+// podmanStore sweeps podman's store itself, through a service of the
+// clean's own, for ctrperf's objects no recorded service accounts for (a
+// session whose service and state went while its containers or networks
+// stayed): every run's, or runID's, decided by owner like any engine's.
+// Nothing without podman installed.
+func podmanStore(ctx context.Context, o Options, opts []engine.CleanOption) ([]string, error) {
+	if _, err := exec.LookPath("podman"); err != nil {
+		return nil, nil
+	}
+	d, err := daemon.StartPodman(ctx, fmt.Sprintf("clean-%d", os.Getpid()))
+	if err != nil {
+		return nil, fmt.Errorf("podman's store: %w", err)
+	}
+	defer d.Close(context.WithoutCancel(ctx))
+	var runs func(string) bool
+	if o.RunID != "" {
+		runs = func(run string) bool { return run == o.RunID || strings.HasPrefix(run, o.RunID+"-") }
+	}
+	r, err := engine.CleanEngineObjects(ctx, d.Client(), runs, opts...)
+	for i := range r {
+		r[i] += " (podman)"
+	}
+	return r, err
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -29,7 +30,8 @@ import (
 // and a container that `ctrperf clean --run SESSION` removes — the service
 // by its recorded pid and socket, started again when it died — while a
 // user's container in podman's store, made by hand from one of ctrperf's
-// images (so it carries ctrperf.managed), is never touched.
+// images (so it carries ctrperf.managed), is never touched. A run whose
+// service and its record are gone is found in podman's store.
 func TestCleanKilledPodmanDocker(t *testing.T) {
 	testenv.Podman(t)
 	def, err := daemon.Probe(context.Background(), 5*time.Second)
@@ -39,11 +41,13 @@ func TestCleanKilledPodmanDocker(t *testing.T) {
 	t.Cleanup(func() { def.Close(context.Background()) })
 	img := testenv.TinyHTTPImage(t, def.Client())
 	for _, tc := range []struct {
-		desc        string
-		killService bool
+		desc          string
+		killService   bool
+		forgetService bool // its state gone too: only podman's store knows the run
 	}{
-		{"the service outlived its session", false},
-		{"the service was killed too", true},
+		{"the service outlived its session", false, false},
+		{"the service was killed too", true, false},
+		{"the service and its state are gone", true, true},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			ctx := context.Background()
@@ -99,13 +103,23 @@ func TestCleanKilledPodmanDocker(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			if tc.forgetService {
+				if err := os.RemoveAll(filepath.Dir(svcState.Config)); err != nil {
+					t.Fatal(err)
+				}
+				os.Remove(svcState.Socket)
+			}
 
 			removed, err := Sweep(ctx, Options{RunID: session, Owners: engine.NewOwnership(owner.Owners{}, false)})
 			if err != nil {
 				t.Errorf("Sweep: %v", err)
 			}
 			got := strings.Join(removed, "\n")
-			for _, want := range []string{"container " + engine.ObjectName(run, "app"), "network " + engine.NetworkName(run), "stopped podman service"} {
+			wants := []string{"container " + engine.ObjectName(run, "app"), "network " + engine.NetworkName(run)}
+			if !tc.forgetService {
+				wants = append(wants, "stopped podman service")
+			}
+			for _, want := range wants {
 				if !strings.Contains(got, want) {
 					t.Errorf("removed:\n%s\nwant %q", got, want)
 				}
