@@ -252,7 +252,7 @@ func TestAdmitPublishedForAnEngineThatDoesNot(t *testing.T) {
 		!strings.Contains(r[0], "ctrperf.run=net-abc-003") || !strings.HasSuffix(r[0], "-j ACCEPT") {
 		t.Errorf("chain %s = %v, want one rule accepting the namespace's DNATed connections", chain, r)
 	}
-	if removed, err := removeAdmit(context.Background(), f.run, "net-abc-003", false, nil); err != nil || len(removed) != 1 || f.chains["FORWARD"] != nil && len(f.chains["FORWARD"]) != 0 {
+	if removed, err := removeAdmit(context.Background(), f.run, "net-abc-003", false, nil); err != nil || len(removed) != 1 || len(f.chains["FORWARD"]) != 0 {
 		t.Errorf("remove: %v, %v; FORWARD %v", removed, err, f.chains["FORWARD"])
 	}
 }
