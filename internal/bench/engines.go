@@ -171,6 +171,8 @@ func (e *Engines) open(ctx context.Context, rt engine.Runtime, spec engine.Engin
 		info, err := e.host.Info(ctx)
 		return e.host, info, nil, err
 	case engine.RuntimeDocker:
+	case engine.RuntimePodman:
+		return e.podman(ctx)
 	case engine.RuntimeVM:
 		why := "see `ctrperf doctor`"
 		if e.VM != nil {
@@ -225,6 +227,27 @@ func (e *Engines) open(ctx context.Context, rt engine.Runtime, spec engine.Engin
 	return e.prepared(eng, def, d), info, d, nil
 }
 
+// podman starts the session's podman service (daemon.StartPodman), an
+// engine of its own that the Docker engine deploys through; its images are
+// built on the default engine and loaded into podman's store like a
+// private engine's.
+func (e *Engines) podman(ctx context.Context) (engine.Engine, engine.Info, engineDaemon, error) {
+	def, err := e.defaultDaemon(ctx)
+	if err != nil {
+		return nil, engine.Info{}, nil, err
+	}
+	d, err := daemon.StartPodman(ctx, e.RunID, e.DaemonOptions...)
+	if err != nil {
+		return nil, engine.Info{}, nil, err
+	}
+	e.daemons = append(e.daemons, d)
+	eng, info, err := dockerOn(ctx, d)
+	if err != nil {
+		return nil, engine.Info{}, nil, err
+	}
+	return e.prepared(eng, def, d), info, d, nil
+}
+
 func (e *Engines) prepared(eng engine.Engine, def, private *daemon.Daemon) engine.Engine {
 	if e.ensured == nil {
 		e.ensured = map[string]bool{}
@@ -252,13 +275,17 @@ func dockerOn(ctx context.Context, d *daemon.Daemon) (engine.Engine, engine.Info
 	if err != nil {
 		return nil, engine.Info{}, err
 	}
-	opts := []engine.DockerOption{engine.WithEngineName(d.Name())}
+	opts := []engine.DockerOption{engine.WithEngineName(d.Name()), engine.WithRuntime(engine.Runtime(info.Runtime))}
 	if info.UserlandProxy != nil {
 		opts = append(opts, engine.WithUserlandProxy(*info.UserlandProxy))
 	}
 	if d.Private() {
 		// Stopped by Engines.Close, not by each engine's Close.
 		opts = append(opts, engine.WithPrivateEngine(func(context.Context) error { return nil }))
+	}
+	if d.Podman() {
+		// netavark accepts only replies in FORWARD (engine.WithAcceptForwarded).
+		opts = append(opts, engine.WithAcceptForwarded())
 	}
 	if d.Nested() {
 		opts = append(opts, engine.WithHostPID(func(pid int) (int, error) { return d.HostPID(context.Background(), pid) }))

@@ -202,7 +202,12 @@ func PlanLacks(p *plan.Plan, m Machine) Lacks {
 			}
 			out.addOther(Lack{What: fmt.Sprintf("runtime %s (configuration %s)", rt, c.Name), Fix: "none here: " + why})
 		case !tr.Cluster:
+			// A runtime with a program of its own (podman) runs the
+			// images built on the default engine too.
 			engineNeeded = true
+			if tr.Program != "" && !has(tr.Program) {
+				addCmd(tr.Program)
+			}
 		default: // a cluster: its runtime is registered by the program (kubernetes)
 			engineNeeded = true // its images are built on the default engine, then loaded into the nodes
 			switch {

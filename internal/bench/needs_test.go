@@ -72,7 +72,8 @@ func machine(commands []string, images map[string]image.State) Machine {
 
 var everyCommand = []string{"dockerd", "docker", "iptables", "iptables-save", "losetup", "mkfs.ext4", "mkfs.xfs", "mkfs.btrfs",
 	"fio", "sysbench", "stress-ng", "memcached", "bonnie++", "mariadbd", "mariadb-install-db", "debootstrap", "wrk", "ip",
-	"sh", "date", "sort", "od", "grep", "tee", "wc", "nproc"} // the exec workload's shell tools
+	"sh", "date", "sort", "od", "grep", "tee", "wc", "nproc", // the exec workload's shell tools
+	"podman"}
 
 func without(all []string, drop ...string) []string {
 	return slices.DeleteFunc(slices.Clone(all), func(s string) bool { return slices.Contains(drop, s) })
@@ -114,6 +115,8 @@ func TestPlanLacks(t *testing.T) {
 			[]string{"xfsprogs"}, nil, "", false, ""},
 		{"storage: a loop-btrfs data root without mkfs.btrfs", "storage", machine(without(everyCommand, "mkfs.btrfs"), currentImages),
 			[]string{"btrfs-progs"}, nil, "", false, ""},
+		{"network without podman: runtime podman's package, from its trait", "network", machine(without(everyCommand, "podman"), currentImages),
+			[]string{"podman"}, nil, "", false, ""},
 		{"kube-cpu with no cluster", "kube-cpu", machine(everyCommand, currentImages),
 			nil, nil, "make kube-up", false, ""},
 		{"kube-cpu in a program built without runtime kubernetes", "kube-cpu", machine(everyCommand, currentImages),

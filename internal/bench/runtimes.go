@@ -14,7 +14,7 @@ import (
 // internal/runtimes, which registers kubernetes), so that bench, its tests
 // and its fuzz target do not link the client. Engines.open asks the
 // registry for every runtime it does not construct itself (host, docker,
-// vm); an unregistered one is not_run with its name and why.
+// podman, vm); an unregistered one is not_run with its name and why.
 
 // RuntimeOpener opens the engine of one runtime for one EngineSpec. It is
 // called once per distinct spec (Engines remembers the result, a failure
@@ -43,7 +43,7 @@ var registry struct {
 // constructs itself, is a programming error and panics.
 func RegisterRuntime(rt engine.Runtime, open RuntimeOpener) {
 	switch rt {
-	case engine.RuntimeHost, engine.RuntimeDocker, engine.RuntimeVM:
+	case engine.RuntimeHost, engine.RuntimeDocker, engine.RuntimePodman, engine.RuntimeVM:
 		panic(fmt.Sprintf("bench: RegisterRuntime(%q): bench constructs that runtime itself", rt))
 	}
 	if open == nil {

@@ -130,6 +130,14 @@ func Sweep(ctx context.Context, o Options) ([]string, error) {
 		}
 	}
 
+	// The podman services of sessions that are gone, with the containers
+	// they ran (podman.go).
+	r, err := podmanServices(ctx, o, opts)
+	removed = append(removed, r...)
+	if err != nil {
+		errs = append(errs, err)
+	}
+
 	// Private engines last: a live session's are kept, with what they hold.
 	// A real clean decides each under the engine's lock (CleanEngines),
 	// where a run starting or sharing it has become an owner.
@@ -160,7 +168,7 @@ func Sweep(ctx context.Context, o Options) ([]string, error) {
 			errs = append(errs, err)
 		}
 	}
-	r, err := dataFilesystems(ctx, runID, own, dry)
+	r, err = dataFilesystems(ctx, runID, own, dry)
 	removed = append(removed, r...)
 	if err != nil {
 		errs = append(errs, err)

@@ -37,6 +37,8 @@ type Facts struct {
 	MountOptions []Capability `json:"mount_options,omitempty"`
 	// VM says whether a VM runtime could run here (seed 003's KVM row).
 	VM Capability `json:"vm_runtime"`
+	// Podman says whether runtime podman can run here (podman.go).
+	Podman Capability `json:"podman_runtime"`
 	// Privileged says whether the engine can start --privileged containers.
 	Privileged Capability `json:"privileged"`
 	Tools      []Tool     `json:"tools"`
@@ -107,6 +109,7 @@ type DockerProber interface {
 type options struct {
 	kernel          kernel.FS
 	devRoot, libDir string
+	usrRoot         string // /usr: where podman's netavark is looked for
 	lookPath        func(string) (string, error)
 	docker          DockerProber
 	now             func() time.Time
@@ -140,7 +143,7 @@ func WithDocker(p DockerProber) Option { return func(o *options) { o.docker = p 
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
 func defaultOptions() options {
-	return options{kernel: kernel.DefaultFS(), devRoot: "/dev", libDir: "/var/lib/ctrperf",
+	return options{kernel: kernel.DefaultFS(), devRoot: "/dev", libDir: "/var/lib/ctrperf", usrRoot: "/usr",
 		lookPath: exec.LookPath, now: time.Now, probe: defaultProbe, geteuid: defaultGeteuid,
 		kvmProbe: kernel.ProbeKVM}
 }
@@ -184,5 +187,6 @@ var collectors = []collector{
 	{"tools", collectTools},
 	{"mount options", collectMountOptions},
 	{"vm", collectVM},
+	{"podman", collectPodman},
 	{"kubernetes", collectKube},
 }

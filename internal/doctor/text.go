@@ -72,6 +72,11 @@ func (f *Facts) WriteText(w io.Writer) error {
 	} else if f.VM.Reason != "" {
 		p("vm runtime", "not available: %s", f.VM.Reason)
 	}
+	if f.Podman.Usable {
+		p("podman runtime", "available: %s", f.Podman.Reason)
+	} else if f.Podman.Reason != "" {
+		p("podman runtime", "not available: %s", f.Podman.Reason)
+	}
 	f.writeKube(tw)
 	for i, t := range f.Tools {
 		k := ""

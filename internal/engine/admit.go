@@ -90,6 +90,26 @@ func installAdmit(ctx context.Context, run iptablesRunner, runID string, from ne
 	if len(dests) == 0 {
 		return nil
 	}
+	return installChain(ctx, run, runID, from, admitRules(runID, from, dests))
+}
+
+// admitNATRule accepts the forwarded connections of client from to any
+// address this host DNATs (the run's published ports, as it dials them).
+func admitNATRule(runID string, from netip.Addr) []string {
+	return []string{"-s", from.String() + "/32", "-m", "conntrack", "--ctstate", "DNAT", "--ctdir", "ORIGINAL",
+		"-m", "comment", "--comment", admitComment(runID, "admit"), "-j", "ACCEPT"}
+}
+
+// admitNamespace lets the client namespace of a published-external run
+// (from) through FORWARD to the published ports, for an engine whose own
+// rules do not (WithAcceptForwarded); made before the services, whose
+// ready checks dial from there.
+func admitNamespace(ctx context.Context, run iptablesRunner, runID string, from netip.Addr) error {
+	return installChain(ctx, run, runID, from, [][]string{admitNATRule(runID, from)})
+}
+
+// installChain makes run's chain with rules, then the jumps to it.
+func installChain(ctx context.Context, run iptablesRunner, runID string, from netip.Addr, rules [][]string) (err error) {
 	chain := admitChain(runID)
 	ctx, cancel := lifecycle.Detached(ctx, 30*time.Second)
 	defer cancel()
@@ -103,7 +123,7 @@ func installAdmit(ctx context.Context, run iptablesRunner, runID string, from ne
 			}
 		}
 	}()
-	for _, r := range admitRules(runID, from, dests) {
+	for _, r := range rules {
 		if _, err := run(ctx, append([]string{"-t", "filter", "-A", chain}, r...)...); err != nil {
 			return fmt.Errorf("admit only the load host %s: %w", from, err)
 		}
@@ -247,15 +267,18 @@ func dropChain(ctx context.Context, run iptablesRunner, chain string) error {
 }
 
 // admitDests are a target's endpoints as the load host dials them, for
-// its admit chain.
-func admitDests(t *Target) ([]admitDest, error) {
+// its admit chain. acceptPublished: the engine's own rules do not accept
+// a forwarded connection to a published port either (see
+// WithAcceptForwarded), so the chain does.
+func admitDests(t *Target, acceptPublished bool) ([]admitDest, error) {
 	var out []admitDest
 	for _, ep := range t.Endpoints {
 		ap, err := netip.ParseAddrPort(ep.Addr)
 		if err != nil {
 			return nil, fmt.Errorf("endpoint %s of %s: %w", ep.Addr, ep.Service, err)
 		}
-		out = append(out, admitDest{Addr: ap, Accept: t.Network == NetworkContainerIP})
+		published := t.Network == NetworkPublished || t.Network == NetworkPublishedExternal
+		out = append(out, admitDest{Addr: ap, Accept: t.Network == NetworkContainerIP || published && acceptPublished})
 	}
 	return out, nil
 }
@@ -264,10 +287,17 @@ func admitDests(t *Target) ([]admitDest, error) {
 // (nothing without Reach). It runs once the services answer: their ready
 // checks dial from this host.
 func admitReach(ctx context.Context, run iptablesRunner, spec DeploySpec, t *Target) error {
+	return admitClients(ctx, run, spec, t, false)
+}
+
+// admitClients is admitReach of an engine whose rules may not accept
+// forwarded connections to published ports (acceptPublished): the chain
+// accepts the load host's.
+func admitClients(ctx context.Context, run iptablesRunner, spec DeploySpec, t *Target, acceptPublished bool) error {
 	if !spec.Reach.Valid() {
 		return nil
 	}
-	dests, err := admitDests(t)
+	dests, err := admitDests(t, acceptPublished)
 	if err != nil {
 		return err
 	}

@@ -218,3 +218,41 @@ func ownersHolding(runIDs ...string) owner.Owners {
 	return owner.Owners{{Record: owner.Record{Kind: owner.KindBench, Session: "lab-abc", PID: 10, Command: []string{"ctrperf", "bench", "run"},
 		Started: time.Unix(0, 0), Objects: runIDs}, Live: true, Reason: "its lock is held"}}
 }
+
+// TestAdmitPublishedForAnEngineThatDoesNot: an engine whose rules do not
+// accept forwarded connections to published ports (rootful podman beside
+// Docker's FORWARD policy DROP) gets them accepted: the load host's to its
+// published endpoints, and the client namespace's of published-external
+// to whatever it dials through DNAT, in a chain of the run that teardown
+// removes.
+func TestAdmitPublishedForAnEngineThatDoesNot(t *testing.T) {
+	tg := &Target{Network: NetworkPublished, Endpoints: []Endpoint{{Service: "app", Port: 8080, Addr: "198.19.200.2:40001"}}}
+	for _, tc := range []struct {
+		desc   string
+		accept bool
+		want   bool
+	}{
+		{"Docker: its own rules accept a published port, the chain returns to them", false, false},
+		{"podman: the chain accepts", true, true},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			d, err := admitDests(tg, tc.accept)
+			if err != nil || len(d) != 1 || d[0].Accept != tc.want {
+				t.Errorf("admitDests = %+v, %v; want Accept %v", d, err, tc.want)
+			}
+		})
+	}
+	f := newFakeFilter()
+	peer := netip.MustParseAddr("198.18.0.2")
+	if err := admitNamespace(context.Background(), f.run, "net-abc-003", peer); err != nil {
+		t.Fatal(err)
+	}
+	chain := admitChain("net-abc-003")
+	if r := f.chains[chain]; len(r) != 1 || !strings.Contains(r[0], "-s 198.18.0.2/32 -m conntrack --ctstate DNAT --ctdir ORIGINAL") ||
+		!strings.Contains(r[0], "ctrperf.run=net-abc-003") || !strings.HasSuffix(r[0], "-j ACCEPT") {
+		t.Errorf("chain %s = %v, want one rule accepting the namespace's DNATed connections", chain, r)
+	}
+	if removed, err := removeAdmit(context.Background(), f.run, "net-abc-003", false, nil); err != nil || len(removed) != 1 || len(f.chains["FORWARD"]) != 0 {
+		t.Errorf("remove: %v, %v; FORWARD %v", removed, err, f.chains["FORWARD"])
+	}
+}

@@ -252,7 +252,27 @@ func cleanRun(ctx context.Context, cli client.APIClient, runID, bindRoot string,
 // removeConcurrency is how many containers a clean removes at once.
 const removeConcurrency = 4
 
+// CleanEngineObjects removes the containers, networks and volumes of
+// ctrperf's on the engine cli talks to, and nothing of the host's (a pass
+// of Clean covers those), for the runs whose id runs says (nil: every
+// run): an engine that holds a session's runs only (a podman service)
+// is swept by the session's prefix. Each object is decided by the
+// CleanOwners given; CleanDryRun lists.
+func CleanEngineObjects(ctx context.Context, cli client.APIClient, runs func(runID string) bool, opts ...CleanOption) ([]string, error) {
+	var cfg cleanConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cleanDockerOf(ctx, cli, "", runs, cfg.dryRun, cfg.own)
+}
+
 func cleanDocker(ctx context.Context, cli client.APIClient, runID string, dry bool, own *Ownership) ([]string, error) {
+	return cleanDockerOf(ctx, cli, runID, nil, dry, own)
+}
+
+// cleanDockerOf is cleanDocker of the runs whose id runs says (nil: all).
+func cleanDockerOf(ctx context.Context, cli client.APIClient, runID string, runs func(string) bool, dry bool, own *Ownership) ([]string, error) {
+	ofRun := func(labels map[string]string) bool { return runs == nil || runs(labels[LabelRun]) }
 	f := client.Filters{}.Add("label", LabelManaged+"=true")
 	if runID != "" {
 		f.Add("label", LabelRun+"="+runID)
@@ -270,6 +290,9 @@ func cleanDocker(ctx context.Context, cli client.APIClient, runID string, dry bo
 		name := c.ID[:12]
 		if len(c.Names) > 0 {
 			name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		if !ofRun(c.Labels) {
+			continue
 		}
 		if mine, err := createdByCtrperf(ctx, cli, c.Labels, c.ImageID, images); err != nil {
 			errs = append(errs, fmt.Errorf("container %s: %w", name, err))
@@ -312,7 +335,7 @@ func cleanDocker(ctx context.Context, cli client.APIClient, runID string, dry bo
 		errs = append(errs, fmt.Errorf("list ctrperf networks: %w", err))
 	}
 	for _, n := range ns.Items {
-		if own.Keep("network "+n.Name, n.Labels[LabelRun]) {
+		if !ofRun(n.Labels) || own.Keep("network "+n.Name, n.Labels[LabelRun]) {
 			continue
 		}
 		if !dry {
@@ -328,7 +351,7 @@ func cleanDocker(ctx context.Context, cli client.APIClient, runID string, dry bo
 		errs = append(errs, fmt.Errorf("list ctrperf volumes: %w", err))
 	}
 	for _, v := range vs.Items {
-		if own.Keep("volume "+v.Name, v.Labels[LabelRun]) {
+		if !ofRun(v.Labels) || own.Keep("volume "+v.Name, v.Labels[LabelRun]) {
 			continue
 		}
 		if !dry {

@@ -40,6 +40,7 @@ const (
 // works with any SDK client: the default engine or a private one.
 type Docker struct {
 	cli           client.APIClient
+	rt            Runtime
 	name          string
 	private       bool
 	userlandProxy *bool
@@ -51,12 +52,29 @@ type Docker struct {
 	// hostPID maps a pid the engine reports to the host's (a nested
 	// engine's pids are in its container's namespace); nil: the same.
 	hostPID func(pid int) (int, error)
+	// acceptForwarded: see WithAcceptForwarded.
+	acceptForwarded bool
 }
 
 var _ Engine = (*Docker)(nil)
 
 // DockerOption configures a Docker engine.
 type DockerOption func(*Docker)
+
+// WithRuntime says which runtime's Docker-compatible API cli speaks
+// (podman's service): targets and Info carry it, and the deployment is
+// checked against its networks and data placements (default docker).
+func WithRuntime(rt Runtime) DockerOption { return func(d *Docker) { d.rt = rt } }
+
+// WithAcceptForwarded says that the engine's NAT does not accept new
+// forwarded connections to a published port: rootful podman's netavark
+// accepts only the replies in FORWARD, and beside Docker, whose FORWARD
+// policy is DROP, a client that is not this host's own stack (the client
+// namespace of published-external, a load host) never reaches the
+// container. The run's admit chain then accepts exactly that client's
+// connections to the published endpoints (admit.go), and teardown and
+// clean remove it with the run.
+func WithAcceptForwarded() DockerOption { return func(d *Docker) { d.acceptForwarded = true } }
 
 // WithEngineName names the engine in Info ("default" unless set).
 func WithEngineName(name string) DockerOption { return func(d *Docker) { d.name = name } }
@@ -88,7 +106,7 @@ func WithRunDir(dir string) DockerOption { return func(d *Docker) { d.runDir = d
 
 // NewDocker returns an engine deploying through cli.
 func NewDocker(cli client.APIClient, opts ...DockerOption) *Docker {
-	d := &Docker{cli: cli, name: "default", bindRoot: DefaultBindRoot, kernel: kernel.DefaultFS(), runDir: DefaultRunDir, iptables: execIPTables}
+	d := &Docker{cli: cli, rt: RuntimeDocker, name: "default", bindRoot: DefaultBindRoot, kernel: kernel.DefaultFS(), runDir: DefaultRunDir, iptables: execIPTables}
 	for _, o := range opts {
 		o(d)
 	}
@@ -112,7 +130,7 @@ func (d *Docker) Info(ctx context.Context) (Info, error) {
 		return Info{}, fmt.Errorf("docker engine %s: info: %w", d.name, err)
 	}
 	in := res.Info
-	out := Info{Runtime: string(RuntimeDocker), Name: d.name, Version: in.ServerVersion, StorageDriver: in.Driver,
+	out := Info{Runtime: string(d.rt), Name: d.name, Version: in.ServerVersion, StorageDriver: in.Driver,
 		DataRoot: in.DockerRootDir, UserlandProxy: d.userlandProxy, Private: d.private}
 	for _, kv := range in.DriverStatus {
 		if len(kv) == 2 && kv[0] == "Backing Filesystem" {
@@ -157,7 +175,7 @@ func (d *Docker) Close(ctx context.Context) error {
 // first, waiting for each to be ready. On any error (and on cancellation)
 // it removes everything it created before returning.
 func (d *Docker) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err error) {
-	if err := ValidateSpec(RuntimeDocker, spec); err != nil {
+	if err := ValidateSpec(d.rt, spec); err != nil {
 		return nil, err
 	}
 	if err := d.checkImages(ctx, spec.Services); err != nil {
@@ -171,7 +189,7 @@ func (d *Docker) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err er
 		return nil, fmt.Errorf("deploy %s: the run id is already in use on docker engine %s (%s); use a new run id or `ctrperf clean --run %s`", spec.RunID, d.name, strings.Join(left, ", "), spec.RunID)
 	}
 	st := &dockerState{network: NetworkName(spec.RunID)}
-	t = &Target{RunID: spec.RunID, Runtime: RuntimeDocker, Network: spec.Network, Private: st}
+	t = &Target{RunID: spec.RunID, Runtime: d.rt, Network: spec.Network, Private: st}
 	defer func() {
 		if err != nil {
 			if terr := d.Teardown(ctx, t); terr != nil {
@@ -227,6 +245,11 @@ func (d *Docker) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err er
 		}
 		t.Dial = st.ext.Dial
 		t.Netns = st.ext.Netns
+		if d.acceptForwarded {
+			if err := admitNamespace(ctx, d.iptables, spec.RunID, st.ext.PeerIP); err != nil {
+				return t, fmt.Errorf("deploy %s: %w", spec.RunID, err)
+			}
+		}
 	}
 
 	for i := len(spec.Services) - 1; i >= 0; i-- {
@@ -237,7 +260,7 @@ func (d *Docker) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err er
 			return t, fmt.Errorf("deploy %s: %w", spec.RunID, err)
 		}
 	}
-	if err := admitReach(ctx, d.iptables, spec, t); err != nil {
+	if err := admitClients(ctx, d.iptables, spec, t, d.acceptForwarded); err != nil {
 		return t, fmt.Errorf("deploy %s: %w", spec.RunID, err)
 	}
 	return t, nil

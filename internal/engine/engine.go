@@ -44,6 +44,7 @@ type (
 const (
 	RuntimeHost              = plan.RuntimeHost
 	RuntimeDocker            = plan.RuntimeDocker
+	RuntimePodman            = plan.RuntimePodman
 	RuntimeVM                = plan.RuntimeVM
 	NetworkHost              = plan.NetworkHost
 	NetworkPublished         = plan.NetworkPublished

@@ -10,6 +10,9 @@ type Runtime string
 const (
 	RuntimeHost   Runtime = "host"   // processes directly on the machine
 	RuntimeDocker Runtime = "docker" // containers through the Docker Engine API
+	// RuntimePodman: containers of rootful Podman, through the
+	// Docker-compatible API of a `podman system service` of ctrperf's own.
+	RuntimePodman Runtime = "podman"
 	// RuntimeVM is a KVM guest (seed 003's "KVM vs Docker"). ctrperf has no
 	// VM runtime: its configurations are recorded not_run with the reason
 	// `ctrperf doctor` gives for the vm capability on the machine.

@@ -365,3 +365,40 @@ func TestEngineNested(t *testing.T) {
 		t.Errorf("privileged with engine.nested: error %v, want %q", err, w)
 	}
 }
+
+// TestRuntimePodman: podman takes Docker's networks and data placements,
+// defaults to a published port on the writable layer, and refuses engine
+// knobs (they start private dockerds), the isolate controller and the
+// cluster's vocabulary, each at its line.
+func TestRuntimePodman(t *testing.T) {
+	head := "name: x\nworkload: testweb\nbaseline: a\nconfigurations:\n  - name: a\n    runtime: docker\n"
+	p, err := Parse("p.yaml", []byte(head+"  - name: p\n    runtime: podman\n"), Options{Schema: testSchema{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := p.Config("p"); c.Runtime != RuntimePodman || c.Network != NetworkPublished || c.Data != DataLayer {
+		t.Errorf("podman defaults: %+v", c.Knobs)
+	}
+	for _, net := range []NetworkMode{NetworkPublished, NetworkPublishedExternal, NetworkContainerIP, NetworkHost} {
+		for _, data := range []DataPlacement{DataLayer, DataVolume, DataBind, DataTmpfs} {
+			src := fmt.Sprintf("%s  - {name: p, runtime: podman, network: %s, data: %s}\n", head, net, data)
+			if _, err := Parse("p.yaml", []byte(src), Options{Schema: testSchema{}}); err != nil {
+				t.Errorf("network %s, data %s: %v", net, data, err)
+			}
+		}
+	}
+	bad := head + "  - name: p\n    runtime: podman\n    engine: {userland_proxy: false}\n    isolate: {policy: shield}\n    network: pod-ip\n"
+	_, err = Parse("p.yaml", []byte(bad), Options{Schema: testSchema{}})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, w := range []string{
+		"p.yaml:9: configurations[1] (p).engine.userland_proxy: engine knobs select a Docker engine; runtime podman runs on a podman service of ctrperf's own",
+		"configurations[1] (p).isolate.policy: \"shield\" needs runtime docker or kubernetes",
+		"p.yaml:11: configurations[1] (p).network:",
+	} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error\n%v\ndoes not contain\n%s", err, w)
+		}
+	}
+}

@@ -47,6 +47,10 @@ type RuntimeTraits struct {
 	// starts on those nodes, and the load may come from generator agents
 	// it starts there (bench's cluster site).
 	Cluster bool
+	// Program is the command of this machine the runtime's engine runs
+	// besides Docker's (podman): a plan that names the runtime needs its
+	// Debian package (internal/deps).
+	Program string
 }
 
 // runtimeTable is every runtime a plan may name, in the order error
@@ -58,6 +62,10 @@ var runtimeTable = []struct {
 	{RuntimeHost, RuntimeTraits{Processes: true, Network: NetworkHost, Data: DataBind,
 		Networks: []NetworkMode{NetworkHost}, Placements: []DataPlacement{DataBind, DataTmpfs}}},
 	{RuntimeDocker, RuntimeTraits{Images: true, Isolate: true, Network: NetworkPublished, Data: DataLayer, OwnAddress: NetworkContainerIP, EngineKnobs: true,
+		Networks: containerNetworks, Placements: containerPlacements}},
+	// Rootful Podman's containers, through its Docker-compatible API: like
+	// Docker's, but the isolate controller follows Docker's containers only.
+	{RuntimePodman, RuntimeTraits{Images: true, Network: NetworkPublished, Data: DataLayer, OwnAddress: NetworkContainerIP, Program: "podman",
 		Networks: containerNetworks, Placements: containerPlacements}},
 	// Pods of a cluster: from images, the pod's IP, its root filesystem.
 	// The isolate controller runs as a DaemonSet on every node (CRI).

@@ -92,6 +92,14 @@ func (d *decoder) checkKnobs(c *Configuration) {
 				e("privileged", "true with engine.nested: an inner container with --privileged would get every capability of the outer one, the host's cgroups read-write and no seccomp or AppArmor, which is root on the host; remove it or use the default engine")
 			}
 		}
+	case tr.Program != "":
+		// Its engine is the service of the runtime's program that
+		// ctrperf starts (podman); engine knobs start private dockerds.
+		for _, k := range engineKeys {
+			if n, ok := c.nodes["engine."+k]; ok {
+				d.errorf(n, field("engine."+k), "engine knobs select a Docker engine; runtime %s runs on a %s service of ctrperf's own (remove it)", c.Runtime, tr.Program)
+			}
+		}
 	case !tr.Images && !tr.Cluster:
 		// A guest has none of Docker's or the host's placement knobs; it is
 		// recorded not_run (no VM runtime), so a knob here would only look

@@ -7,8 +7,13 @@
 package testenv
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +24,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"ctrperf/internal/labels"
 	"ctrperf/internal/selfbin"
 )
 
@@ -77,6 +83,74 @@ func Docker(t testing.TB) *client.Client {
 	}
 	t.Cleanup(func() { cli.Close() })
 	return cli
+}
+
+// Podman skips the test (or fails it under CTRPERF_REQUIRE_DOCKER=1,
+// where scripts/bootstrap.sh has installed podman) unless podman and its
+// network stack are installed and the test runs as root (runtime podman is
+// rootful Podman); it returns podman's path. The test starts its own
+// service (daemon.StartPodman): nothing of the user's answers for it.
+func Podman(t testing.TB) string {
+	t.Helper()
+	RequireRoot(t, "runtime podman is rootful Podman")
+	p, err := exec.LookPath("podman")
+	if err != nil {
+		SkipOrFail(t, "podman is not installed (scripts/bootstrap.sh installs podman, netavark and aardvark-dns)")
+	}
+	if _, err := os.Stat("/usr/lib/podman/netavark"); err != nil {
+		SkipOrFail(t, "netavark is not installed (scripts/bootstrap.sh installs it): podman would fall back to CNI")
+	}
+	return p
+}
+
+// TinyHTTPImage imports internal/engine/testdata/tinyhttp (serve, write,
+// cat) as a FROM-scratch image into the engine cli talks to, labelled
+// ctrperf.managed like ctrperf's own images (so a container made from it
+// by hand carries that label), tagged by the binary's digest; it is
+// removed from that engine when the test ends.
+func TinyHTTPImage(t testing.TB, cli client.APIClient) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "tinyhttp")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./internal/engine/testdata/tinyhttp")
+	cmd.Dir = filepath.Dir(strings.TrimSpace(string(out)))
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build tinyhttp: %v\n%s", err, b)
+	}
+	body, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(body)
+	ref := "ctrperf-test-tinyhttp:" + hex.EncodeToString(sum[:6])
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: "tinyhttp", Mode: 0o755, Size: int64(len(body))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tw.Write(body); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rc, err := cli.ImageImport(ctx, client.ImageImportSource{Source: &buf, SourceName: "-"}, ref,
+		client.ImageImportOptions{Changes: []string{`ENTRYPOINT ["/tinyhttp"]`, "LABEL " + labels.Managed + "=true"}})
+	if err != nil {
+		t.Fatalf("import %s: %v", ref, err)
+	}
+	msg, _ := io.ReadAll(rc)
+	rc.Close()
+	if _, err := cli.ImageInspect(ctx, ref); err != nil {
+		t.Fatalf("import %s: %v\n%s", ref, err, msg)
+	}
+	t.Cleanup(func() { cli.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{Force: true}) })
+	return ref
 }
 
 var ctrperfBuild struct {

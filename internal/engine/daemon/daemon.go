@@ -37,7 +37,9 @@ type Daemon struct {
 	st      *State
 	exited  chan struct{} // closed when the dockerd we started exits
 	// nested: a dockerd in a container of another engine (StartNested).
-	nested  *nestedState
+	nested *nestedState
+	// podman: a podman service (StartPodman), not a dockerd.
+	podman  *PodmanService
 	waitErr error
 
 	mu     sync.Mutex
@@ -359,6 +361,12 @@ func (d *Daemon) Close(ctx context.Context) error {
 		return nil
 	}
 	d.closed = true
+	if d.podman != nil {
+		if err := d.closePodman(); err != nil {
+			return fmt.Errorf("stop podman service %s: %w", d.name, err)
+		}
+		return nil
+	}
 	if d.nested != nil {
 		err := d.closeNested(ctx)
 		if d.cli != nil {
@@ -401,7 +409,12 @@ func (d *Daemon) Info(ctx context.Context) (engine.Info, error) {
 			out.BackingFS = kv[1]
 		}
 	}
-	if d.nested != nil {
+	if d.podman != nil {
+		// Rootful podman publishes ports by netavark's DNAT (conmon only
+		// holds the port): no userland proxy.
+		out.Runtime = string(engine.RuntimePodman)
+		out.UserlandProxy = new(bool)
+	} else if d.nested != nil {
 		out.Nested = true
 	} else if d.private {
 		on := true

@@ -148,6 +148,9 @@ func (d *Daemon) Restart(ctx context.Context) error {
 	if !d.owned {
 		return fmt.Errorf("restart engine %s: not started by this process", d.name)
 	}
+	if d.podman != nil {
+		return d.restartPodman(ctx)
+	}
 	// The new process is ours like the first: Close stops it by the
 	// state's pid, which spawnDockerd updated in d.st.
 	nd, err := revive(ctx, d.o, d.st)
