@@ -296,7 +296,13 @@ func dataFSLine(u DataFSUse) string {
 }
 
 func engineLine(e EngineUse) string {
-	name := "Docker engine " + e.Name
+	// The runtime's name as the engine reported it (Docker, Podman); an
+	// old record without one is Docker's.
+	rt := "Docker"
+	if e.Runtime != "" {
+		rt = strings.ToUpper(e.Runtime[:1]) + e.Runtime[1:]
+	}
+	name := rt + " engine " + e.Name
 	switch {
 	case e.Nested:
 		name += " (nested: a dockerd in a container of the default engine, started by ctrperf)"
