@@ -121,8 +121,8 @@ type CgroupFS struct {
 // read from its start, so a read that leaves the buffer short holds all of
 // it, and ReadAt's second pread, to meet the end of the file, was a
 // system call more per file per step (800 a second with 20 containers).
-// The descriptors are raw, outside the Go runtime's poller: ReadAt never
-// waits on it, and os.Open registered every cgroup file with epoll.
+// The descriptors are raw (no os.File): nothing here needs the runtime's
+// poller or ReadAt's loop.
 type StatFiles struct {
 	mu    sync.Mutex
 	files map[string]map[string]*statFile // container id -> file name -> file
