@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -390,11 +391,16 @@ func TestStatFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	parse := func(b []byte) (time.Duration, error) { return kernel.ParseCPUUsage("cpuacct.usage", b) }
-	var s StatFiles
+	parse := kernel.ParseCPUUsage
+	// Every read is counted: a sample is one pread per file.
+	preads := 0
+	s := StatFiles{pread: func(fd int, p []byte, off int64) (int, error) { preads++; return unix.Pread(fd, p, off) }}
 	write("100\n")
-	if v, err := s.read("c1", path, parse); err != nil || v != 100 {
+	if v, err := s.read("c1", dir, "cpuacct.usage", parse); err != nil || v != 100 {
 		t.Fatalf("first read %v, %v", v, err)
+	}
+	if preads != 1 {
+		t.Errorf("a sample took %d preads of the file, want 1", preads)
 	}
 	// The same file rewritten in place: a pread from 0 sees the new value.
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
@@ -403,7 +409,7 @@ func TestStatFiles(t *testing.T) {
 	}
 	f.WriteString("250\n")
 	f.Close()
-	if v, err := s.read("c1", path, parse); err != nil || v != 250 {
+	if v, err := s.read("c1", dir, "cpuacct.usage", parse); err != nil || v != 250 {
 		t.Errorf("after a change %v, %v", v, err)
 	}
 	// Replaced (a new cgroup at the same path): the old file still reads
@@ -411,11 +417,11 @@ func TestStatFiles(t *testing.T) {
 	// fresh open finds the new one.
 	os.Remove(path)
 	s.Forget("c1")
-	if _, err := s.read("c1", path, parse); !errors.Is(err, os.ErrNotExist) {
+	if _, err := s.read("c1", dir, "cpuacct.usage", parse); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a removed file: %v", err)
 	}
 	write("7\n")
-	if v, err := s.read("c1", path, parse); err != nil || v != 7 {
+	if v, err := s.read("c1", dir, "cpuacct.usage", parse); err != nil || v != 7 {
 		t.Errorf("reappeared: %v, %v", v, err)
 	}
 	if len(s.files["c1"]) != 1 {

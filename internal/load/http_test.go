@@ -320,6 +320,12 @@ var responseCases = []struct {
 	{desc: "a name Unicode folds to one of ours is not one (ſ is not s)", raw: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTran\u017ffer-Encoding: chunked\r\n\r\nhelloNEXT",
 		keep: true, status: 200, body: "hello", rest: "NEXT"},
 	{desc: "header line without a colon", raw: "HTTP/1.1 200 OK\r\nContent-Length 5\r\n\r\nhello", wantErr: "bad header line"},
+	{desc: "a signed length, read as strconv reads it", raw: "HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\nhelloNEXT", keep: true, status: 200, body: "hello", rest: "NEXT"},
+	{desc: "a length too long for int64", raw: "HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\n", wantErr: "Content-Length"},
+	{desc: "Connection: a list with close", raw: "HTTP/1.1 200 OK\r\nConnection: keep-alive, close\r\nContent-Length: 0\r\n\r\n", status: 200, close: true},
+	{desc: "HTTP/1.0 keep-alive in a list", raw: "HTTP/1.0 200 OK\r\nConnection:\tTE, keep-alive \r\nContent-Length: 0\r\n\r\n", status: 200},
+	{desc: "a status that is not three digits", raw: "HTTP/1.1 2x0 OK\r\nContent-Length: 0\r\n\r\n", wantErr: "bad HTTP status"},
+	{desc: "an empty line for a status line", raw: "\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", wantErr: "HTTP status line"},
 }
 
 func TestEqualFoldASCII(t *testing.T) {

@@ -137,51 +137,59 @@ func nextLine(b []byte) (line []byte, n int, err error) {
 	return line, i + 1, nil
 }
 
-// head parses a whole response head once all of it is in b.
+// head parses a response head once all of it is in b, in one pass: each
+// line is found once and applied as it is found. Finding the blank line
+// first and then each line again (nginx's head is ten lines) was two
+// thirds of the event loop's instructions per request against nginx; with
+// one pass, and digits read without strconv (httpresp.go), the loop runs
+// 3 950 instructions per request instead of 5 800 (callgrind of `ctrperf
+// load --ops`, 30 000 less 10 000 requests, 2026-11-29). The response is built
+// afresh on each call, so a head that arrives in pieces is read again from
+// its start once more of it is there; a line that is wrong is an error as
+// soon as it is whole, as readResponse reports it.
 func (p *respParser) head(b []byte) (int, error) {
-	// Find the empty line that ends the head before touching anything.
-	end := 0
-	for {
-		_, m, err := nextLine(b[end:])
-		if err != nil {
-			return 0, err
-		}
-		if m == 0 {
+	p.resp = response{SetCookies: p.resp.SetCookies[:0]}
+	length, chunked, http10 := int64(-1), false, false
+	for off := 0; ; {
+		i := bytes.IndexByte(b[off:], '\n')
+		if i < 0 {
 			if len(b) >= maxHeadBytes {
 				return 0, &protocolError{kind: KindProtocol, msg: "response head longer than 16 KiB"}
 			}
 			return 0, nil
 		}
-		blank := m == 1 || (m == 2 && b[end] == '\r')
-		end += m
-		if end > maxHeadBytes {
+		line := b[off : off+i]
+		if k := len(line); k > 0 && line[k-1] == '\r' {
+			line = line[:k-1]
+		}
+		first := off == 0
+		off += i + 1
+		if off > maxHeadBytes {
 			return 0, &protocolError{kind: KindProtocol, msg: "response head longer than 16 KiB"}
 		}
-		if blank && end > m {
-			break
-		}
-		if blank {
-			// An empty line where the status line should be.
-			return end, &protocolError{kind: KindProtocol, msg: "empty line instead of an HTTP status line"}
-		}
-	}
-	line, m, _ := nextLine(b)
-	code, http10, err := parseStatusLine(line)
-	if err != nil {
-		return end, err
-	}
-	p.resp = response{StatusCode: code, Close: http10, SetCookies: p.resp.SetCookies[:0]}
-	length, chunked := int64(-1), false
-	for off := m; ; {
-		h, k, _ := nextLine(b[off:])
-		off += k
-		if len(h) == 0 {
-			break
-		}
-		if err := p.resp.header(h, http10, &length, &chunked); err != nil {
-			return end, err
+		switch {
+		case first && len(line) == 0:
+			return off, &protocolError{kind: KindProtocol, msg: "empty line instead of an HTTP status line"}
+		case first:
+			code, h10, err := parseStatusLine(line)
+			if err != nil {
+				return off, err
+			}
+			p.resp.StatusCode, p.resp.Close, http10 = code, h10, h10
+		case len(line) == 0:
+			p.framing(length, chunked)
+			return off, nil
+		default:
+			if err := p.resp.header(line, http10, &length, &chunked); err != nil {
+				return off, err
+			}
 		}
 	}
+}
+
+// framing sets what follows a complete head.
+func (p *respParser) framing(length int64, chunked bool) {
+	code := p.resp.StatusCode
 	switch {
 	case code >= 100 && code < 200 && code != http.StatusSwitchingProtocols:
 		// An interim response: the real one follows.
@@ -197,7 +205,6 @@ func (p *respParser) head(b []byte) (int, error) {
 		p.resp.Close = true
 		p.state = psUntilClose
 	}
-	return end, nil
 }
 
 // eof tells the parser that the server closed the connection, with
