@@ -122,7 +122,7 @@ type options struct {
 	// (/boot, /lib/modules); bootProbe boots it under KVM.
 	bootDir, modulesDir string
 	bootProbe           func(ctx context.Context, o options, qemu string, k vm.Kernel, module string) vm.BootProbe
-	kube            func(ctx context.Context) ([]results.KubeCluster, []error)
+	kube                func(ctx context.Context) ([]results.KubeCluster, []error)
 }
 
 // WithMountProbe mounts a small loop filesystem of each type with seed
