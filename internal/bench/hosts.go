@@ -296,10 +296,29 @@ func (r *runner) observerOf(cfg *plan.Configuration, t *engine.Target) Observer 
 	if o := r.nodeObserverOf(t); o != nil { // a cluster's nodes (kubeagents.go)
 		return o
 	}
+	if o := r.elsewhereObserverOf(t); o != nil { // a VM guest, through its agent
+		return o
+	}
 	if cfg.Hosts.SUT.Local() || r.hosts == nil {
 		return r.opt.Observers(t)
 	}
 	return &hostObserver{set: r.hosts, dest: cfg.Hosts.SUT, key: t.RunID, t: t, created: time.Now()}
+}
+
+// elsewhereObserverOf is the observer of the current run when its engine
+// samples where its services run itself (engine.ObservedElsewhere: a VM
+// guest's own /proc and cgroups); nil for any other engine.
+func (r *runner) elsewhereObserverOf(t *engine.Target) Observer {
+	r.mu.Lock()
+	rn := r.current
+	r.mu.Unlock()
+	if rn == nil || t == nil {
+		return nil
+	}
+	if oe, ok := rn.eng.(engine.ObservedElsewhere); ok {
+		return oe.Observer(t)
+	}
+	return nil
 }
 
 // hostObserver runs the samplers on the SUT host, their times counted

@@ -31,6 +31,11 @@ type Reach struct {
 	Addr netip.Addr `json:"addr"`
 	// From is the load host's address as this host sees it.
 	From netip.Addr `json:"from"`
+	// Sole: From's link is the only way into this host (a VM guest whose
+	// one network is ctrperf's tap to the load host), so no admit chain
+	// is installed: nothing else could get in, and a guest has no
+	// iptables.
+	Sole bool `json:"sole,omitempty"`
 }
 
 // Valid says whether both addresses are set.
@@ -264,7 +269,7 @@ func admitDests(t *Target) ([]admitDest, error) {
 // (nothing without Reach). It runs once the services answer: their ready
 // checks dial from this host.
 func admitReach(ctx context.Context, run iptablesRunner, spec DeploySpec, t *Target) error {
-	if !spec.Reach.Valid() {
+	if !spec.Reach.Valid() || spec.Reach.Sole {
 		return nil
 	}
 	dests, err := admitDests(t)

@@ -124,7 +124,7 @@ func (h *Host) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err erro
 			return t, fmt.Errorf("deploy %s: %w", spec.RunID, err)
 		}
 	}
-	if spec.Reach.Valid() {
+	if spec.Reach.Valid() && !spec.Reach.Sole {
 		r.mu.Lock()
 		r.admit = true
 		r.mu.Unlock()

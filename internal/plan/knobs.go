@@ -10,9 +10,10 @@ type Runtime string
 const (
 	RuntimeHost   Runtime = "host"   // processes directly on the machine
 	RuntimeDocker Runtime = "docker" // containers through the Docker Engine API
-	// RuntimeVM is a KVM guest (seed 003's "KVM vs Docker"). ctrperf has no
-	// VM runtime: its configurations are recorded not_run with the reason
-	// `ctrperf doctor` gives for the vm capability on the machine.
+	// RuntimeVM is a QEMU guest (seed 003's "KVM vs Docker"), described by
+	// the vm: block (vm.go): accel kvm where a stock guest boots under KVM
+	// (else not_run with `ctrperf doctor`'s reason), tcg (emulated) when a
+	// plan asks for it.
 	RuntimeVM Runtime = "vm"
 )
 
@@ -72,6 +73,8 @@ type EngineSpec struct {
 	// engine:): the cluster and what its engine does for the
 	// configuration, one engine per distinct block.
 	Kube KubeSpec `json:"-" yaml:"-"`
+	// VM is the vm: block of runtime vm: one guest per distinct block.
+	VM VMSpec `json:"-" yaml:"-"`
 }
 
 // IsDefault reports whether the spec asks for nothing beyond the default engine.
@@ -84,6 +87,9 @@ func (s EngineSpec) IsDefault() bool {
 func (s EngineSpec) Key() string {
 	if s.Kube != (KubeSpec{}) {
 		return s.Kube.Key()
+	}
+	if s.VM != (VMSpec{}) {
+		return s.VM.Key()
 	}
 	if s.IsDefault() {
 		return "default"

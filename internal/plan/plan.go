@@ -107,6 +107,8 @@ type Knobs struct {
 	Hosts Hosts
 	// Kube is the kubernetes: block (runtime kubernetes only).
 	Kube KubeSpec
+	// VM is the vm: block (runtime vm only).
+	VM VMSpec
 	// App and Load are the workload's knobs as written (plan-level ones
 	// merged in): what run records and the canonical plan keep. Decoded
 	// holds them as the workload's typed values.
@@ -179,7 +181,7 @@ func Parse(file string, data []byte, opt Options) (*Plan, error) {
 var topKeys = []string{"name", "description", "workload", "load", "app", "repetitions",
 	"warmup", "duration", "seed", "baseline", "load_cpuset", "configurations", "matrix", "quick", "thresholds", "base_dir", "hosts", "ssh_config"}
 
-var configKeys = []string{"name", "runtime", "engine", "network", "data", "filesystem", "topology", "resources", "isolate", "privileged", "instances", "hosts", "kubernetes", "app", "load"}
+var configKeys = []string{"name", "runtime", "engine", "network", "data", "filesystem", "topology", "resources", "isolate", "privileged", "instances", "hosts", "kubernetes", "vm", "app", "load"}
 
 // Bounds on a plan's size, checked before the matrix is multiplied out and
 // before the run order is built: a few lines of YAML must not make
@@ -489,6 +491,7 @@ func init() {
 		"resources":  {fixed(resourceKeys), (*decoder).setResource},
 		"filesystem": {fixed(filesystemKeys), (*decoder).setFilesystem},
 		"kubernetes": {fixed(kubeKeys), (*decoder).setKube},
+		"vm":         {fixed(vmKeys), (*decoder).setVM},
 		"isolate":    {func(d *decoder) []string { keys, _ := d.isolateKeys(); return keys }, (*decoder).setIsolate},
 		"hosts":      {nil, (*decoder).setHost},
 	}
@@ -672,6 +675,9 @@ func (c *Configuration) applyDefaults() {
 	}
 	if c.Runtime == RuntimeKubernetes {
 		c.Engine.Kube = c.Kube // the engine is the cluster, as the block asks
+	}
+	if c.Runtime == RuntimeVM {
+		c.Engine.VM = c.VM // the engine is the guest, as the block asks
 	}
 }
 

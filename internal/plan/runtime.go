@@ -47,8 +47,10 @@ var runtimeTable = []struct {
 	// The isolate controller runs as a DaemonSet on every node (CRI).
 	{RuntimeKubernetes, RuntimeTraits{Images: true, Isolate: true, Network: NetworkPodIP, Data: DataLayer,
 		OwnAddress: NetworkPodIP, ClusterNetwork: true, NumericUser: true}},
-	// ctrperf has no VM runtime: nothing runs, the defaults are a guest's.
-	{RuntimeVM, RuntimeTraits{Network: NetworkHost, Data: DataBind}},
+	// A QEMU guest of ctrperf's own: the services are processes of the
+	// guest (its agent deploys them as the host runtime does), dialled at
+	// the guest's address; their data on the guest's disk.
+	{RuntimeVM, RuntimeTraits{Processes: true, Network: NetworkHost, Data: DataBind}},
 }
 
 // Traits returns what r is; an unknown runtime has none (the plan refuses

@@ -18,7 +18,7 @@ func TestRuntimeTraits(t *testing.T) {
 			RuntimeTraits{Images: true, Isolate: true, Network: NetworkPublished, Data: DataLayer, OwnAddress: NetworkContainerIP}},
 		{"kubernetes: images (pods), the isolate controller as a DaemonSet, the pod's IP, its root filesystem; a cluster network, numeric users", RuntimeKubernetes,
 			RuntimeTraits{Images: true, Isolate: true, Network: NetworkPodIP, Data: DataLayer, OwnAddress: NetworkPodIP, ClusterNetwork: true, NumericUser: true}},
-		{"vm: nothing runs, a guest's defaults", RuntimeVM, RuntimeTraits{Network: NetworkHost, Data: DataBind}},
+		{"vm: the guest's processes, at the guest's address, data on its disk", RuntimeVM, RuntimeTraits{Processes: true, Network: NetworkHost, Data: DataBind}},
 		{"an unknown runtime has no traits", "kvm", RuntimeTraits{}},
 		{"no runtime has no traits", "", RuntimeTraits{}},
 	}

@@ -40,6 +40,9 @@ func TestGuestRunsCommandTCG(t *testing.T) {
 		}
 	}()
 	t.Logf("booted in %s; agent: %+v", g.Booted, g.Client.Hello.Facts)
+	if b, err := os.ReadFile(g.console()); err == nil {
+		t.Logf("console:\n%s", b)
+	}
 	eng := remote.NewEngine(g.Client, agent.EngineRef{Runtime: engine.RuntimeHost}, nil)
 	tg, err := eng.Deploy(ctx, engine.DeploySpec{RunID: "vmtest-cmd", Network: engine.NetworkHost, Data: engine.DataBind,
 		Services: []engine.Service{{Name: "sleeper", Command: []string{"sleep", "1000"}}}})
