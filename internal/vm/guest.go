@@ -137,13 +137,17 @@ func (m *Machine) Boot(ctx context.Context, cfg Config, clientOpts remote.Client
 			g = nil
 		}
 	}()
-	for _, d := range []string{g.Dir, g.DataDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			unlock()
-			return g, err
-		}
+	// The state first, then the overlay's directory: clean takes a
+	// directory of DataDir that no state names for a crash's leftover.
+	if err := os.MkdirAll(g.Dir, 0o755); err != nil {
+		unlock()
+		return g, err
 	}
 	if err := g.save(); err != nil {
+		unlock()
+		return g, err
+	}
+	if err := os.MkdirAll(g.DataDir, 0o755); err != nil {
 		unlock()
 		return g, err
 	}
