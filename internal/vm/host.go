@@ -22,6 +22,9 @@ func ThisMachine(self, runID string, log io.Writer) (*Machine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("qemu-img not installed (Debian package qemu-utils)")
 	}
+	if log == nil {
+		log = io.Discard
+	}
 	k, err := FindKernel("/boot", "/lib/modules")
 	if err != nil {
 		return nil, err
