@@ -171,7 +171,7 @@ func summarySection(rep *Report) (section, bool) {
 		if c == b {
 			continue
 		}
-		if c.Emulated {
+		if c.Emulated && c.OK() {
 			s.Rows = append(s.Rows, []string{c.Name, "-", "-", "-", "-", "-", EmulatedNote})
 			continue
 		}
