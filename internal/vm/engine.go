@@ -2,7 +2,6 @@ package vm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -107,6 +106,3 @@ func (e *Engine) Close(ctx context.Context) error { return e.g.Shutdown(ctx) }
 func (e *Engine) Observer(t *engine.Target) engine.RunObserver {
 	return remote.NewObserver(e.g.Client, t.RunID, t).From(time.Now())
 }
-
-// errKVM is wrapped when accel kvm cannot boot a guest here.
-var errKVM = errors.New("accel kvm")

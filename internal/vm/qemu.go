@@ -79,14 +79,13 @@ func freeSlot(links []string, addrs []netip.Addr) (int, error) {
 		used[l] = true
 	}
 	for i := range guestSlots {
-		h, g := guestSlot(i)
+		_, g := guestSlot(i)
 		free := !used[tapName(i)]
 		for _, a := range addrs {
 			if g.Masked().Contains(a) {
 				free = false
 			}
 		}
-		_ = h
 		if free {
 			return i, nil
 		}
