@@ -112,7 +112,7 @@ func headline(rep *Report) []string {
 			var figs []string
 			for _, m := range metrics {
 				if e, ok := c.Metrics[m]; ok {
-					figs = append(figs, headlineLabel(m)+" "+fmtMetric(m, e.Median))
+					figs = append(figs, headlineLabel(m)+" "+fmtMetric(m, e.Median)+metricUnit(m))
 				}
 			}
 			emulated = append(emulated, fmt.Sprintf("%s: %s (ran: %s; no ratio to %s)", c.Name, EmulatedNote, strings.Join(figs, ", "), b.Name))
@@ -170,6 +170,19 @@ func headline(rep *Report) []string {
 		}
 	}
 	return append(append(append(diff, same...), none...), emulated...)
+}
+
+// metricUnit is the unit a figure of metric m is read in, by its name.
+func metricUnit(m string) string {
+	switch {
+	case strings.HasSuffix(m, "_ms"):
+		return " ms"
+	case strings.HasSuffix(m, "_per_s"):
+		return "/s"
+	case strings.HasSuffix(m, "_s"):
+		return " s"
+	}
+	return ""
 }
 
 // orList joins "a", "a or b", "a, b or c".

@@ -45,7 +45,7 @@ func BaseDisk(ctx context.Context, tarball, hash, cacheDir string, progress io.W
 		return disk, nil
 	}
 	if _, err := os.Stat(tarball); err != nil {
-		return "", fmt.Errorf("guest disk: the debian-base rootfs %s: %w (`ctrperf images build debian-base` makes it)", tarball, err)
+		return "", fmt.Errorf("guest disk: the debian-base rootfs %s: %w (`ctrperf images build debian-base --force` makes it again: debootstrap, about 90 s)", tarball, err)
 	}
 	start := time.Now()
 	fmt.Fprintf(progress, "vm: making the guest's base disk %s from %s (once, about half a minute)\n", disk, tarball)
