@@ -107,6 +107,9 @@ func planLacks(ctx context.Context, f *doctor.Facts, names []string) ([]bench.La
 	if !f.VM.Usable {
 		m.VM = f.VM.Reason
 	}
+	if !f.VMGuest.TCG.Usable {
+		m.VMEmulated = f.VMGuest.TCG.Reason
+	}
 	for _, k := range f.Kubernetes {
 		m.Cluster = m.Cluster || k.Answers
 	}

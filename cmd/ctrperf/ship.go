@@ -38,7 +38,7 @@ import (
 func addShipping(root *cobra.Command) {
 	root.Version = version.Get().Version
 	root.SetVersionTemplate(version.Get().String() + "\n")
-	root.AddCommand(newPlansCmd(), newTicketdCmd(), newIdleCmd(), newPauseCmd(), newManCmd())
+	root.AddCommand(newPlansCmd(), newTicketdCmd(), newIdleCmd(), newPauseCmd(), newVMInitCmd(), newManCmd())
 	registerCompletions(root)
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +13,10 @@ import (
 	"ctrperf/internal/engine/daemon"
 	"ctrperf/internal/image"
 	"ctrperf/internal/observe"
+	"ctrperf/internal/plan"
+	"ctrperf/internal/remote"
+	"ctrperf/internal/selfbin"
+	"ctrperf/internal/vm"
 )
 
 // Engines is the EngineProvider over the real engines: the host runtime,
@@ -34,10 +37,12 @@ type Engines struct {
 	// answering and is not ctrperf's to restart (the user's) to answer
 	// again (default 30 s).
 	EngineWait time.Duration
-	// VM says why runtime vm does not run here (ctrperf has no VM
-	// runtime): `ctrperf doctor`'s reason for the vm capability. Nil gives
-	// a reason without the machine's facts.
+	// VM says why runtime vm with accel kvm does not run here ("" when a
+	// stock guest boots under KVM): `ctrperf doctor`'s reason for the vm
+	// capability. Nil: kvm is tried as if it did.
 	VM func(ctx context.Context) string
+	// VMMachine is what boots guests (vm.ThisMachine by default).
+	VMMachine func(runID string) (*vm.Machine, error)
 	// RuntimeFlags are the program's flags for the runtimes it registers,
 	// by flag name (--kubeconfig: "kubeconfig", runtime kubernetes'
 	// kubeconfig when a plan's kubernetes.kubeconfig names none), passed
@@ -155,6 +160,40 @@ func (e *Engines) answering(ctx context.Context, d engineDaemon) error {
 	}
 }
 
+// openVM boots runtime vm's guest for spec: accel kvm only where doctor
+// finds that a stock guest boots under KVM (else its reason, not_run),
+// accel tcg wherever QEMU and a guest kernel are (a plan asked for it).
+func (e *Engines) openVM(ctx context.Context, spec plan.VMSpec) (engine.Engine, engine.Info, error) {
+	d := spec.Defaulted()
+	if d.Accel == vm.AccelKVM && e.VM != nil {
+		if why := e.VM(ctx); why != "" {
+			return nil, engine.Info{}, runtimeUnavailable("vm with accel kvm: " + why)
+		}
+	}
+	machine := e.VMMachine
+	if machine == nil {
+		machine = func(runID string) (*vm.Machine, error) {
+			self, err := selfbin.Read()
+			if err != nil {
+				return nil, err
+			}
+			if err := selfbin.CheckStatic(self.Data); err != nil {
+				return nil, fmt.Errorf("the guest's init: %w", err)
+			}
+			return vm.ThisMachine(self.Path, runID, os.Stderr)
+		}
+	}
+	m, err := machine(e.RunID)
+	if err != nil {
+		return nil, engine.Info{}, runtimeUnavailable(fmt.Sprintf("vm with accel %s: %v", d.Accel, err))
+	}
+	eng, info, err := vm.Open(ctx, m, spec, remote.ClientOptions{Session: e.RunID})
+	if err != nil {
+		return nil, engine.Info{}, err
+	}
+	return eng, info, nil
+}
+
 // runtimeUnavailable is the error of a runtime ctrperf cannot run on this
 // machine at all (vm): its configurations are not_run with these words
 // alone, whatever the runtime.
@@ -174,11 +213,11 @@ func (e *Engines) open(ctx context.Context, rt engine.Runtime, spec engine.Engin
 	case engine.RuntimePodman:
 		return e.podman(ctx)
 	case engine.RuntimeVM:
-		why := "see `ctrperf doctor`"
-		if e.VM != nil {
-			why = e.VM(ctx)
+		eng, info, err := e.openVM(ctx, spec.VM)
+		if eng != nil {
+			e.others = append(e.others, eng)
 		}
-		return nil, engine.Info{}, nil, runtimeUnavailable("ctrperf has no VM runtime: " + strings.TrimPrefix(why, "ctrperf has no VM runtime; "))
+		return eng, info, nil, err
 	default:
 		// A runtime registered by the program (runtimes.go): kubernetes.
 		if !rt.Known() {

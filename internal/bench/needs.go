@@ -70,8 +70,9 @@ type Machine struct {
 	BaseCached bool
 	// Cluster: a Kubernetes cluster answers (doctor's facts).
 	Cluster bool
-	// VM is why no VM runtime runs here ("" when one could).
-	VM string
+	// VM is why runtime vm with accel kvm does not run here ("" when it
+	// does); VMEmulated why accel tcg does not.
+	VM, VMEmulated string
 	// Exists says whether a file exists (a plan's ssh_config).
 	Exists func(string) bool
 }
@@ -194,13 +195,17 @@ func PlanLacks(p *plan.Plan, m Machine) Lacks {
 			}
 		}
 		switch {
-		case tr.Processes:
-		case !tr.Images:
+		case tr.Guest:
+			// The guest's disk is the Debian base's rootfs.
+			engineNeeded = engineNeeded || !m.BaseCached
 			why := m.VM
-			if why == "" {
-				why = "ctrperf has no VM runtime"
+			if c.VM.Emulated() {
+				why = m.VMEmulated
 			}
-			out.addOther(Lack{What: fmt.Sprintf("runtime %s (configuration %s)", rt, c.Name), Fix: "none here: " + why})
+			if why != "" {
+				out.addOther(Lack{What: fmt.Sprintf("runtime %s with accel %s (configuration %s)", rt, c.VM.Defaulted().Accel, c.Name), Fix: "none here: " + why})
+			}
+		case tr.Processes:
 		case !tr.Cluster:
 			// A runtime with a program of its own (podman) runs the
 			// images built on the default engine too.

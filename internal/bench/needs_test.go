@@ -123,7 +123,11 @@ func TestPlanLacks(t *testing.T) {
 			nil, nil, "built without it", false, ""},
 		{"lab-smoke before make lab-up", "lab-smoke", machine(everyCommand, currentImages),
 			nil, nil, "make lab-up", false, ""},
-		{"vm: no runtime here", "vm", machine(everyCommand, currentImages), nil, nil, "none here", false, ""},
+		{"vm: no KVM guest here, emulated ones run", "vm", withVM(machine(everyCommand, currentImages), "KVM here is PVM", ""), nil, nil,
+			"runtime vm with accel kvm (configuration kvm-guest) none here: KVM here is PVM", false, ""},
+		{"vm: no QEMU either", "vm", withVM(machine(everyCommand, currentImages), "KVM here is PVM", "qemu-system-x86_64 not installed"), nil, nil,
+			"runtime vm with accel tcg (configuration tcg-guest) none here: qemu-system-x86_64 not installed", false, ""},
+		{"vm: a machine whose KVM boots a stock guest", "vm", machine(everyCommand, currentImages), nil, nil, "", true, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -167,4 +171,11 @@ func TestPlanLacks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withVM is m where runtime vm's accel kvm and tcg do not run for these
+// reasons ("": they do).
+func withVM(m Machine, kvm, tcg string) Machine {
+	m.VM, m.VMEmulated = kvm, tcg
+	return m
 }

@@ -77,6 +77,7 @@ func (r *runner) newRun(ctx context.Context, planned plan.Run, cfg *plan.Configu
 		rec: &results.RunRecord{
 			Plan: r.p.Name, RunID: id, Index: planned.Index, Config: planned.Config, Repetition: planned.Repetition,
 			Knobs: cfg.KnobMap(), Workload: r.p.Workload, Start: r.opt.Now(),
+			Emulated: cfg.VM.Emulated(), // the vm block is runtime vm's alone
 		},
 		budget: r.p.Warmup + r.p.Duration + r.opt.RunSlack,
 	}

@@ -73,7 +73,13 @@ func (s thisMachine) open(ctx context.Context) (engine.Engine, engine.Info, erro
 	return s.r.opt.Engines.Engine(ctx, s.cfg.Runtime, s.cfg.Engine)
 }
 
-func (s thisMachine) observer(_ engine.Engine, t *engine.Target) Observer {
+// observer samples this machine, unless the engine's services run on
+// another kernel that it reaches itself (engine.ObservedElsewhere: a VM
+// guest's own /proc and cgroups), which then samples there.
+func (s thisMachine) observer(eng engine.Engine, t *engine.Target) Observer {
+	if oe, ok := eng.(engine.ObservedElsewhere); ok {
+		return oe.Observer(t)
+	}
 	return s.r.opt.Observers(t)
 }
 

@@ -10,6 +10,7 @@ import (
 	"ctrperf/internal/engine"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
+	"ctrperf/internal/vm"
 	"ctrperf/internal/workload"
 )
 
@@ -42,15 +43,18 @@ func (p vmProvider) Engine(ctx context.Context, rt engine.Runtime, spec engine.E
 	return p.fakeProvider.Engine(ctx, rt, spec)
 }
 
-// TestRuntimeVMNotRun: ctrperf has no VM runtime, so every run of a vm
-// configuration is not_run with doctor's reason for the machine, asked
-// once, never a number; the other configurations run.
+// TestRuntimeVMNotRun: where no stock guest boots under KVM, every run of
+// a vm configuration with accel kvm (the default) is not_run with
+// doctor's reason for the machine, asked once, never a number, and no
+// guest is booted; the other configurations run.
 func TestRuntimeVMNotRun(t *testing.T) {
 	p := parsePlan(t, hostAndGuest("vm"), plan.Options{})
 	out := filepath.Join(t.TempDir(), "out")
 	asked := 0
 	const why = "KVM here is PVM (module kvm_pvm, /dev/kvm API 12: ...), which runs only guest kernels built for PVM"
-	prov := vmProvider{fakeProvider: &fakeProvider{}, real: &Engines{RunID: "vmtest", VM: func(context.Context) string { asked++; return why }}}
+	booted := 0
+	prov := vmProvider{fakeProvider: &fakeProvider{}, real: &Engines{RunID: "vmtest", VM: func(context.Context) string { asked++; return why },
+		VMMachine: func(string) (*vm.Machine, error) { booted++; return nil, errors.New("no guest") }}}
 	sum, err := Run(context.Background(), p, Options{Out: out, Engines: prov,
 		Workload: func(string) (workload.Workload, error) { return &fakeWorkload{}, nil }})
 	if err != nil {
@@ -63,17 +67,19 @@ func TestRuntimeVMNotRun(t *testing.T) {
 		if rec.Config != "guest" {
 			continue
 		}
-		if rec.Status != results.StatusNotRun || rec.Result != nil || !strings.Contains(rec.Error, "ctrperf has no VM runtime: "+why) {
+		if rec.Status != results.StatusNotRun || rec.Result != nil || rec.Emulated || !strings.Contains(rec.Error, "vm with accel kvm: "+why) {
 			t.Errorf("guest run %d: status %s result %v error %q; want not_run with doctor's reason", rec.Index, rec.Status, rec.Result, rec.Error)
 		}
 	}
-	if asked != 1 {
-		t.Errorf("doctor's reason asked %d times, want once (remembered)", asked)
+	if asked != 1 || booted != 0 {
+		t.Errorf("doctor's reason asked %d times, want once (remembered); %d guests booted, want none", asked, booted)
 	}
-	// Without a VM function the reason still says there is no VM runtime.
-	_, _, err = (&Engines{}).Engine(context.Background(), engine.RuntimeVM, engine.EngineSpec{})
-	if err == nil || !strings.Contains(err.Error(), "ctrperf has no VM runtime: see `ctrperf doctor`") {
-		t.Errorf("Engines without VM: %v", err)
+	// accel tcg is not refused by KVM's reason: the machine is asked for
+	// (and here has no guest to give).
+	_, _, err = (&Engines{VM: func(context.Context) string { return why }, VMMachine: func(string) (*vm.Machine, error) { booted++; return nil, errors.New("no QEMU") }}).
+		Engine(context.Background(), engine.RuntimeVM, engine.EngineSpec{VM: plan.VMSpec{Accel: "tcg"}})
+	if err == nil || booted != 1 || !strings.Contains(err.Error(), "vm with accel tcg: no QEMU") || !errors.As(err, new(runtimeUnavailable)) {
+		t.Errorf("Engines with accel tcg and no machine: %v (machine asked %d times)", err, booted)
 	}
 }
 

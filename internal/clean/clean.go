@@ -20,6 +20,7 @@ import (
 	"ctrperf/internal/engine/daemon"
 	"ctrperf/internal/isolate"
 	"ctrperf/internal/kernel"
+	"ctrperf/internal/vm"
 )
 
 // Options of a Sweep.
@@ -169,6 +170,14 @@ func Sweep(ctx context.Context, o Options) ([]string, error) {
 		}
 	}
 	r, err = dataFilesystems(ctx, runID, own, dry)
+	removed = append(removed, r...)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	// VM guests of dead sessions: QEMU by its pid file, then its tap,
+	// overlay and socket.
+	r, err = vm.Cleaner{RunDir: vm.RunDir, DataDir: vm.DataDir, ProcRoot: o.Kernel.Proc(), DryRun: dry,
+		Keep: func(what string, s vm.State) bool { return own.Keep(what, s.RunID) }}.Clean(ctx, runID)
 	removed = append(removed, r...)
 	if err != nil {
 		errs = append(errs, err)

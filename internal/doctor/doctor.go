@@ -17,6 +17,7 @@ import (
 	"ctrperf/internal/engine/daemon"
 	"ctrperf/internal/kernel"
 	"ctrperf/internal/results"
+	"ctrperf/internal/vm"
 )
 
 // Facts is everything doctor found. It is JSON-serialisable and stable:
@@ -39,6 +40,9 @@ type Facts struct {
 	VM Capability `json:"vm_runtime"`
 	// Podman says whether runtime podman can run here (podman.go).
 	Podman Capability `json:"podman_runtime"`
+	// VMGuest is what runtime vm finds: KVM's kind, QEMU, the guest
+	// kernel, whether it boots under KVM, and emulation (vm.go).
+	VMGuest VMFacts `json:"vm"`
 	// Privileged says whether the engine can start --privileged containers.
 	Privileged Capability `json:"privileged"`
 	Tools      []Tool     `json:"tools"`
@@ -117,7 +121,11 @@ type options struct {
 	probe           func(ctx context.Context, fs string, options []string) (map[string]error, error)
 	geteuid         func() int
 	kvmProbe        func(path string, timeout time.Duration) (kernel.KVMProbe, error)
-	kube            func(ctx context.Context) ([]results.KubeCluster, []error)
+	// bootDir and modulesDir are where the guest kernel is looked for
+	// (/boot, /lib/modules); bootProbe boots it under KVM.
+	bootDir, modulesDir string
+	bootProbe           func(ctx context.Context, o options, qemu string, k vm.Kernel, module string) vm.BootProbe
+	kube                func(ctx context.Context) ([]results.KubeCluster, []error)
 }
 
 // WithMountProbe mounts a small loop filesystem of each type with seed
@@ -145,7 +153,7 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 func defaultOptions() options {
 	return options{kernel: kernel.DefaultFS(), devRoot: "/dev", libDir: "/var/lib/ctrperf", usrRoot: "/usr",
 		lookPath: exec.LookPath, now: time.Now, probe: defaultProbe, geteuid: defaultGeteuid,
-		kvmProbe: kernel.ProbeKVM}
+		kvmProbe: kernel.ProbeKVM, bootDir: "/boot", modulesDir: "/lib/modules", bootProbe: defaultBootProbe}
 }
 
 // Gather collects every fact; it fails only if ctx is done. A collector that

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"ctrperf/internal/kernel"
+	"ctrperf/internal/vm"
 )
 
 func TestVMWithoutKVM(t *testing.T) {
@@ -27,7 +28,7 @@ func TestVMWithoutKVM(t *testing.T) {
 	if err := f.WriteText(&b); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "vm runtime") || !strings.Contains(b.String(), "not available: /dev/kvm missing (") {
+	if !strings.Contains(b.String(), "vm runtime") || !strings.Contains(b.String(), "accel: kvm not available: /dev/kvm missing (") {
 		t.Errorf("text:\n%s", b.String())
 	}
 
@@ -44,31 +45,55 @@ func TestVMWithoutKVM(t *testing.T) {
 	}
 }
 
+// guestKernelRoots are a /boot and /lib/modules holding one guest kernel.
+func guestKernelRoots(t *testing.T) (boot, modules string) {
+	t.Helper()
+	boot, modules = t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(boot, "vmlinuz-6.1.0-56-amd64"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(modules, "6.1.0-56-amd64"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(modules, "6.1.0-56-amd64", "modules.dep"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return boot, modules
+}
+
 func TestVMProbeOutcomes(t *testing.T) {
 	dev := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dev, "kvm"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	longErr := errors.New("real mode runs, 64-bit long mode does not: the vCPU did not execute 3 instructions in 2s")
+	boots := &vm.BootProbe{Accel: "kvm", Boots: true, Seconds: 1.2}
+	stuck := &vm.BootProbe{Accel: "kvm", Reason: "QEMU stopped booting 6.1.0-56-amd64 under -accel kvm: KVM internal error. Suberror: 1"}
 	cases := []struct {
-		desc   string
-		module string // under /sys/module
-		probe  kernel.KVMProbe
-		err    error
-		want   string
+		desc    string
+		module  string // under /sys/module
+		probe   kernel.KVMProbe
+		err     error
+		kernel  bool          // a guest kernel installed
+		boot    *vm.BootProbe // the boot probe's answer; nil: must not be asked
+		usable  bool
+		kind    string
+		want    string
+		tcgWant bool
 	}{
-		{"a VM but no guest runs", "kvm_amd", kernel.KVMProbe{API: 12, VMCreated: true, RealMode: true}, longErr,
-			"KVM creates a VM (/dev/kvm API 12) but does not run a test guest: real mode runs, 64-bit long mode does not"},
-		{"guests run", "", kernel.KVMProbe{API: 12, VMCreated: true, RealMode: true, LongMode: true}, nil,
-			"ctrperf has no VM runtime; KVM runs a 64-bit test guest here (/dev/kvm API 12)"},
-		{"guests run, hardware module named", "kvm_intel", kernel.KVMProbe{API: 12, VMCreated: true, RealMode: true, LongMode: true}, nil,
-			"ctrperf has no VM runtime; KVM runs a 64-bit test guest here (/dev/kvm API 12, module kvm_intel)"},
-		// PVM passes the probe and runs no stock kernel: the module, not the
-		// probe, is the reason (this machine, 2026-11-24).
-		{"PVM runs the probe", "kvm_pvm", kernel.KVMProbe{API: 12, VMCreated: true, RealMode: true, LongMode: true}, nil,
-			"KVM here is PVM (module kvm_pvm, /dev/kvm API 12: a hypervisor in software for guests nested in a cloud VM without hardware virtualisation), which runs the 64-bit test guest but runs only guest kernels built for PVM"},
-		{"PVM fails the probe", "kvm_pvm", kernel.KVMProbe{API: 12, VMCreated: true, RealMode: true}, longErr,
-			"KVM here is PVM (module kvm_pvm, /dev/kvm API 12: a hypervisor in software for guests nested in a cloud VM without hardware virtualisation), which does not run the test guest: real mode runs"},
+		{"a VM but no guest runs, no kernel", "kvm_amd", kernel.KVMProbe{API: 12, VMCreated: true, RealMode: true}, longErr, false, nil, false, "hardware",
+			"KVM creates a VM (/dev/kvm API 12) but does not run a test guest: real mode runs, 64-bit long mode does not", false},
+		{"test guests run, no guest kernel", "", kernel.KVMProbe{API: 12, VMCreated: true, RealMode: true, LongMode: true}, nil, false, nil, false, "hardware",
+			"KVM runs a 64-bit test guest here (/dev/kvm API 12), but no guest kernel", false},
+		{"hardware, the stock guest boots", "kvm_intel", kernel.KVMProbe{API: 12, VMCreated: true, RealMode: true, LongMode: true}, nil, true, boots, true, "hardware", "", true},
+		{"hardware, the stock guest does not boot", "kvm_intel", kernel.KVMProbe{API: 12, VMCreated: true, RealMode: true, LongMode: true}, nil, true, stuck, false, "hardware",
+			"a stock guest kernel does not boot under KVM: QEMU stopped booting", true},
+		// PVM passes the test program and boots no stock kernel (this
+		// machine, 2026-11-29): the boot probe says so.
+		{"PVM, the stock guest does not boot", "kvm_pvm", kernel.KVMProbe{API: 12, VMCreated: true, RealMode: true, LongMode: true}, nil, true, stuck, false, "pvm",
+			"KVM here is PVM (module kvm_pvm, /dev/kvm API 12: a hypervisor in software for guests nested in a cloud VM without hardware virtualisation), which runs only guest kernels built for PVM, and Debian packages none; a stock guest kernel does not boot under KVM", true},
+		{"PVM without a guest kernel", "kvm_pvm", kernel.KVMProbe{API: 12, VMCreated: true, RealMode: true}, longErr, false, nil, false, "pvm",
+			"KVM here is PVM (module kvm_pvm, /dev/kvm API 12: a hypervisor in software for guests nested in a cloud VM without hardware virtualisation), which runs only guest kernels built for PVM, and Debian packages none; a stock kernel stops", false},
 	}
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
@@ -78,17 +103,42 @@ func TestVMProbeOutcomes(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			boot, modules := t.TempDir(), t.TempDir()
+			if c.kernel {
+				boot, modules = guestKernelRoots(t)
+			}
 			var asked string
+			bootAsked := 0
 			o := options{devRoot: dev, kernel: kernel.NewFS(kernel.Roots{Sys: sys}), lookPath: lookIn("qemu-system-x86_64"), kvmProbe: func(path string, _ time.Duration) (kernel.KVMProbe, error) {
 				asked = path
 				return c.probe, c.err
+			}, bootDir: boot, modulesDir: modules, bootProbe: func(_ context.Context, _ options, qemu string, k vm.Kernel, module string) vm.BootProbe {
+				bootAsked++
+				if c.boot == nil {
+					t.Errorf("boot probe asked (%s, %s, %s) where it cannot run", qemu, k.Version, module)
+					return vm.BootProbe{}
+				}
+				return *c.boot
 			}}
 			f := &Facts{}
 			if err := collectVM(context.Background(), o, f); err != nil {
 				t.Fatal(err)
 			}
-			if asked != filepath.Join(dev, "kvm") || f.VM.Usable || !strings.HasPrefix(f.VM.Reason, c.want) || !strings.Contains(f.VM.Reason, "/usr/bin/qemu-system-x86_64") {
-				t.Errorf("probed %q; vm = %+v, want a reason starting %q", asked, f.VM, c.want)
+			if asked != filepath.Join(dev, "kvm") || f.VM.Usable != c.usable || !strings.HasPrefix(f.VM.Reason, c.want) {
+				t.Errorf("probed %q; vm = %+v, want usable %v and a reason starting %q", asked, f.VM, c.usable, c.want)
+			}
+			if f.VMGuest.KVM != c.kind || f.VMGuest.KVMModule != c.module || f.VMGuest.TCG.Usable != c.tcgWant {
+				t.Errorf("vm facts %+v, want kvm %q module %q tcg %v", f.VMGuest, c.kind, c.module, c.tcgWant)
+			}
+			if (c.boot != nil) != (bootAsked == 1) || (c.boot != nil) != (f.VMGuest.KVMBoot != nil) {
+				t.Errorf("boot probe asked %d times, facts %+v", bootAsked, f.VMGuest.KVMBoot)
+			}
+			var b bytes.Buffer
+			if err := f.WriteText(&b); err != nil {
+				t.Fatal(err)
+			}
+			if c.boot != nil && !strings.Contains(b.String(), "stock guest on kvm") {
+				t.Errorf("text without the boot probe:\n%s", b.String())
 			}
 		})
 	}

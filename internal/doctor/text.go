@@ -67,10 +67,16 @@ func (f *Facts) WriteText(w io.Writer) error {
 	} else if f.Privileged.Reason != "" {
 		p("privileged", "not available: %s", f.Privileged.Reason)
 	}
+	f.VMGuest.write(p)
 	if f.VM.Usable {
-		p("vm runtime", "available")
+		p("vm runtime", "available (accel: kvm and tcg)")
 	} else if f.VM.Reason != "" {
-		p("vm runtime", "not available: %s", f.VM.Reason)
+		p("vm runtime", "accel: kvm not available: %s", f.VM.Reason)
+		if f.VMGuest.TCG.Usable {
+			p("", "accel: tcg available (emulated CPU: the mechanism, not a performance comparison)")
+		} else if f.VMGuest.TCG.Reason != "" {
+			p("", "accel: tcg not available: %s", f.VMGuest.TCG.Reason)
+		}
 	}
 	if f.Podman.Usable {
 		p("podman runtime", "available: %s", f.Podman.Reason)

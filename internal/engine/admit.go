@@ -31,6 +31,11 @@ type Reach struct {
 	Addr netip.Addr `json:"addr"`
 	// From is the load host's address as this host sees it.
 	From netip.Addr `json:"from"`
+	// Sole: From's link is the only way into this host (a VM guest whose
+	// one network is ctrperf's tap to the load host), so no admit chain
+	// is installed: nothing else could get in, and a guest has no
+	// iptables.
+	Sole bool `json:"sole,omitempty"`
 }
 
 // Valid says whether both addresses are set.
@@ -294,7 +299,7 @@ func admitReach(ctx context.Context, run iptablesRunner, spec DeploySpec, t *Tar
 // forwarded connections to published ports (acceptPublished): the chain
 // accepts the load host's.
 func admitClients(ctx context.Context, run iptablesRunner, spec DeploySpec, t *Target, acceptPublished bool) error {
-	if !spec.Reach.Valid() {
+	if !spec.Reach.Valid() || spec.Reach.Sole {
 		return nil
 	}
 	dests, err := admitDests(t, acceptPublished)

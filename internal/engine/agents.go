@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"io"
+
+	"ctrperf/internal/results"
 )
 
 // AgentRole says what an agent started by a NodeAgents engine is for.
@@ -48,4 +50,18 @@ type NodeAgents interface {
 	StartAgent(ctx context.Context, req AgentRequest) (*AgentConn, error)
 	// NodeOf is the node that runs service svc of t ("" when unknown).
 	NodeOf(t *Target, svc string) string
+}
+
+// RunObserver samples a run (bench's Observer).
+type RunObserver interface {
+	Start(ctx context.Context) error
+	Stop() *results.Series
+}
+
+// ObservedElsewhere is implemented by engines whose services run on
+// another kernel that the engine reaches itself (runtime vm's guest):
+// bench asks it for the run's observer instead of sampling this machine,
+// which is not where the services run.
+type ObservedElsewhere interface {
+	Observer(t *Target) RunObserver
 }

@@ -126,7 +126,7 @@ func (h *BareMetal) Deploy(ctx context.Context, spec DeploySpec) (t *Target, err
 			return t, fmt.Errorf("deploy %s: %w", spec.RunID, err)
 		}
 	}
-	if spec.Reach.Valid() {
+	if spec.Reach.Valid() && !spec.Reach.Sole {
 		r.mu.Lock()
 		r.admit = true
 		r.mu.Unlock()

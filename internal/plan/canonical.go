@@ -46,6 +46,7 @@ type canonConfig struct {
 	Instances  int            `yaml:"instances,omitempty"`
 	Hosts      *canonHosts    `yaml:"hosts,omitempty"` // left out when everything runs here
 	Kubernetes *KubeSpec      `yaml:"kubernetes,omitempty"`
+	VM         *VMSpec        `yaml:"vm,omitempty"`
 	App        map[string]any `yaml:"app,omitempty"`
 	Load       map[string]any `yaml:"load,omitempty"`
 }
@@ -109,6 +110,10 @@ func (c *Configuration) canonical() canonConfig {
 	if !c.Kube.IsZero() {
 		k := c.Kube
 		cc.Kubernetes = &k
+	}
+	if !c.VM.IsZero() {
+		v := c.VM
+		cc.VM = &v
 	}
 	return cc
 }

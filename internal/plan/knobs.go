@@ -13,9 +13,10 @@ const (
 	// RuntimePodman: containers of rootful Podman, through the
 	// Docker-compatible API of a `podman system service` of ctrperf's own.
 	RuntimePodman Runtime = "podman"
-	// RuntimeVM is a KVM guest (seed 003's "KVM vs Docker"). ctrperf has no
-	// VM runtime: its configurations are recorded not_run with the reason
-	// `ctrperf doctor` gives for the vm capability on the machine.
+	// RuntimeVM is a QEMU guest (seed 003's "KVM vs Docker"), described by
+	// the vm: block (vm.go): accel kvm where a stock guest boots under KVM
+	// (else not_run with `ctrperf doctor`'s reason), tcg (emulated) when a
+	// plan asks for it.
 	RuntimeVM Runtime = "vm"
 )
 
@@ -75,6 +76,8 @@ type EngineSpec struct {
 	// engine:): the cluster and what its engine does for the
 	// configuration, one engine per distinct block.
 	Kube KubeSpec `json:"-" yaml:"-"`
+	// VM is the vm: block of runtime vm: one guest per distinct block.
+	VM VMSpec `json:"-" yaml:"-"`
 }
 
 // IsDefault reports whether the spec asks for nothing beyond the default engine.
@@ -87,6 +90,9 @@ func (s EngineSpec) IsDefault() bool {
 func (s EngineSpec) Key() string {
 	if s.Kube != (KubeSpec{}) {
 		return s.Kube.Key()
+	}
+	if s.VM != (VMSpec{}) {
+		return s.VM.Key()
 	}
 	if s.IsDefault() {
 		return "default"

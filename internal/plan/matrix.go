@@ -28,7 +28,8 @@ var matrixReserved = []string{"base", "exclude", "name"}
 var axisPaths = []string{"runtime", "network", "data", "topology", "privileged", "instances", "hosts.sut", "hosts.load",
 	"filesystem.type", "engine.storage_driver", "engine.data_root", "engine.userland_proxy",
 	"resources.cpuset", "resources.cpu_shares", "resources.cpus", "resources.memory", "isolate.policy", "isolate.irq", "isolate.rps", "isolate.demote", "isolate.stall_gate",
-	"kubernetes.node", "kubernetes.qos", "kubernetes.proxy_mode", "kubernetes.context"}
+	"kubernetes.node", "kubernetes.qos", "kubernetes.proxy_mode", "kubernetes.context",
+	"vm.accel", "vm.vcpus", "vm.memory"}
 
 type axis struct {
 	path   string

@@ -107,6 +107,8 @@ type Knobs struct {
 	Hosts Hosts
 	// Kube is the kubernetes: block (runtime kubernetes only).
 	Kube KubeSpec
+	// VM is the vm: block (runtime vm only).
+	VM VMSpec
 	// App and Load are the workload's knobs as written (plan-level ones
 	// merged in): what run records and the canonical plan keep. Decoded
 	// holds them as the workload's typed values.
@@ -179,7 +181,7 @@ func Parse(file string, data []byte, opt Options) (*Plan, error) {
 var topKeys = []string{"name", "description", "workload", "load", "app", "repetitions",
 	"warmup", "duration", "seed", "baseline", "load_cpuset", "configurations", "matrix", "quick", "thresholds", "base_dir", "hosts", "ssh_config"}
 
-var configKeys = []string{"name", "runtime", "engine", "network", "data", "filesystem", "topology", "resources", "isolate", "privileged", "instances", "hosts", KeyKubernetes, "app", "load"}
+var configKeys = []string{"name", "runtime", "engine", "network", "data", "filesystem", "topology", "resources", "isolate", "privileged", "instances", "hosts", KeyKubernetes, "vm", "app", "load"}
 
 // KeyKubernetes is the key of a configuration's kubernetes: block, in the
 // plan and in a record's knobs.
@@ -493,6 +495,7 @@ func init() {
 		"resources":   {fixed(resourceKeys), (*decoder).setResource},
 		"filesystem":  {fixed(filesystemKeys), (*decoder).setFilesystem},
 		KeyKubernetes: {fixed(kubeKeys), (*decoder).setKube},
+		"vm":          {fixed(vmKeys), (*decoder).setVM},
 		"isolate":     {func(d *decoder) []string { keys, _ := d.isolateKeys(); return keys }, (*decoder).setIsolate},
 		"hosts":       {nil, (*decoder).setHost},
 	}
@@ -676,6 +679,9 @@ func (c *Configuration) applyDefaults() {
 	}
 	if c.Runtime.Traits().Cluster {
 		c.Engine.Kube = c.Kube // the engine is the cluster, as the block asks
+	}
+	if c.Runtime == RuntimeVM {
+		c.Engine.VM = c.VM // the engine is the guest, as the block asks
 	}
 }
 

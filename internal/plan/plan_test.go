@@ -302,8 +302,9 @@ func TestCanonicalRoundTrip(t *testing.T) {
 	}
 }
 
-// TestRuntimeVM: a vm configuration (recorded not_run: no VM runtime)
-// takes no placement, engine or container knob, each refused at its line.
+// TestRuntimeVM: a vm configuration takes the vm block and no placement,
+// engine or container knob, each refused at its line; the vm block on
+// another runtime is refused too.
 func TestRuntimeVM(t *testing.T) {
 	ok := "name: x\nworkload: testweb\nbaseline: a\nconfigurations:\n  - name: a\n    runtime: host\n  - name: g\n    runtime: vm\n"
 	p, err := Parse("p.yaml", []byte(ok), Options{Schema: testSchema{}})
@@ -314,7 +315,24 @@ func TestRuntimeVM(t *testing.T) {
 	if g.Runtime != RuntimeVM || g.Network != NetworkHost || g.Data != DataBind || g.Instances != 1 {
 		t.Errorf("vm configuration: %+v", g.Knobs)
 	}
-	bad := ok + "    network: published\n    data: volume\n    privileged: true\n    engine: {storage_driver: vfs}\n    isolate: {policy: shield}\n"
+	if g.VM.IsZero() || g.Engine.VM != g.VM {
+		// The zero block is the default guest; Defaulted fills it.
+		if d := g.VM.Defaulted(); d != DefaultVM || g.Engine.Key() != "default" {
+			t.Errorf("default guest %+v, engine key %q", d, g.Engine.Key())
+		}
+	}
+	tcg := ok + "    vm: {accel: tcg, vcpus: 1, memory: 1g}\n"
+	p, err = Parse("p.yaml", []byte(tcg), Options{Schema: testSchema{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ = p.Config("g")
+	want := VMSpec{VCPUs: 1, Memory: 1 << 30, Accel: "tcg", Network: "tap", Disk: "virtio-blk"}
+	if g.VM.Defaulted() != want || !g.VM.Emulated() || g.Engine.VM != g.VM || g.Engine.Key() != want.Key() {
+		t.Errorf("vm block: %+v (defaulted %+v), engine %+v", g.VM, g.VM.Defaulted(), g.Engine)
+	}
+	bad := ok + "    network: published\n    data: volume\n    privileged: true\n    engine: {storage_driver: vfs}\n    isolate: {policy: shield}\n    vm: {accel: xen, vcpus: 0, memory: 100m, disks: 2}\n" +
+		"  - name: h\n    runtime: host\n    vm: {accel: tcg}\n"
 	_, err = Parse("p.yaml", []byte(bad), Options{Schema: testSchema{}})
 	if err == nil {
 		t.Fatal("no error")
@@ -325,6 +343,11 @@ func TestRuntimeVM(t *testing.T) {
 		"p.yaml:11: configurations[1] (g).privileged: not a knob of runtime vm",
 		"p.yaml:12: configurations[1] (g).engine.storage_driver: engine knobs select a Docker engine; runtime vm has none",
 		"configurations[1] (g).isolate.policy: \"shield\" needs runtime docker or kubernetes: the isolate controller manages containers or pods, and runtime vm has none",
+		"p.yaml:14: configurations[1].vm.accel: \"xen\" is not valid",
+		"p.yaml:14: configurations[1].vm.vcpus: 0: expected a number of virtual CPUs between 1 and 64",
+		"p.yaml:14: configurations[1].vm.memory: 100MiB: a guest needs at least 512m",
+		"p.yaml:14: configurations[1].vm.disks: unknown key; did you mean \"disk\"?",
+		"p.yaml:17: configurations[2] (h).vm.accel: the vm block needs runtime vm",
 	} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("error\n%v\ndoes not contain\n%s", err, w)

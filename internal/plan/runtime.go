@@ -47,6 +47,9 @@ type RuntimeTraits struct {
 	// starts on those nodes, and the load may come from generator agents
 	// it starts there (bench's cluster site).
 	Cluster bool
+	// Guest: the services run in a virtual machine that ctrperf boots for
+	// them (the vm: block), as processes of the guest; sampled there.
+	Guest bool
 	// Program is the command of this machine the runtime's engine runs
 	// besides Docker's (podman): a plan that names the runtime needs its
 	// Debian package (internal/deps).
@@ -73,8 +76,11 @@ var runtimeTable = []struct {
 		OwnAddress: NetworkPodIP, ClusterNetwork: true, NumericUser: true, Cluster: true,
 		Networks:   []NetworkMode{NetworkPodIP, NetworkService, NetworkNodePort, NetworkHostNetwork},
 		Placements: []DataPlacement{DataLayer, DataEmptyDir, DataEmptyDirMemory, DataHostPath, DataLocalPV}}},
-	// ctrperf has no VM runtime: nothing runs, the defaults are a guest's.
-	{RuntimeVM, RuntimeTraits{Network: NetworkHost, Data: DataBind, Networks: containerNetworks, Placements: containerPlacements}},
+	// A QEMU guest of ctrperf's own: the services are processes of the
+	// guest (its agent deploys them as the host runtime does), dialled at
+	// the guest's address; their data on the guest's disk.
+	{RuntimeVM, RuntimeTraits{Processes: true, Guest: true, Network: NetworkHost, Data: DataBind,
+		Networks: []NetworkMode{NetworkHost}, Placements: []DataPlacement{DataBind, DataTmpfs}}},
 }
 
 // A container engine's networks and data placements (Docker's).

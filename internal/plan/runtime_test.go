@@ -26,8 +26,8 @@ func TestRuntimeTraits(t *testing.T) {
 		{"kubernetes: images (pods), the isolate controller as a DaemonSet, the pod's IP, its root filesystem; a cluster network, numeric users", RuntimeKubernetes,
 			RuntimeTraits{Images: true, Isolate: true, Network: NetworkPodIP, Data: DataLayer, OwnAddress: NetworkPodIP, ClusterNetwork: true, NumericUser: true, Cluster: true,
 				Networks: []NetworkMode{NetworkPodIP, NetworkService, NetworkNodePort, NetworkHostNetwork}, Placements: []DataPlacement{DataLayer, DataEmptyDir, DataEmptyDirMemory, DataHostPath, DataLocalPV}}},
-		{"vm: nothing runs, a guest's defaults", RuntimeVM, RuntimeTraits{Network: NetworkHost, Data: DataBind,
-			Networks: []NetworkMode{NetworkHost, NetworkPublished, NetworkPublishedExternal, NetworkContainerIP}, Placements: []DataPlacement{DataLayer, DataVolume, DataBind, DataTmpfs}}},
+		{"vm: the guest's processes, at the guest's address, data on its disk", RuntimeVM, RuntimeTraits{Processes: true, Guest: true, Network: NetworkHost, Data: DataBind,
+			Networks: []NetworkMode{NetworkHost}, Placements: []DataPlacement{DataBind, DataTmpfs}}},
 		{"an unknown runtime has no traits", "kvm", RuntimeTraits{}},
 		{"no runtime has no traits", "", RuntimeTraits{}},
 	}

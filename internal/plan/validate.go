@@ -37,6 +37,7 @@ func (d *decoder) checkKnobs(c *Configuration) {
 		d.errorf(c.node("instances"), field("instances"), "%d instances with isolate.policy %q: the isolate controller watches one deployment per run; use instances: 1 or isolate.policy off", c.Instances, c.Isolate.Policy())
 	}
 	judged := d.checkKube(c) // kubernetes' vocabulary, and kubernetes' knobs elsewhere
+	d.checkVM(c) // the vm block, and what a guest does not take
 	if c.Runtime == "" {
 		d.errorf(c.node("name"), field("runtime"), "missing; expected %s", oneOf(runtimes))
 		return
@@ -44,6 +45,7 @@ func (d *decoder) checkKnobs(c *Configuration) {
 	tr := c.Runtime.Traits()
 	switch {
 	case !c.Runtime.Known(): // refused by name when read
+	case tr.Guest: // checkVM judged it
 	case tr.Processes:
 		if c.Network != NetworkHost && !judged {
 			d.errorf(c.node("network"), field("network"), "%q needs runtime docker; with runtime host the only network is \"host\"", c.Network)
@@ -98,20 +100,6 @@ func (d *decoder) checkKnobs(c *Configuration) {
 		for _, k := range engineKeys {
 			if n, ok := c.nodes["engine."+k]; ok {
 				d.errorf(n, field("engine."+k), "engine knobs select a Docker engine; runtime %s runs on a %s service of ctrperf's own (remove it)", c.Runtime, tr.Program)
-			}
-		}
-	case !tr.Images && !tr.Cluster:
-		// A guest has none of Docker's or the host's placement knobs; it is
-		// recorded not_run (no VM runtime), so a knob here would only look
-		// as if it had been measured.
-		for _, k := range []string{"network", "data", "topology", "privileged", "instances", "filesystem", "resources"} {
-			if n, ok := c.nodes[k]; ok {
-				d.errorf(n, field(k), "not a knob of runtime vm: ctrperf has no VM runtime, and a vm configuration is recorded not_run with the reason `ctrperf doctor` gives (remove it)")
-			}
-		}
-		for _, k := range engineKeys {
-			if n, ok := c.nodes["engine."+k]; ok {
-				d.errorf(n, field("engine."+k), "engine knobs select a Docker engine; runtime vm has none (remove it)")
 			}
 		}
 	}
@@ -269,8 +257,8 @@ func (d *decoder) only(configs []Configuration, only []string, baseline string) 
 // describeKnobs is a one-line summary of a configuration for listings.
 func (c *Configuration) describeKnobs() string {
 	if c.Runtime == RuntimeVM {
-		// No placement knobs, and nothing is deployed: say so.
-		s := "vm (no VM runtime: recorded not_run with ctrperf doctor's reason)"
+		// No placement knobs: the guest's.
+		s := c.VM.describe()
 		if len(c.Load) > 0 {
 			s += " load=" + flatMap(c.Load)
 		}

@@ -182,7 +182,8 @@ func build(recs []results.RunRecord, o Options, baselineExplicit bool) (*Report,
 	}
 	b := rep.Config(base)
 	for _, c := range rep.Configs {
-		if c != b {
+		if c != b && !c.Emulated && !b.Emulated {
+			// An emulated CPU's figures compare with nothing.
 			c.VsBaseline = compareConfigs(c, b, so.Level, rep.sense)
 			c.OpVsBaseline = compareOperations(c, b, so.Level)
 		}
@@ -241,7 +242,7 @@ func chooseBaseline(want string, explicit bool, order []string, groups map[strin
 	}
 	for _, name := range order {
 		for _, r := range groups[name] {
-			if plan.Runtime(r.Runtime()).Traits().Processes { // the bare-metal baseline
+			if plan.Runtime(r.Runtime()).Traits().Processes && !r.Emulated { // the bare-metal baseline
 				w = append(w, Warning{Message: fmt.Sprintf("no baseline given; using %q (runtime host)", name),
 					Advice: "name one with --baseline"})
 				return name, w, nil
@@ -366,6 +367,7 @@ func buildConfig(name string, runs []*results.RunRecord, o Options) (*ConfigResu
 		if c.Knobs == nil && r.Knobs != nil {
 			c.Knobs = r.Knobs
 		}
+		c.Emulated = c.Emulated || r.Emulated
 		switch {
 		case r.Status == results.StatusNotRun:
 			c.NotRun++

@@ -99,13 +99,23 @@ func headline(rep *Report) []string {
 		return []string{fmt.Sprintf("%s only: nothing to compare it with", b.Name)}
 	}
 	metrics := headlineMetrics(b)
-	var diff, same, none []string
+	var diff, same, none, emulated []string
 	for _, c := range rep.Configs {
 		if c == b {
 			continue
 		}
 		if !c.OK() {
 			none = append(none, fmt.Sprintf("%s: no result (%s)", c.Name, cut(c.status(), 100)))
+			continue
+		}
+		if c.Emulated {
+			var figs []string
+			for _, m := range metrics {
+				if e, ok := c.Metrics[m]; ok {
+					figs = append(figs, headlineLabel(m)+" "+fmtMetric(m, e.Median)+metricUnit(m))
+				}
+			}
+			emulated = append(emulated, fmt.Sprintf("%s: %s (ran: %s; no ratio to %s)", c.Name, EmulatedNote, strings.Join(figs, ", "), b.Name))
 			continue
 		}
 		var sig, flat, undefined []string
@@ -159,7 +169,20 @@ func headline(rep *Report) []string {
 			same = append(same, line)
 		}
 	}
-	return append(append(diff, same...), none...)
+	return append(append(append(diff, same...), none...), emulated...)
+}
+
+// metricUnit is the unit a figure of metric m is read in, by its name.
+func metricUnit(m string) string {
+	switch {
+	case strings.HasSuffix(m, "_ms"):
+		return " ms"
+	case strings.HasSuffix(m, "_per_s"):
+		return "/s"
+	case strings.HasSuffix(m, "_s"):
+		return " s"
+	}
+	return ""
 }
 
 // orList joins "a", "a or b", "a, b or c".

@@ -79,6 +79,9 @@ type ConfigResult struct {
 	// Capacity is what its capacity searches found, when its load searched
 	// (load.search); the capacity is Metrics["capacity_per_s"].
 	Capacity *Capacity `json:"capacity,omitempty"`
+	// Emulated: its runs were on an emulated CPU (runtime vm, accel tcg):
+	// shown apart (EmulatedNote), never compared with the baseline.
+	Emulated bool `json:"emulated,omitempty"`
 
 	reps     map[string][]float64            // bootstrap replicates per metric
 	opReps   map[string]map[string][]float64 // per operation
@@ -93,6 +96,9 @@ type ConfigResult struct {
 	perRun map[string][]float64
 	okRuns []*results.RunRecord
 }
+
+// EmulatedNote is what every report says of an emulated configuration.
+const EmulatedNote = "emulated CPU: not a performance comparison"
 
 // OK reports whether the configuration has numbers at all.
 func (c *ConfigResult) OK() bool { return c.Runs > 0 }

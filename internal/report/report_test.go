@@ -492,3 +492,33 @@ func TestLoadWarnsOfConcurrentRuns(t *testing.T) {
 		})
 	}
 }
+
+// TestEmulatedShownApart: a configuration whose records say emulated (a
+// VM guest on an emulated CPU) gets no ratio to the baseline, in any
+// section, and every view says why.
+func TestEmulatedShownApart(t *testing.T) {
+	recs := onlyConfigs(genRecords(t), "host", "docker-host-net")
+	for i := range recs {
+		if recs[i].Config == "docker-host-net" {
+			recs[i].Emulated = true
+		}
+	}
+	rep, err := Build(recs, WithBaseline("host"), testStats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rep.Config("docker-host-net")
+	if !c.Emulated || c.VsBaseline != nil || c.OpVsBaseline != nil || !c.OK() {
+		t.Errorf("emulated config: emulated %v, vs baseline %v, ops %v, ok %v", c.Emulated, c.VsBaseline, c.OpVsBaseline, c.OK())
+	}
+	if h := strings.Join(rep.Headline, "\n"); !strings.Contains(h, "docker-host-net: "+EmulatedNote+" (ran: ") || strings.Contains(h, "×") {
+		t.Errorf("headline:\n%s", h)
+	}
+	var b bytes.Buffer
+	if err := Render(&b, rep, "table"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), EmulatedNote) {
+		t.Errorf("text report without %q:\n%s", EmulatedNote, b.String())
+	}
+}

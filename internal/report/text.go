@@ -171,6 +171,10 @@ func summarySection(rep *Report) (section, bool) {
 		if c == b {
 			continue
 		}
+		if c.Emulated && c.OK() {
+			s.Rows = append(s.Rows, []string{c.Name, "-", "-", "-", "-", "-", EmulatedNote})
+			continue
+		}
 		if !c.OK() || b == nil || !b.OK() {
 			s.Rows = append(s.Rows, []string{c.Name, "-", "-", "-", "-", "-", "no comparison: " + cut(firstNonEmpty(c.status(), b.status()), 60)})
 			continue

@@ -195,6 +195,24 @@ type EngineInfo struct {
 	Nested bool `json:"nested,omitempty"`
 	// Kube is the cluster of runtime kubernetes (kube.go).
 	Kube *KubeInfo `json:"kubernetes,omitempty"`
+	// VM is the guest of runtime vm.
+	VM *VMInfo `json:"vm,omitempty"`
+}
+
+// VMInfo is a guest of runtime vm as it booted.
+type VMInfo struct {
+	Accel string `json:"accel"` // kvm or tcg
+	// Emulated: the guest's CPU is emulated (accel tcg): its figures
+	// compare with nothing.
+	Emulated    bool    `json:"emulated,omitempty"`
+	VCPUs       int     `json:"vcpus"`
+	MemoryBytes int64   `json:"memory_bytes"`
+	Network     string  `json:"network"`
+	Disk        string  `json:"disk"`
+	Kernel      string  `json:"kernel"` // the guest's kernel version
+	QEMU        string  `json:"qemu"`   // qemu-system-x86_64's version line
+	Address     string  `json:"address,omitempty"`
+	BootSeconds float64 `json:"boot_s"` // QEMU's start until the agent answered
 }
 
 // RunRecord is one line of results.jsonl.
@@ -210,8 +228,12 @@ type RunRecord struct {
 	End        time.Time      `json:"end"`
 	Status     Status         `json:"status"`
 	Error      string         `json:"error,omitempty"`
-	Engine     *EngineInfo    `json:"engine,omitempty"`
-	DataFS     *DataFSInfo    `json:"data_fs,omitempty"` // the data filesystem, if the plan asked for one
+	// Emulated: the configuration runs on an emulated CPU (runtime vm,
+	// accel tcg), whatever its status: reports show it apart, never as a
+	// ratio against bare metal.
+	Emulated bool        `json:"emulated,omitempty"`
+	Engine   *EngineInfo `json:"engine,omitempty"`
+	DataFS   *DataFSInfo `json:"data_fs,omitempty"` // the data filesystem, if the plan asked for one
 	// Hosts names the host of the deployment and of the generator when the
 	// plan had hosts: (nil: both on this machine).
 	Hosts  *RunHosts    `json:"hosts,omitempty"`

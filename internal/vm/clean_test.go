@@ -1,0 +1,98 @@
+package vm
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// fakeQEMU is a process whose command line names guest as QEMU's does
+// (-name NAME), standing for a dead session's QEMU.
+func fakeQEMU(t *testing.T, guest string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", "sleep 600", "-name", guest)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		if cmd.ProcessState == nil {
+			_ = cmd.Wait()
+		}
+	})
+	return cmd
+}
+
+func TestCleanerKillsByPidFileAndOwner(t *testing.T) {
+	cases := []struct {
+		desc       string
+		ownerLives bool
+		pidOf      string // whose process the pid file names: "self" the guest's, "other" another's
+		wantKilled bool
+		wantGone   bool
+	}{
+		{"a dead session's guest: QEMU killed, everything removed", false, "self", true, true},
+		{"a live session's guest is left alone", true, "self", false, false},
+		{"a pid file naming another process (pid reused): not signalled, the rest removed", false, "other", false, true},
+	}
+	for _, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			runDir, dataDir := t.TempDir(), t.TempDir()
+			s := State{Name: "ctrperf-vm-sess-0", RunID: "sess", Dir: filepath.Join(runDir, "ctrperf-vm-sess-0"),
+				DataDir: filepath.Join(dataDir, "ctrperf-vm-sess-0"), Tap: "ctrperf-vmtest"}
+			for _, d := range []string{s.Dir, s.DataDir} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.save(); err != nil {
+				t.Fatal(err)
+			}
+			name := s.Name
+			if c.pidOf == "other" {
+				name = "ctrperf-vm-someone-else"
+			}
+			q := fakeQEMU(t, name)
+			if err := os.WriteFile(s.pidFile(), []byte(strconv.Itoa(q.Process.Pid)+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			orphan := filepath.Join(dataDir, "ctrperf-vm-gone-3")
+			if err := os.MkdirAll(orphan, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			var asked []string
+			cl := Cleaner{RunDir: runDir, DataDir: dataDir, ProcRoot: "/proc", Keep: func(what string, st State) bool {
+				asked = append(asked, st.RunID)
+				return c.ownerLives
+			}}
+			removed, err := cl.Clean(context.Background(), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(asked, []string{"sess"}) {
+				t.Errorf("owner asked for %v, want the guest's session", asked)
+			}
+			// A killed child is a zombie until this test waits for it.
+			stat, err := os.ReadFile("/proc/" + strconv.Itoa(q.Process.Pid) + "/stat")
+			killed := err != nil || zombie(string(stat))
+			if killed != c.wantKilled {
+				t.Errorf("QEMU killed %v (%v), want %v", killed, q.ProcessState, c.wantKilled)
+			}
+			_, err = os.Stat(s.Dir)
+			if gone := os.IsNotExist(err); gone != c.wantGone {
+				t.Errorf("run directory gone %v, want %v; removed %v", gone, c.wantGone, removed)
+			}
+			if _, err := os.Stat(s.DataDir); os.IsNotExist(err) != c.wantGone {
+				t.Errorf("overlay directory gone %v, want %v", os.IsNotExist(err), c.wantGone)
+			}
+			if _, err := os.Stat(orphan); !os.IsNotExist(err) || !slices.ContainsFunc(removed, func(r string) bool { return strings.Contains(r, orphan) }) {
+				t.Errorf("an overlay no state names stays (%v); removed %v", err, removed)
+			}
+		})
+	}
+}

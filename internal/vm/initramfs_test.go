@@ -1,0 +1,133 @@
+package vm
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const modulesDep = `kernel/arch/x86/crypto/crc32c-intel.ko:
+kernel/fs/ext4/ext4.ko: kernel/lib/crc16.ko kernel/fs/mbcache.ko kernel/fs/jbd2/jbd2.ko
+kernel/crypto/crc32c_generic.ko:
+kernel/lib/crc16.ko:
+kernel/fs/mbcache.ko:
+kernel/fs/jbd2/jbd2.ko:
+kernel/drivers/virtio/virtio.ko:
+kernel/drivers/virtio/virtio_ring.ko:
+kernel/drivers/virtio/virtio_pci_legacy_dev.ko:
+kernel/drivers/virtio/virtio_pci_modern_dev.ko:
+kernel/drivers/virtio/virtio_pci.ko: kernel/drivers/virtio/virtio_pci_legacy_dev.ko kernel/drivers/virtio/virtio_pci_modern_dev.ko kernel/drivers/virtio/virtio.ko kernel/drivers/virtio/virtio_ring.ko
+kernel/drivers/char/virtio_console.ko: kernel/drivers/virtio/virtio.ko kernel/drivers/virtio/virtio_ring.ko
+kernel/drivers/block/virtio_blk.ko: kernel/drivers/virtio/virtio.ko kernel/drivers/virtio/virtio_ring.ko
+kernel/drivers/net/virtio_net.ko: kernel/drivers/net/net_failover.ko kernel/net/core/failover.ko kernel/drivers/virtio/virtio.ko kernel/drivers/virtio/virtio_ring.ko
+kernel/drivers/net/net_failover.ko: kernel/net/core/failover.ko
+kernel/net/core/failover.ko:
+`
+
+// TestLoadOrder: every module after its dependencies, each once, from
+// Debian 6.1's modules.dep (trimmed); a missing optional module is
+// skipped, a missing required one is an error.
+func TestLoadOrder(t *testing.T) {
+	deps, err := parseModulesDep(strings.NewReader(modulesDep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	order, err := loadOrder(deps, guestModules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := map[string]int{}
+	for i, p := range order {
+		if _, dup := pos[p]; dup {
+			t.Errorf("%s loaded twice", p)
+		}
+		pos[p] = i
+	}
+	for mod, ds := range deps {
+		i, ok := pos[mod]
+		if !ok {
+			continue
+		}
+		for _, d := range ds {
+			if j, ok := pos[d]; !ok || j > i {
+				t.Errorf("%s (at %d) before its dependency %s (at %d, loaded %v)", mod, i, d, j, ok)
+			}
+		}
+	}
+	for _, want := range []string{"ext4", "virtio_blk", "virtio_console", "virtio_net", "virtio_pci", "crc32c_generic"} {
+		if !slices.ContainsFunc(order, func(p string) bool { return moduleName(p) == want }) {
+			t.Errorf("%s not loaded: %v", want, order)
+		}
+	}
+	delete(deps, "kernel/arch/x86/crypto/crc32c-intel.ko")
+	if _, err := loadOrder(deps, guestModules); err != nil {
+		t.Errorf("without the optional crc32c-intel: %v", err)
+	}
+	delete(deps, "kernel/fs/ext4/ext4.ko")
+	if _, err := loadOrder(deps, guestModules); err == nil || !strings.Contains(err.Error(), "module ext4") {
+		t.Errorf("without ext4: %v", err)
+	}
+	r := &initramfs{kernel: Kernel{Version: "6.1.0-56-amd64"}, order: order}
+	if l := r.modulesList(); !strings.Contains(l, "?/lib/modules/6.1.0-56-amd64/kernel/arch/x86/crypto/crc32c-intel.ko\n") ||
+		!strings.Contains(l, "\n/lib/modules/6.1.0-56-amd64/kernel/fs/ext4/ext4.ko\n") {
+		t.Errorf("modules.list:\n%s", l)
+	}
+}
+
+func TestFreeSlot(t *testing.T) {
+	cases := []struct {
+		desc  string
+		links []string
+		addrs []string
+		want  int
+	}{
+		{"nothing in use", nil, nil, 0},
+		{"a tap of another guest", []string{"ctrperf-vm0"}, nil, 1},
+		{"an address in slot 0's /30 (a leftover, someone's)", nil, []string{"198.19.220.1"}, 1},
+		{"both", []string{"ctrperf-vm1"}, []string{"198.19.220.2"}, 2},
+		{"other networks do not matter", []string{"eth0"}, []string{"198.19.200.1", "10.0.0.1"}, 0},
+	}
+	for _, c := range cases {
+		var as []netip.Addr
+		for _, a := range c.addrs {
+			as = append(as, netip.MustParseAddr(a))
+		}
+		if got, err := freeSlot(c.links, as); err != nil || got != c.want {
+			t.Errorf("%s: slot %d, %v; want %d", c.desc, got, err, c.want)
+		}
+	}
+	var all []string
+	for i := range guestSlots {
+		all = append(all, tapName(i))
+	}
+	if _, err := freeSlot(all, nil); err == nil {
+		t.Error("every slot taken: no error")
+	}
+	h, g := guestSlot(3)
+	if h.String() != "198.19.220.13" || g.String() != "198.19.220.14/30" {
+		t.Errorf("slot 3: host %s guest %s", h, g)
+	}
+}
+
+func TestMachineArgs(t *testing.T) {
+	h, g := guestSlot(0)
+	m := machine{Name: "ctrperf-vm-x-0", Accel: AccelTCG, VCPUs: 2, Memory: 2 << 30, Kernel: "/boot/vmlinuz", Initrd: "/c/i.cpio",
+		Overlay: "/d/root.qcow2", Socket: "/r/agent.sock", Console: "/r/console.log", PIDFile: "/r/qemu.pid", Tap: "ctrperf-vm0", GuestIP: g, HostIP: h}
+	args := strings.Join(m.args(), " ")
+	for _, want := range []string{"-name ctrperf-vm-x-0", "-accel tcg", "-smp 2", "-m 2048M", "-nodefaults",
+		"rdinit=/ctrperf ctrperf.ip=198.19.220.2/30 ctrperf.host=198.19.220.1 -- __vminit",
+		"file=/d/root.qcow2,if=none,id=root,format=qcow2,cache=none", "socket,id=agent,path=/r/agent.sock,server=on,wait=off",
+		"name=" + AgentPort, "tap,id=net0,ifname=ctrperf-vm0,script=no,downscript=no", "-pidfile /r/qemu.pid"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("QEMU's command line lacks %q:\n%s", want, args)
+		}
+	}
+	if strings.Contains(args, "-cpu host") {
+		t.Error("-cpu host under tcg")
+	}
+	m.Accel = AccelKVM
+	if !strings.Contains(strings.Join(m.args(), " "), "-accel kvm") || !strings.Contains(strings.Join(m.args(), " "), "-cpu host") {
+		t.Error("kvm without -cpu host")
+	}
+}

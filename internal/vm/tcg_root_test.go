@@ -1,0 +1,257 @@
+package vm_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"ctrperf/internal/bench"
+	"ctrperf/internal/engine"
+	"ctrperf/internal/plan"
+	"ctrperf/internal/remote"
+	"ctrperf/internal/results"
+	"ctrperf/internal/testenv"
+	"ctrperf/internal/vm"
+)
+
+// One emulated guest for the package's tests (a boot under TCG takes
+// about half a minute here): booted by the first test that needs it, shut
+// down by TestMain, which then checks that nothing of it is left.
+var shared struct {
+	once  sync.Once
+	m     *vm.Machine
+	eng   *vm.Engine
+	info  engine.Info
+	boot  time.Duration
+	err   error
+	state vm.State
+}
+
+// guestSpec is the shared guest: one vCPU, so that the other tests of
+// make test's lanes keep a core.
+var guestSpec = plan.VMSpec{Accel: vm.AccelTCG, VCPUs: 1, Memory: 1 << 30}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.eng != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := shared.eng.Close(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "shut the shared guest down: %v\n", err)
+			code = 1
+		}
+		cancel()
+		if left := leftovers(shared.state); len(left) > 0 {
+			fmt.Fprintf(os.Stderr, "the shared guest left %v\n", left)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// sharedGuest is the package's guest, booted on first use. It skips
+// (fails under CTRPERF_REQUIRE_DOCKER=1) without root, QEMU or a guest
+// kernel.
+func sharedGuest(t *testing.T) (*vm.Engine, engine.Info) {
+	t.Helper()
+	testenv.RequireRoot(t, "a guest's tap device and its QEMU")
+	self := testenv.Ctrperf(t)
+	shared.once.Do(func() {
+		shared.m, shared.err = vm.ThisMachine(self, "vmtest-"+fmt.Sprint(os.Getpid()), os.Stderr)
+		if shared.err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		start := time.Now()
+		shared.eng, shared.info, shared.err = vm.Open(ctx, shared.m, guestSpec, remote.ClientOptions{Session: "vmtest"})
+		shared.boot = time.Since(start)
+		if shared.eng != nil {
+			shared.state = shared.eng.Guest().State
+		}
+	})
+	if shared.m == nil {
+		testenv.SkipOrFail(t, "no emulated guest here: %v", shared.err)
+	}
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.eng, shared.info
+}
+
+// leftovers is what of guest s exists: its QEMU, tap, run directory,
+// overlay.
+func leftovers(s vm.State) []string {
+	var out []string
+	for _, p := range []string{s.Dir, s.DataDir, "/sys/class/net/" + s.Tap} {
+		if _, err := os.Stat(p); err == nil {
+			out = append(out, p)
+		}
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, _ := os.ReadFile(p)
+		if strings.Contains(string(b), "\x00-name\x00"+s.Name+"\x00") {
+			out = append(out, "QEMU "+filepath.Base(filepath.Dir(p)))
+		}
+	}
+	return out
+}
+
+func TestGuestBootsRoot(t *testing.T) {
+	eng, info := sharedGuest(t)
+	t.Logf("booted in %s: %+v", shared.boot.Round(100*time.Millisecond), *info.VM)
+	g := eng.Guest()
+	if info.Runtime != "vm" || info.VM == nil || !info.VM.Emulated || info.VM.Kernel != shared.m.Kernel.Version || info.VM.Address != g.GuestIP.Addr().String() {
+		t.Errorf("info %+v (vm %+v)", info, info.VM)
+	}
+	if f := g.Client.Hello.Facts; f.Hostname != "ctrperf-guest" || f.CPUs != 1 || f.Kernel != shared.m.Kernel.Version {
+		t.Errorf("the agent's host is not the guest: %+v", f)
+	}
+	if err := eng.Ping(context.Background()); err != nil {
+		t.Error(err)
+	}
+}
+
+// guestProvider hands every vm configuration the shared guest (its Close
+// is TestMain's) and the rest the real engines.
+type guestProvider struct {
+	real *bench.Engines
+	eng  *vm.Engine
+	info engine.Info
+}
+
+type keepOpen struct{ *vm.Engine }
+
+func (keepOpen) Close(context.Context) error { return nil }
+
+func (p guestProvider) Engine(ctx context.Context, rt engine.Runtime, spec engine.EngineSpec) (engine.Engine, engine.Info, error) {
+	if rt == engine.RuntimeVM {
+		return keepOpen{p.eng}, p.info, nil
+	}
+	return p.real.Engine(ctx, rt, spec)
+}
+
+func (p guestProvider) Close(ctx context.Context) error { return p.real.Close(ctx) }
+
+// runInGuest runs plan src (its configuration "g" in the shared guest) and
+// returns its records.
+func runInGuest(t *testing.T, src string) []results.RunRecord {
+	t.Helper()
+	eng, info := sharedGuest(t)
+	p, err := bench.ParsePlan("guest.yaml", []byte(src), plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out := filepath.Join(t.TempDir(), "out")
+	var log strings.Builder
+	_, err = bench.Run(ctx, p, bench.Options{Out: out, Engines: guestProvider{real: &bench.Engines{RunID: "vmtest"}, eng: eng, info: info},
+		Observers: bench.SystemObservers(), Progress: &bench.Lines{W: &log}})
+	t.Log("\n" + log.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(out, "results.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var recs []results.RunRecord
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		var r results.RunRecord
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	for _, r := range recs {
+		if r.Config != "g" {
+			continue
+		}
+		if r.Status != results.StatusOK || !r.Emulated || r.Engine == nil || r.Engine.VM == nil || !r.Engine.VM.Emulated {
+			t.Errorf("guest run %s: status %s (%s), emulated %v, engine %+v", r.RunID, r.Status, r.Error, r.Emulated, r.Engine)
+		}
+		if r.System == nil || len(r.System.Samples) == 0 {
+			t.Errorf("guest run %s: no samples of the guest", r.RunID)
+		} else if _, two := r.System.Samples[len(r.System.Samples)-1].CPU["cpu1"]; two {
+			t.Errorf("guest run %s sampled a second CPU: this machine's, not the guest's one", r.RunID)
+		}
+	}
+	return recs
+}
+
+// TestGuestCommandRoot: the user's command runs in the guest (nproc is
+// the guest's one vCPU, not this machine's), timed there.
+func TestGuestCommandRoot(t *testing.T) {
+	recs := runInGuest(t, `name: vmcmd
+workload: command
+app:
+  command: "sh -c 'echo cpus=$(nproc) kernel=$(uname -r)'"
+load: {runs: 2, warmup_runs: 0, timeout: 1m, figure: cpus, better: higher, figure_regex: 'cpus=(?P<value>[0-9]+)'}
+repetitions: 1
+warmup: 0s
+duration: 2s
+baseline: g
+configurations:
+  - name: g
+    runtime: vm
+    vm: {accel: tcg, vcpus: 1, memory: 1g}
+`)
+	if len(recs) != 1 || recs[0].Result == nil || recs[0].Result.Metrics["cpus"] != 1 {
+		t.Fatalf("records %+v: want one run whose command saw 1 CPU", recs)
+	}
+}
+
+// TestGuestWebRoot: ticketd in the guest, the load on this machine
+// dialling the guest's address over the tap.
+func TestGuestWebRoot(t *testing.T) {
+	recs := runInGuest(t, `name: vmweb
+workload: web
+load: {rate: 5}
+app: {db: sqlite}
+repetitions: 1
+warmup: 1s
+duration: 2s  # the path works or not: no figure is compared
+baseline: g
+configurations:
+  - name: g
+    runtime: vm
+    vm: {accel: tcg, vcpus: 1, memory: 1g}
+`)
+	if len(recs) != 1 || recs[0].Result == nil || recs[0].Result.Metrics[results.MetricThroughput] <= 0 {
+		t.Fatalf("records %+v: want one run with requests served", recs)
+	}
+	if e := recs[0].Result.Metrics["error_rate"]; e > 0 {
+		t.Errorf("error rate %v through the tap", e)
+	}
+}
+
+// TestGuestFileioRoot: fio in the guest on its own disk (the overlay on
+// virtio-blk).
+func TestGuestFileioRoot(t *testing.T) {
+	recs := runInGuest(t, `name: vmfio
+workload: fileio
+load: {job: fsync, size: 16M, direct: false}
+repetitions: 1
+warmup: 1s
+duration: 2s  # the mechanism, not a figure
+baseline: g
+configurations:
+  - name: g
+    runtime: vm
+    vm: {accel: tcg, vcpus: 1, memory: 1g}
+`)
+	if len(recs) != 1 || recs[0].Result == nil || recs[0].Result.Metrics["write_iops"] <= 0 {
+		t.Fatalf("records %+v: want one fio run with writes", recs)
+	}
+}
