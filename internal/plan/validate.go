@@ -37,7 +37,7 @@ func (d *decoder) checkKnobs(c *Configuration) {
 		d.errorf(c.node("instances"), field("instances"), "%d instances with isolate.policy %q: the isolate controller watches one deployment per run; use instances: 1 or isolate.policy off", c.Instances, c.Isolate.Policy())
 	}
 	judged := d.checkKube(c) // kubernetes' vocabulary, and kubernetes' knobs elsewhere
-	d.checkVM(c) // the vm block, and what a guest does not take
+	d.checkVM(c)             // the vm block, and what a guest does not take
 	if c.Runtime == "" {
 		d.errorf(c.node("name"), field("runtime"), "missing; expected %s", oneOf(runtimes))
 		return
