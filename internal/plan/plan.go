@@ -680,7 +680,7 @@ func (c *Configuration) applyDefaults() {
 	if c.Runtime.Traits().Cluster {
 		c.Engine.Kube = c.Kube // the engine is the cluster, as the block asks
 	}
-	if c.Runtime == RuntimeVM {
+	if c.Runtime.Traits().Guest {
 		c.Engine.VM = c.VM // the engine is the guest, as the block asks
 	}
 }

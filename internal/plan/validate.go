@@ -256,7 +256,7 @@ func (d *decoder) only(configs []Configuration, only []string, baseline string) 
 
 // describeKnobs is a one-line summary of a configuration for listings.
 func (c *Configuration) describeKnobs() string {
-	if c.Runtime == RuntimeVM {
+	if c.Runtime.Traits().Guest {
 		// No placement knobs: the guest's.
 		s := c.VM.describe()
 		if len(c.Load) > 0 {
