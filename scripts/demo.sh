@@ -28,7 +28,10 @@ phase() { # phase NAME START END
 
 echo "demo: the engine's packages and engine, beside the Go build"
 ts=$(now)
-$MAKE --no-print-directory engine >&2 &
+# The engine's own end, for its line: it usually ends long before the build.
+engine_end=$(mktemp)
+trap 'rm -f "$engine_end"' EXIT
+{ $MAKE --no-print-directory engine >&2 && now >"$engine_end"; } &
 engine=$!
 if ! $MAKE --no-print-directory build BUILD_TAGS=nokube; then
 	wait "$engine" || true
@@ -36,8 +39,7 @@ if ! $MAKE --no-print-directory build BUILD_TAGS=nokube; then
 fi
 tb=$(now)
 wait "$engine"
-te=$(now)
-phase "packages and engine (beside build)" "$ts" "$te"
+phase "packages and engine (beside build)" "$ts" "$(<"$engine_end")"
 phase "go build" "$ts" "$tb"
 
 t=$(now)

@@ -22,7 +22,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	remote "k8s.io/cri-client/pkg"
 
 	"ctrperf/internal/exitcode"
 	"ctrperf/internal/isolate"
@@ -111,19 +110,7 @@ type isolateStarter func(ctx context.Context, cli client.APIClient, o isolate.Op
 
 func startIsolate(ctx context.Context, cli client.APIClient, o isolate.Options) (controller, error) {
 	if o.CRISocket != "" {
-		cri, err := remote.NewRemoteRuntimeServiceBuilder().WithEndpoint(criEndpoint(o.CRISocket)).
-			WithConnectionTimeout(10 * time.Second).WithTracerProvider(nil).Build(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("CRI runtime at %s: %w", o.CRISocket, err)
-		}
-		if _, err := cri.Version(ctx, "v1"); err != nil {
-			return nil, fmt.Errorf("no CRI runtime answers at %s (%v): give the node's containerd or CRI-O socket", o.CRISocket, err)
-		}
-		run, err := isolate.StartCRI(ctx, cri, o)
-		if err != nil {
-			return nil, err
-		}
-		return run, nil
+		return startIsolateCRI(ctx, o)
 	}
 	run, err := isolate.Start(ctx, cli, o)
 	if err != nil {
@@ -416,14 +403,6 @@ also refuses while another controller steers them.`,
 	}
 	cmd.Flags().StringVar(&stateDir, "state-dir", isolateStateDir, "the controller's state directory")
 	return cmd
-}
-
-// criEndpoint is a CRI socket as the client dials it.
-func criEndpoint(s string) string {
-	if strings.Contains(s, "://") {
-		return s
-	}
-	return "unix://" + s
 }
 
 // statusHandler serves the controller's status.json (what `isolate status`

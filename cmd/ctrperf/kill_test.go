@@ -63,7 +63,8 @@ const (
 // namespace (a netns, a veth pair, DNAT on the user's engine); storage's
 // private engines on loop-file data roots (ext4 and btrfs images on loop
 // devices, mounts). window bounds the kill delay: about the plan's length
-// at one repetition (17, 40 and 59 s on 2 cores, 2026-11-26), so kills land
+// at one repetition (12, 40 and 59 s on 2 cores, 2026-11-26; smoke's 12 s
+// since its quick run's shorter window, 2026-11-29), so kills land
 // in engine start-up, image copies, deploys, warm-ups, measured windows,
 // teardowns and, rarely, after the end.
 var killTrialPlans = []struct {
@@ -71,7 +72,7 @@ var killTrialPlans = []struct {
 	args   []string
 	window time.Duration
 }{
-	{"smoke.yaml", []string{"--quick"}, 17 * time.Second},
+	{"smoke.yaml", []string{"--quick"}, 12 * time.Second},
 	{"network.yaml", []string{"--quick", "--only", "docker-published-noproxy,docker-published-external"}, 40 * time.Second},
 	{"storage.yaml", []string{"--quick", "--only", "overlay2-loopext4-layer,btrfs-layer"}, 60 * time.Second},
 }

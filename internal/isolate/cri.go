@@ -1,3 +1,8 @@
+//go:build !nokube
+
+// The CRI source links grpc and k8s.io/cri-api: a program built with -tags
+// nokube (make demo's build) has the Docker source alone.
+
 package isolate
 
 import (
@@ -58,10 +63,17 @@ type CRIRuntime struct {
 	listOnce bool
 }
 
-var (
-	_ Source = (*CRIRuntime)(nil)
-	_ Source = (*DockerRuntime)(nil)
-)
+var _ Source = (*CRIRuntime)(nil)
+
+// StartCRI is Start on a Kubernetes node: membership from the node's CRI
+// runtime (pods labelled ctrperf.isolate: "true"), entitlement from each
+// pod's CPU request. With o.Params.DemoteOnly (a static CPU manager on the
+// node) it writes no cpuset.
+func StartCRI(ctx context.Context, cri CRIClient, o Options) (*Running, error) {
+	return startWith(ctx, o, func(o Options) (Source, error) {
+		return &CRIRuntime{Client: cri, Kernel: o.Kernel, All: o.All, Labels: o.Labels, PodLevel: o.Params.DemotePod}, nil
+	})
+}
 
 // Managed returns the running containers of the pods that opted in, with
 // their init PID and requested CPUs. Like DockerRuntime, a container leaves
@@ -316,19 +328,6 @@ func (r *CRIRuntime) Events(ctx context.Context) <-chan struct{} {
 		}
 	}()
 	return out
-}
-
-// ownDir is a container's directory of controller ctl among its init's
-// cgroup paths, refused when it is not the container's own.
-func ownDir(l kernel.Layout, paths map[string]string, id, ctl string) (string, error) {
-	dir, ok := l.Dir(paths, ctl)
-	if !ok {
-		return "", fmt.Errorf("container %s has no %q cgroup", short(id), ctl)
-	}
-	if !ContainerCgroup(dir, id) {
-		return "", fmt.Errorf("container %s: %s cgroup %q is not its own: %w", short(id), ctl, dir, ErrContainerGone)
-	}
-	return dir, nil
 }
 
 // hasLabels says whether have carries every one of want ("key" or

@@ -53,6 +53,8 @@ type DockerRuntime struct {
 	listOnce bool
 }
 
+var _ Source = (*DockerRuntime)(nil)
+
 type member struct {
 	m     Managed
 	paths map[string]string // /proc/PID/cgroup of its init
@@ -229,6 +231,19 @@ func (d *DockerRuntime) Dir(ctx context.Context, id, ctl string) (string, error)
 }
 
 func (d *DockerRuntime) layout() kernel.Layout { return d.Kernel.Cgroups() }
+
+// ownDir is a container's directory of controller ctl among its init's
+// cgroup paths, refused when it is not the container's own.
+func ownDir(l kernel.Layout, paths map[string]string, id, ctl string) (string, error) {
+	dir, ok := l.Dir(paths, ctl)
+	if !ok {
+		return "", fmt.Errorf("container %s has no %q cgroup", short(id), ctl)
+	}
+	if !ContainerCgroup(dir, id) {
+		return "", fmt.Errorf("container %s: %s cgroup %q is not its own: %w", short(id), ctl, dir, ErrContainerGone)
+	}
+	return dir, nil
+}
 
 func short(id string) string {
 	if len(id) > 12 {

@@ -156,16 +156,6 @@ func Start(ctx context.Context, cli client.APIClient, o Options) (*Running, erro
 	})
 }
 
-// StartCRI is Start on a Kubernetes node: membership from the node's CRI
-// runtime (pods labelled ctrperf.isolate: "true"), entitlement from each
-// pod's CPU request. With o.Params.DemoteOnly (a static CPU manager on the
-// node) it writes no cpuset.
-func StartCRI(ctx context.Context, cri CRIClient, o Options) (*Running, error) {
-	return startWith(ctx, o, func(o Options) (Source, error) {
-		return &CRIRuntime{Client: cri, Kernel: o.Kernel, All: o.All, Labels: o.Labels, PodLevel: o.Params.DemotePod}, nil
-	})
-}
-
 // startWith is Start and StartCRI: the options checked, the state
 // directory (and, to steer, the machine's steering) locked, then the
 // source the caller makes once the locks are held.

@@ -3,8 +3,9 @@
 // program that imports it links them: cmd/ctrperf does; bench, its tests
 // and its fuzz target do not (`go list -deps ./internal/bench | grep
 // k8s.io` prints nothing), and a program built with -tags nokube (make
-// demo's build, half the compile time with an empty build cache) links
-// none of it.
+// demo's build) links none of it: no client-go, API types, CRI client or
+// grpc (TestNoKubeLinksNoKubernetes); what asks for them says
+// version.ErrNoKubernetes.
 package runtimes
 
 // KubeconfigFlag is the runtime flag (bench.Engines.RuntimeFlags) of

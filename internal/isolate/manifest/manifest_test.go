@@ -1,3 +1,5 @@
+//go:build !nokube
+
 package manifest
 
 import (
