@@ -59,14 +59,17 @@ var (
 	KubeQoS = []string{"burstable", "guaranteed", "besteffort"}
 	// KubeClients are where the load generator runs.
 	KubeClients = []string{"host", "pod"}
-	// KubeClientWorkloads are the workloads whose driver runs in a
-	// generator pod (client: pod): ctrperf's own generator dialing the
-	// target's endpoint, nothing exec'd in a service, no file of this
-	// machine read, and a load that splits over pods (connections or an
-	// open-loop rate). The others' drivers run tools in the services or
-	// read the plan's files.
-	KubeClientWorkloads = []string{"kv", "web"}
 )
+
+// SplitLoad is a decoded load (WorkloadKnobs.Load) that generators side
+// by side can offer in shares (workload.Splitter): its workload's driver
+// is ctrperf's own generator dialling the target's endpoint, with nothing
+// exec'd in a service and no file of this machine read, so it runs in a
+// generator pod (kubernetes.client: pod). The plan asks the decoded load,
+// never the workload's name.
+type SplitLoad interface {
+	Split(knobs map[string]any, n int) (shares []map[string]any, how string, err error)
+}
 
 // MaxKubeClients bounds kubernetes.clients: each generator is a pod of its
 // own, started for the run.
@@ -259,6 +262,19 @@ func (d *decoder) checkKube(c *Configuration) bool {
 	return true
 }
 
+// checkKubeClientLoad refuses client: pod for a workload whose decoded
+// load does not split over generator pods (SplitLoad): its driver runs
+// tools in the services or reads files of this machine. Called once the
+// workload decoded the configuration's knobs.
+func (d *decoder) checkKubeClientLoad(workload string, c *Configuration) {
+	if !c.Runtime.Traits().Cluster || c.Kube.Client != "pod" || c.Decoded.Load == nil {
+		return
+	}
+	if _, ok := c.Decoded.Load.(SplitLoad); !ok {
+		d.errorf(c.node("kubernetes.client"), join(c.Origin, "kubernetes.client"), "pod: workload %s's driver cannot run in a generator pod (it runs tools in the services or reads files of this machine; its load does not split over generators)", workload)
+	}
+}
+
 // checkKubeClient checks client: pod against the workload and its load:
 // the generator pods run the workload's own driver in `ctrperf agent`,
 // each with its share of the load. What cannot work so is refused at its
@@ -278,15 +294,11 @@ func (d *decoder) checkKubeClient(workload string, c *Configuration) {
 	if c.Kube.Client != "pod" {
 		return
 	}
-	at := c.node("kubernetes.client")
 	switch {
-	case !contains(KubeClientWorkloads, workload):
-		d.errorf(at, field("kubernetes.client"), "pod: workload %s's driver cannot run in a generator pod (it runs tools in the services or reads files of this machine); client: pod takes %s", workload, strings.Join(KubeClientWorkloads, ", "))
-		return
 	case c.Load["search"] != nil:
 		d.errorf(c.node("load.search"), field("load.search"), "a capacity search with kubernetes.client: pod: its steps would need the verdict of every generator pod; search with client: host, or give load.rate")
-	case workload == "kv" && c.Load["client"] == "container":
-		d.errorf(c.node("load.client"), field("load.client"), "container with kubernetes.client: pod: kv's client container is one generator in a pod of the run, client: pod starts generator pods of their own; choose one")
+	case c.Load["client"] == "container":
+		d.errorf(c.node("load.client"), field("load.client"), "container with kubernetes.client: pod: %s's client container is one generator in a pod of the run, client: pod starts generator pods of their own; choose one", workload)
 	case c.Instances > 1:
 		d.errorf(c.node("instances"), field("instances"), "%d instances with kubernetes.client: pod: the generator pods drive one deployment; use instances: 1", c.Instances)
 	case !c.Hosts.Load.Local():

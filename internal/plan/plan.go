@@ -403,6 +403,7 @@ func (d *decoder) parse(data []byte, opt Options) *Plan {
 		if knownWorkload {
 			d.decodeKnobs(p.Workload, c, planNodes)
 			p.UsesDir = p.UsesDir || c.Decoded.UsesDir
+			d.checkKubeClientLoad(p.Workload, c)
 		}
 	}
 	d.checkFilesystemBaseline(configs, p.Baseline)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"ctrperf/internal/load"
+	"ctrperf/internal/plan"
 )
 
 // A Splitter is a load that n generators side by side (generator pods, or
@@ -34,6 +35,9 @@ func (e *SplitError) NotRunnable() bool { return true }
 var (
 	_ Splitter = KVLoad{}
 	_ Splitter = WebLoad{}
+	// What the plan asks of a decoded load for kubernetes.client: pod.
+	_ plan.SplitLoad = KVLoad{}
+	_ plan.SplitLoad = WebLoad{}
 )
 
 // Split implements Splitter: kv's generator (ctrperf on the generator's
