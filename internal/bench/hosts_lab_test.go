@@ -171,19 +171,36 @@ func notLabSuts(t *testing.T, out string, labSutPids []int) string {
 // (/run/ctrperf/owners): agent-<run id>-<hash>-<pid>.{json,lock}.
 var otherAgentRe = regexp.MustCompile(`^agent-(\S+)-([0-9]+)\.(json|lock)$`)
 
+// liveOwnedRe is a dry-run clean's line for a live object and its
+// owner's pid.
+var liveOwnedRe = regexp.MustCompile(`^live\s.*\(owner: pid ([0-9]+) `)
+
 // notOtherRuns drops from a listing of lab-sut the owner records of
 // other runs' agents (the lab tests of this package run side by side, so
-// TestRealPathLab's agent may well be alive) and returns their pids.
+// TestRealPathLab's agent may well be alive), and the live objects those
+// agents own (its run's containers, network and admit chain), and
+// returns their pids.
 func notOtherRuns(t *testing.T, out, runID string) (string, []int) {
 	var keep []string
 	var pids []int
-	for _, l := range strings.Split(out, "\n") {
+	lines := strings.Split(out, "\n")
+	for _, l := range lines {
 		if m := otherAgentRe.FindStringSubmatch(strings.TrimSpace(l)); m != nil && !strings.HasPrefix(m[1], runID+"-") {
-			t.Logf("another run's: %s", l)
 			if pid, err := strconv.Atoi(m[2]); err == nil && !slices.Contains(pids, pid) {
 				pids = append(pids, pid)
 			}
+		}
+	}
+	for _, l := range lines {
+		if m := otherAgentRe.FindStringSubmatch(strings.TrimSpace(l)); m != nil && !strings.HasPrefix(m[1], runID+"-") {
+			t.Logf("another run's: %s", l)
 			continue
+		}
+		if m := liveOwnedRe.FindStringSubmatch(strings.TrimSpace(l)); m != nil {
+			if pid, err := strconv.Atoi(m[1]); err == nil && slices.Contains(pids, pid) {
+				t.Logf("another run's: %s", l)
+				continue
+			}
 		}
 		keep = append(keep, l)
 	}
