@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/moby/moby/api/types/build"
+	"github.com/moby/moby/api/types/image"
 	"github.com/moby/moby/client"
 
 	"ctrperf/internal/selfbin"
@@ -74,7 +75,37 @@ func buildUnlessCached(ctx context.Context, api API, res Result, o options, buil
 	if err := build(); err != nil {
 		return res, err
 	}
-	return built(ctx, api, res, res.Ref)
+	res, err = built(ctx, api, res, res.Ref)
+	if err == nil && found {
+		dropReplaced(ctx, api, img, res, o.progress)
+	}
+	return res, err
+}
+
+// dropReplaced removes the image that a rebuild of res.Ref displaced, so
+// that rebuilding an image does not leave its old version behind, untagged,
+// on every change of its recipe. Only that one image goes, and only when it
+// is still ctrperf's own: it was under the ref ctrperf just rebuilt, it
+// carries that recipe's name, it has no tag left, and nothing depends on it
+// (the engine refuses, without force, when a container or a child image
+// uses it; then it stays, and progress says so).
+func dropReplaced(ctx context.Context, api API, old image.InspectResponse, res Result, progress io.Writer) {
+	if old.ID == "" || old.ID == res.ID || old.Config == nil || old.Config.Labels[LabelManaged] != "true" || old.Config.Labels[LabelName] != res.Name {
+		return
+	}
+	now, err := api.ImageInspect(ctx, old.ID)
+	if err != nil || len(now.RepoTags) > 0 {
+		return
+	}
+	short := strings.TrimPrefix(old.ID, "sha256:")
+	if len(short) > 12 {
+		short = short[:12]
+	}
+	if _, err := api.ImageRemove(ctx, old.ID, client.ImageRemoveOptions{PruneChildren: true}); err != nil {
+		fmt.Fprintf(progress, "%s: the image it replaced (%s) stays: %v\n", res.Ref, short, err)
+		return
+	}
+	fmt.Fprintf(progress, "%s: removed the image it replaced (%s)\n", res.Ref, short)
 }
 
 // derivedPlan is a derived image with its inputs resolved.

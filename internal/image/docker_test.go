@@ -139,6 +139,20 @@ func TestBuildGoAndDerivedDocker(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "hello from scratch: derived") || !strings.Contains(out, "file: bonjour") {
 		t.Errorf("run %s: exit %d, output %q", d.Ref, code, out)
 	}
+
+	// A new recipe under the same ref: the image it displaces goes with it.
+	d.Files["/etc/greeting"] = File{Data: []byte("hola\n")}
+	var rebuild bytes.Buffer
+	res2, err := BuildFrom(ctx, cli, d, WithLabels(runLabels(runID)), WithProgress(&rebuild))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res2.Action != ActionBuilt || res2.ID == res.ID {
+		t.Fatalf("rebuild with another file: %+v, want a new image", res2)
+	}
+	if _, err := cli.ImageInspect(ctx, res.ID); err == nil {
+		t.Errorf("the replaced image %s is still on the engine after the rebuild; progress %q", res.ID, rebuild.String())
+	}
 }
 
 // TestDebianBaseDocker makes the Debian base image exist (debootstrap the

@@ -20,6 +20,7 @@ import (
 type fakeEngine struct {
 	mu       sync.Mutex
 	images   map[string]*image.InspectResponse // ref -> image (tags share the pointer)
+	byID     map[string]*image.InspectResponse // every image, untagged ones too
 	builds   []fakeBuild
 	imports  []string
 	removed  []string
@@ -39,7 +40,7 @@ type fakeBuild struct {
 var _ API = (*fakeEngine)(nil)
 
 func newFakeEngine() *fakeEngine {
-	return &fakeEngine{images: map[string]*image.InspectResponse{}, inUse: map[string]bool{}}
+	return &fakeEngine{images: map[string]*image.InspectResponse{}, byID: map[string]*image.InspectResponse{}, inUse: map[string]bool{}}
 }
 
 // add puts an image on the fake engine under refs.
@@ -47,9 +48,28 @@ func (f *fakeEngine) add(labels map[string]string, refs ...string) *image.Inspec
 	f.nextID++
 	img := &image.InspectResponse{ID: fmt.Sprintf("sha256:%064d", f.nextID), RepoTags: refs, Size: int64(f.nextID) * 1000, Config: &dockerspec.DockerOCIImageConfig{ImageConfig: ocispec.ImageConfig{Labels: labels}}}
 	for _, r := range refs {
+		f.untag(r)
 		f.images[r] = img
 	}
+	f.byID[img.ID] = img
 	return img
+}
+
+// untag takes ref off the image it names, as a build or a tag that moves
+// ref to another image does; the old image stays, reachable by its ID.
+func (f *fakeEngine) untag(ref string) {
+	old, ok := f.images[ref]
+	if !ok {
+		return
+	}
+	tags := old.RepoTags[:0:0]
+	for _, t := range old.RepoTags {
+		if t != ref {
+			tags = append(tags, t)
+		}
+	}
+	old.RepoTags = tags
+	delete(f.images, ref)
 }
 
 func (f *fakeEngine) ImageBuild(_ context.Context, ctxTar io.Reader, o client.ImageBuildOptions) (client.ImageBuildResult, error) {
@@ -111,6 +131,9 @@ func (f *fakeEngine) ImageInspect(_ context.Context, ref string, _ ...client.Ima
 	if img, ok := f.images[ref]; ok {
 		return client.ImageInspectResult{InspectResponse: *img}, nil
 	}
+	if img, ok := f.byID[ref]; ok {
+		return client.ImageInspectResult{InspectResponse: *img}, nil
+	}
 	return client.ImageInspectResult{}, cerrdefs.ErrNotFound.WithMessage("No such image: " + ref)
 }
 
@@ -148,7 +171,17 @@ func (f *fakeEngine) ImageRemove(_ context.Context, ref string, _ client.ImageRe
 	if f.inUse[ref] {
 		return client.ImageRemoveResult{}, cerrdefs.ErrConflict.WithMessage("image is being used by a container")
 	}
-	delete(f.images, ref)
+	if img, ok := f.byID[ref]; ok {
+		for _, t := range img.RepoTags {
+			delete(f.images, t)
+		}
+		delete(f.byID, ref)
+	} else if img, ok := f.images[ref]; ok {
+		f.untag(ref)
+		if len(img.RepoTags) == 0 {
+			delete(f.byID, img.ID)
+		}
+	}
 	f.removed = append(f.removed, ref)
 	return client.ImageRemoveResult{Items: []image.DeleteResponse{{Untagged: ref}}}, nil
 }
@@ -163,6 +196,8 @@ func (f *fakeEngine) ImageTag(_ context.Context, o client.ImageTagOptions) (clie
 	if !ok {
 		return client.ImageTagResult{}, cerrdefs.ErrNotFound.WithMessage("No such image: " + o.Source)
 	}
+	f.untag(o.Target)
+	img.RepoTags = append(img.RepoTags, o.Target)
 	f.images[o.Target] = img
 	return client.ImageTagResult{}, nil
 }
