@@ -202,7 +202,9 @@ func TestIsolateDaemonSetKube(t *testing.T) {
 	}
 	type cgVals struct{ idle, shares, cpus string }
 	read := func(id string) cgVals {
-		cpu := cgroupOf(t, "cpu", id)
+		// Each tenant is its pod's only container: a demotion sets the
+		// pod's cgroup (demote_cgroup: pod, the default).
+		cpu := filepath.Dir(cgroupOf(t, "cpu", id))
 		return cgVals{readCg(t, cpu, "cpu.idle"), readCg(t, cpu, "cpu.shares"), readCg(t, cgroupOf(t, "cpuset", id), "cpuset.cpus")}
 	}
 	before := map[string]cgVals{}

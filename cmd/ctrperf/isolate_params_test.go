@@ -27,6 +27,8 @@ func paramSample(t *testing.T, f reflect.StructField, def reflect.Value) (any, s
 	case f.Type == reflect.TypeFor[isolate.Policy]():
 		p := isolate.Policies[len(isolate.Policies)-1]
 		return p, string(p)
+	case f.Type == reflect.TypeFor[isolate.DemoteCgroup]():
+		return isolate.DemoteContainer, string(isolate.DemoteContainer)
 	case f.Type == reflect.TypeFor[time.Duration]():
 		d := 2 * time.Duration(def.Int())
 		return d, d.String()
@@ -48,7 +50,7 @@ func paramSample(t *testing.T, f reflect.StructField, def reflect.Value) (any, s
 // ("" for a boolean, which has none).
 func paramInvalid(f reflect.StructField) string {
 	switch {
-	case f.Type == reflect.TypeFor[isolate.Policy]():
+	case f.Type == reflect.TypeFor[isolate.Policy](), f.Type == reflect.TypeFor[isolate.DemoteCgroup]():
 		return "bogus"
 	case f.Type == reflect.TypeFor[time.Duration]():
 		return "0s"

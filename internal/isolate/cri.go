@@ -53,7 +53,10 @@ type CRIRuntime struct {
 	Kernel kernel.FS
 	Relist time.Duration // default DefaultRelist
 	// PodLevel resolves the cpu controller's directory (the CPU class a
-	// demotion writes) to the container's pod cgroup, its parent.
+	// demotion writes) to the container's pod cgroup, its parent, when
+	// the container is its pod's only running one. A container that
+	// shares its pod keeps its own: two containers demoting and restoring
+	// one pod cgroup would take each other's write for the original.
 	PodLevel bool
 
 	mu       sync.Mutex
@@ -71,7 +74,7 @@ var _ Source = (*CRIRuntime)(nil)
 // node) it writes no cpuset.
 func StartCRI(ctx context.Context, cri CRIClient, o Options) (*Running, error) {
 	return startWith(ctx, o, func(o Options) (Source, error) {
-		return &CRIRuntime{Client: cri, Kernel: o.Kernel, All: o.All, Labels: o.Labels, PodLevel: o.Params.DemotePod}, nil
+		return &CRIRuntime{Client: cri, Kernel: o.Kernel, All: o.All, Labels: o.Labels, PodLevel: o.Params.withDefaults().DemoteCgroup == DemotePod}, nil
 	})
 }
 
@@ -114,6 +117,10 @@ func (r *CRIRuntime) Managed(ctx context.Context) ([]Managed, error) {
 	if r.dirty == nil {
 		r.dirty = map[string]bool{}
 	}
+	perPod := map[string]int{}
+	for _, c := range list {
+		perPod[c.PodSandboxId]++
+	}
 	seen := map[string]bool{}
 	for _, c := range list {
 		pod, ok := byID[c.PodSandboxId]
@@ -123,6 +130,11 @@ func (r *CRIRuntime) Managed(ctx context.Context) ([]Managed, error) {
 		seen[c.Id] = true
 		old, known := r.members[c.Id]
 		if known && !r.dirty[c.Id] && old.m.PID != 0 {
+			if perPod[c.PodSandboxId] > 1 && !old.podShared {
+				// a container joined its pod: what is demoted from now on is
+				// its own cgroup, unless the pod's is already (cached)
+				old.podShared = true
+			}
 			continue
 		}
 		m := Managed{ID: c.Id, Name: criName(pod, c)}
@@ -130,7 +142,7 @@ func (r *CRIRuntime) Managed(ctx context.Context) ([]Managed, error) {
 		switch {
 		case err == nil:
 			m.PID, m.Request = pid, req
-			r.members[c.Id] = &member{m: m, paths: paths}
+			r.members[c.Id] = &member{m: m, paths: paths, podShared: perPod[c.PodSandboxId] > 1}
 			delete(r.dirty, c.Id)
 		case known:
 			// keep the last good PID and paths; retry next time
@@ -246,6 +258,7 @@ func RequestedCPUs(shares uint64, quota int64, period uint64) float64 {
 func (r *CRIRuntime) Dir(ctx context.Context, id, ctl string) (string, error) {
 	r.mu.Lock()
 	mb, ok := r.members[id]
+	podLevel := r.PodLevel && !(ok && mb.podShared)
 	var paths map[string]string
 	if ok && !r.dirty[id] {
 		if dir, ok := mb.cachedDir(ctl); ok {
@@ -263,7 +276,7 @@ func (r *CRIRuntime) Dir(ctx context.Context, id, ctl string) (string, error) {
 		paths = p
 	}
 	dir, err := ownDir(r.layout(), paths, id, ctl)
-	if err == nil && r.PodLevel && ctl == "cpu" {
+	if err == nil && podLevel && ctl == "cpu" {
 		dir, err = podDir(dir, id)
 	}
 	if err == nil && ok {

@@ -460,6 +460,22 @@ func TestCRIRuntimePodLevel(t *testing.T) {
 			}
 		}
 	}
+	// A pod that runs two containers: each demotes its own cgroup, never
+	// the shared pod's (two restores of one file would take each other's
+	// write for the original).
+	f2, kfs2 := criNode(t)
+	f2.ctrs = append(f2.ctrs, &runtimeapi.Container{Id: "ctr-side", PodSandboxId: "sb-b", State: runtimeapi.ContainerState_CONTAINER_RUNNING, Metadata: &runtimeapi.ContainerMetadata{Name: "side"}})
+	f2.info["ctr-side"] = info(102, 2048, 200000, 100000)
+	r2 := &CRIRuntime{Client: f2, Kernel: kfs2, PodLevel: true}
+	if _, err := r2.Managed(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if dir, err := r2.Dir(context.Background(), "ctr-hot", "cpu"); err != nil || !strings.HasSuffix(dir, "/podb/ctr-hot") {
+		t.Errorf("a shared pod's container: cpu dir %q, %v: want its own ...podb/ctr-hot", dir, err)
+	}
+	if dir, err := r2.Dir(context.Background(), "ctr-quiet", "cpu"); err != nil || !strings.HasSuffix(dir, "/burstable/poda") {
+		t.Errorf("a pod's only container: cpu dir %q, %v: want its pod ...poda", dir, err)
+	}
 	if _, err := podDir("/sys/fs/cgroup/cpu/docker/abc", "abc"); err == nil {
 		t.Errorf("a Docker container's parent taken for a pod")
 	}

@@ -59,6 +59,9 @@ type member struct {
 	m     Managed
 	paths map[string]string // /proc/PID/cgroup of its init
 	dirs  map[string]string // controller -> its directory, as resolved (a step's reads resolve no path again)
+	// podShared: its pod runs other containers too (Kubernetes), so a
+	// demotion sets its own cgroup, not the pod's (CRIRuntime.PodLevel).
+	podShared bool
 }
 
 // cachedDir is mb's directory of ctl when resolved before.

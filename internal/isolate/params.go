@@ -60,19 +60,31 @@ type Params struct {
 	// Kubernetes node whose kubelet runs the static CPU manager the
 	// cpusets are kubelet's (isolate run --cri-socket turns it on there).
 	DemoteOnly bool `yaml:"demote_only" help:"write no cpusets, only demote hot containers (on by itself on a node whose kubelet's static CPU manager owns the cpusets)"`
-	// DemotePod, on Kubernetes, demotes a hot container's pod cgroup
-	// rather than the container's own: a container's cpu.idle ranks it
-	// only against its pod's other containers, and among the node's pods
-	// its pod still competes with its request's weight.
-	DemotePod bool `yaml:"demote_pod" help:"on Kubernetes (--cri-socket): demote a hot container's pod cgroup, not the container's own (among pods, a pod keeps its request's weight whatever its containers' class)"`
+	// DemoteCgroup, on Kubernetes, is the cgroup whose CPU class a
+	// demotion sets: the hot container's pod (the default) or the
+	// container's own. A container's cpu.idle ranks it only against its
+	// pod's other containers; among the node's pods its pod still competes
+	// with its request's weight, so only the pod's protects the other pods
+	// (plans/README.md, kube-cpu.yaml). On Docker there is no pod: the
+	// container's own.
+	DemoteCgroup DemoteCgroup `yaml:"demote_cgroup" help:"on Kubernetes (--cri-socket): demote the hot container's pod cgroup (pod) or its own (container); among pods a pod keeps its request's weight whatever its containers' class"`
 }
+
+// DemoteCgroup is which cgroup a demotion on Kubernetes sets.
+type DemoteCgroup string
+
+const (
+	DemotePod       DemoteCgroup = "pod"       // the hot container's pod cgroup
+	DemoteContainer DemoteCgroup = "container" // the container's own cgroup
+)
 
 // DefaultParams are the defaults: policy shield, sampled every 100 ms, one
 // dedicated CPU per normal container where there are enough, one shared
 // CPU, hot after 2 samples at >= 90 % of the entitlement, normal again
 // after 10 samples under 50 %, a stall gate (when asked for) at 2 % of the
 // interval in one sample, IRQs and RPS steered, IRQs rotated every 10 s
-// (the paper's period).
+// (the paper's period), and on Kubernetes the hot container's pod
+// demoted.
 //
 // A zero field of Params takes its default here (withDefaults), except the
 // booleans: a zero Params, like a plan's isolate: map, steers IRQs and RPS
@@ -80,7 +92,8 @@ type Params struct {
 // from DefaultParams and steer unless told not to.
 func DefaultParams() Params {
 	return Params{Policy: PolicyShield, Interval: 100 * time.Millisecond, HotAfter: 2, CoolAfter: 10, HotThreshold: 0.9, CoolThreshold: 0.5,
-		CPUsPerContainer: 1, MinShared: 1, StallThreshold: 0.02, StallAfter: 1, IRQ: true, IRQRotate: 10 * time.Second, RPS: true}
+		CPUsPerContainer: 1, MinShared: 1, StallThreshold: 0.02, StallAfter: 1, IRQ: true, IRQRotate: 10 * time.Second, RPS: true,
+		DemoteCgroup: DemotePod}
 }
 
 // withDefaults is p with every zero field (but the booleans and
@@ -160,6 +173,11 @@ func (p Params) problems() []error {
 	cool := fraction("cool_threshold", p.CoolThreshold, 1.5, "a fraction of a container's CPUs in (0, 1.5], like 0.5")
 	if hot && cool && p.CoolThreshold >= p.HotThreshold {
 		bad("cool_threshold", "cool threshold %.2f must be below hot threshold %.2f, or containers would flap", p.CoolThreshold, p.HotThreshold)
+	}
+	switch p.DemoteCgroup {
+	case DemotePod, DemoteContainer:
+	default:
+		bad("demote_cgroup", "unknown cgroup %q: want %q or %q", p.DemoteCgroup, DemotePod, DemoteContainer)
 	}
 	if p.DemoteOnly && p.Policy != PolicyShield && !p.Demote {
 		bad("demote_only", "policy %s writes only cpusets unless it demotes too: use policy shield, or demote: true", p.Policy)
