@@ -353,7 +353,11 @@ func (rn *run) record(m *results.Measurement, series *results.Series, driveErr, 
 		if np := rp.Path(rn.target); np != nil {
 			// A relay of the runtime's in every figure: the record says so.
 			m.Path = np
-			m.Notes = append(m.Notes, fmt.Sprintf("path: %s; dialled %s", np.Via, strings.Join(np.Dialled, ", ")))
+			note := "path: " + np.Via
+			if len(np.Dialled) > 0 { // a workload with no endpoint (command, fileio) dials nothing
+				note += "; dialled " + strings.Join(np.Dialled, ", ")
+			}
+			m.Notes = append(m.Notes, note)
 		}
 	}
 	if iso := rn.iso.Load(); iso != nil {
