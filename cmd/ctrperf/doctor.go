@@ -19,6 +19,7 @@ import (
 	"ctrperf/internal/exitcode"
 	"ctrperf/internal/image"
 	"ctrperf/internal/plan"
+	"ctrperf/internal/vm"
 	"ctrperf/plans"
 )
 
@@ -109,6 +110,9 @@ func planLacks(ctx context.Context, f *doctor.Facts, names []string) ([]bench.La
 	}
 	if !f.VMGuest.TCG.Usable {
 		m.VMEmulated = f.VMGuest.TCG.Reason
+	}
+	if f.VMGuest.Virtiofsd == "" {
+		m.VMVirtiofs = vm.ErrNoVirtiofsd.Error()
 	}
 	for _, k := range f.Kubernetes {
 		m.Cluster = m.Cluster || k.Answers

@@ -120,7 +120,7 @@ func onceQuick(t *testing.T, src, dir string) string {
 // benchProc is a `ctrperf bench run` under test, its output kept.
 type benchProc struct {
 	cmd     *exec.Cmd
-	stderr  strings.Builder
+	stderr  lockedBuffer // read while bench runs
 	mu      sync.Mutex
 	last    string        // the last progress line
 	started chan struct{} // closed when "run 2/" starts
@@ -154,6 +154,24 @@ func startBench(t *testing.T, ctx context.Context, bin string, args ...string) *
 		b.done <- b.cmd.Wait()
 	}()
 	return b
+}
+
+// lockedBuffer is a process's output, read while the process writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func (b *benchProc) lastLine() string {

@@ -165,7 +165,7 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (_ *Summary, err error)
 	if opt.Out == "" {
 		return nil, errors.New("bench: no output directory")
 	}
-	r := &runner{opt: opt, p: p, notRun: map[string]string{}, engines: map[string]engine.Info{}, samplerWarned: map[string]bool{}}
+	r := &runner{opt: opt, p: p, notRun: map[string]string{}, engines: map[string]engine.Info{}, guests: map[string]results.HostInfo{}, samplerWarned: map[string]bool{}}
 	r.defaults()
 	wl, err := r.opt.Workload(p.Workload)
 	if err != nil {
@@ -225,6 +225,9 @@ func Run(ctx context.Context, p *plan.Plan, opt Options) (_ *Summary, err error)
 	}()
 	defer func() {
 		werr := writeEnv(opt.Out, nil, r.engines, nil)
+		if werr == nil && len(r.guests) > 0 {
+			werr = writeEnvHosts(opt.Out, slices.Collect(maps.Values(r.guests)))
+		}
 		switch {
 		case werr == nil:
 		case err == nil:
@@ -315,6 +318,9 @@ type runner struct {
 	notRun map[string]string
 	// engines are the engines used, by name, for env.json.
 	engines map[string]engine.Info
+	// guests are the machines of engines that are a machine of their own
+	// (engine.GuestHost: a VM guest), by name, for env.json's hosts.
+	guests map[string]results.HostInfo
 	// samplerWarned keeps an unavailable sampler from being reported after
 	// every run: it is the same on this machine each time.
 	samplerWarned map[string]bool

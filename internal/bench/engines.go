@@ -187,6 +187,9 @@ func (e *Engines) openVM(ctx context.Context, spec plan.VMSpec) (engine.Engine, 
 	if err != nil {
 		return nil, engine.Info{}, runtimeUnavailable(fmt.Sprintf("vm with accel %s: %v", d.Accel, err))
 	}
+	if d.Disk == vm.DiskVirtiofs && m.Virtiofsd == "" {
+		return nil, engine.Info{}, runtimeUnavailable("vm with disk virtiofs: " + vm.ErrNoVirtiofsd.Error())
+	}
 	eng, info, err := vm.Open(ctx, m, spec, remote.ClientOptions{Session: e.RunID})
 	if err != nil {
 		return nil, engine.Info{}, err

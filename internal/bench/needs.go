@@ -11,6 +11,7 @@ import (
 	"ctrperf/internal/engine/daemon"
 	"ctrperf/internal/image"
 	"ctrperf/internal/plan"
+	"ctrperf/internal/vm"
 	"ctrperf/internal/workload"
 )
 
@@ -71,8 +72,9 @@ type Machine struct {
 	// Cluster: a Kubernetes cluster answers (doctor's facts).
 	Cluster bool
 	// VM is why runtime vm with accel kvm does not run here ("" when it
-	// does); VMEmulated why accel tcg does not.
-	VM, VMEmulated string
+	// does); VMEmulated why accel tcg does not; VMVirtiofs why a guest's
+	// disk: virtiofs does not (no virtiofsd).
+	VM, VMEmulated, VMVirtiofs string
 	// Exists says whether a file exists (a plan's ssh_config).
 	Exists func(string) bool
 }
@@ -204,6 +206,9 @@ func PlanLacks(p *plan.Plan, m Machine) Lacks {
 			}
 			if why != "" {
 				out.addOther(Lack{What: fmt.Sprintf("runtime %s with accel %s (configuration %s)", rt, c.VM.Defaulted().Accel, c.Name), Fix: "none here: " + why})
+			}
+			if c.VM.Defaulted().Disk == vm.DiskVirtiofs && m.VMVirtiofs != "" {
+				out.addOther(Lack{What: fmt.Sprintf("runtime %s with disk virtiofs (configuration %s)", rt, c.Name), Fix: m.VMVirtiofs})
 			}
 		case tr.Processes:
 		case !tr.Cluster:

@@ -173,6 +173,42 @@ func TestPlanLacks(t *testing.T) {
 	}
 }
 
+// TestPlanLacksLeavesGuestProgramsToTheGuest: the programs a vm
+// configuration's services run are the guest disk's, never looked for on
+// this machine's PATH (fio, sysbench here); those of the host runtime
+// are; a guest's disk: virtiofs lacks virtiofsd where it is missing.
+func TestPlanLacksLeavesGuestProgramsToTheGuest(t *testing.T) {
+	src := func(rt, vmBlock string) string {
+		return "name: g\nworkload: fileio\nload: {job: fsync}\nbaseline: b\nconfigurations:\n  - name: b\n    runtime: host\n  - name: g\n    runtime: " + rt + "\n" + vmBlock
+	}
+	m := withVM(machine(without(everyCommand, "fio"), currentImages), "", "")
+	for _, tc := range []struct {
+		desc, plan string
+		m          Machine
+		packages   []string
+		other      string
+	}{
+		{"bare metal needs fio here", src("host", ""), m, []string{"fio"}, ""},
+		{"a guest's fio is its disk's", strings.Replace(src("vm", "    vm: {accel: tcg}\n"), "runtime: host", "runtime: vm", 1), m, nil, ""},
+		{"virtiofs without virtiofsd", strings.Replace(src("vm", "    vm: {accel: tcg, disk: virtiofs}\n"), "runtime: host", "runtime: vm", 1),
+			func() Machine { m := m; m.VMVirtiofs = "virtiofsd not installed"; return m }(), nil, "runtime vm with disk virtiofs (configuration g) virtiofsd not installed"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			got := PlanLacks(parsePlan(t, tc.plan, plan.Options{}), tc.m)
+			if !slices.Equal(got.Packages, tc.packages) {
+				t.Errorf("packages %v, want %v", got.Packages, tc.packages)
+			}
+			var other []string
+			for _, o := range got.Other {
+				other = append(other, o.What+" "+o.Fix)
+			}
+			if (tc.other == "") != (len(other) == 0) || (tc.other != "" && !strings.Contains(strings.Join(other, "\n"), tc.other)) {
+				t.Errorf("other %q, want %q", other, tc.other)
+			}
+		})
+	}
+}
+
 // withVM is m where runtime vm's accel kvm and tcg do not run for these
 // reasons ("": they do).
 func withVM(m Machine, kvm, tcg string) Machine {

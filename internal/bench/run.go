@@ -138,6 +138,10 @@ func (rn *run) deploy() error {
 	}
 	rn.rec.Engine = &info
 	rn.r.engines[info.Name] = info
+	if g, ok := eng.(engine.GuestHost); ok {
+		h := g.Host()
+		rn.r.guests[h.Name] = h
+	}
 	name := info.Name
 	if name == "" {
 		name = string(rn.cfg.Runtime)
@@ -344,6 +348,17 @@ func (rn *run) record(m *results.Measurement, series *results.Series, driveErr, 
 	}
 	if m == nil {
 		return rn.finish(results.StatusFailed, errors.New("drive: the workload returned no measurement"))
+	}
+	if rp, ok := rn.eng.(engine.RelayedPath); ok {
+		if np := rp.Path(rn.target); np != nil {
+			// A relay of the runtime's in every figure: the record says so.
+			m.Path = np
+			note := "path: " + np.Via
+			if len(np.Dialled) > 0 { // a workload with no endpoint (command, fileio) dials nothing
+				note += "; dialled " + strings.Join(np.Dialled, ", ")
+			}
+			m.Notes = append(m.Notes, note)
+		}
 	}
 	if iso := rn.iso.Load(); iso != nil {
 		iso.record(m, rn.target)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -108,6 +109,124 @@ func TestUnavailableRuntimeNotRun(t *testing.T) {
 				if rec.Config == "guest" && (rec.Status != results.StatusNotRun || rec.Error != tc.want) {
 					t.Errorf("guest: %s %q, want not_run %q", rec.Status, rec.Error, tc.want)
 				}
+			}
+		})
+	}
+}
+
+// relayedEngine is the fake engine of a runtime whose relay is in the
+// path (a guest on QEMU's user-mode network).
+type relayedEngine struct {
+	*fakeEngine
+	np *results.NetPath
+}
+
+func (e relayedEngine) Path(*engine.Target) *results.NetPath { return e.np }
+
+type relayedProvider struct {
+	*fakeProvider
+	np *results.NetPath
+}
+
+func (p relayedProvider) Engine(ctx context.Context, rt engine.Runtime, spec engine.EngineSpec) (engine.Engine, engine.Info, error) {
+	eng, info, err := p.fakeProvider.Engine(ctx, rt, spec)
+	if rt != engine.RuntimeDocker || err != nil {
+		return eng, info, err
+	}
+	return relayedEngine{fakeEngine: eng.(*fakeEngine), np: p.np}, info, nil
+}
+
+// TestRelayedPathRecorded: an engine that says a relay of its own is in
+// the path (engine.RelayedPath) has every record of its runs say so, in
+// the record's path and a note; an engine that says nil, and the others,
+// leave the records without a path.
+func TestRelayedPathRecorded(t *testing.T) {
+	for _, tc := range []struct {
+		desc string
+		np   *results.NetPath
+	}{
+		{"a relay in the path", &results.NetPath{Kind: results.PathRelayed, Via: plan.RelayNote, SUTAddr: "10.0.2.15", LoadAddr: "127.0.0.1", Dialled: []string{"127.0.0.1:40000"}}},
+		{"no relay", nil},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			p := parsePlan(t, hostAndGuest("docker"), plan.Options{})
+			out := filepath.Join(t.TempDir(), "out")
+			if _, err := Run(context.Background(), p, Options{Out: out, Engines: relayedProvider{fakeProvider: &fakeProvider{}, np: tc.np},
+				Workload: func(string) (workload.Workload, error) { return &fakeWorkload{}, nil }}); err != nil {
+				t.Fatal(err)
+			}
+			for _, rec := range readRecords(t, out) {
+				if rec.Result == nil {
+					t.Fatalf("%s: no result (%s %s)", rec.Config, rec.Status, rec.Error)
+				}
+				relayed := rec.Config == "guest" && tc.np != nil
+				noted := slices.ContainsFunc(rec.Result.Notes, func(n string) bool { return strings.HasPrefix(n, "path: "+plan.RelayNote) })
+				if got := rec.Result.Path != nil && rec.Result.Path.Kind == results.PathRelayed; got != relayed || noted != relayed {
+					t.Errorf("%s: path %+v, notes %q; want relayed %v", rec.Config, rec.Result.Path, rec.Result.Notes, relayed)
+				}
+			}
+		})
+	}
+}
+
+// guestEngine is the fake engine of a runtime whose services run on a
+// machine of their own (a VM guest).
+type guestEngine struct {
+	*fakeEngine
+	host results.HostInfo
+}
+
+func (e guestEngine) Host() results.HostInfo { return e.host }
+
+type guestProvider struct {
+	*fakeProvider
+	host results.HostInfo
+}
+
+func (p guestProvider) Engine(ctx context.Context, rt engine.Runtime, spec engine.EngineSpec) (engine.Engine, engine.Info, error) {
+	eng, info, err := p.fakeProvider.Engine(ctx, rt, spec)
+	if rt != engine.RuntimeDocker || err != nil {
+		return eng, info, err
+	}
+	return guestEngine{fakeEngine: eng.(*fakeEngine), host: p.host}, info, nil
+}
+
+// TestGuestRecordedAsHost: OUT/env.json lists the machine of an engine
+// that is one of its own (engine.GuestHost: a VM guest) among its hosts,
+// with its kernel, vCPUs, memory and accelerator; a plan without one has
+// no hosts.
+func TestGuestRecordedAsHost(t *testing.T) {
+	guest := results.HostInfo{Roles: []string{results.RoleSUT}, RunHost: results.RunHost{Name: "ctrperf-vm-s-0", Hostname: "ctrperf-guest"},
+		Kernel: "6.1.0-56-amd64", CPUs: 1, MemTotal: 1 << 30,
+		Engine: &engine.Info{Runtime: "vm", VM: &results.VMInfo{Accel: "tcg", Emulated: true, VCPUs: 1, MemoryBytes: 1 << 30}}}
+	for _, tc := range []struct {
+		desc string
+		prov EngineProvider
+		want []string
+	}{
+		{"a guest", guestProvider{fakeProvider: &fakeProvider{}, host: guest}, []string{"ctrperf-vm-s-0"}},
+		{"no guest", &fakeProvider{}, nil},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			p := parsePlan(t, hostAndGuest("docker"), plan.Options{})
+			out := filepath.Join(t.TempDir(), "out")
+			if _, err := Run(context.Background(), p, Options{Out: out, Engines: tc.prov,
+				Workload: func(string) (workload.Workload, error) { return &fakeWorkload{}, nil }}); err != nil {
+				t.Fatal(err)
+			}
+			doc, err := readEnvDoc(filepath.Join(out, EnvFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, h := range doc.Hosts {
+				names = append(names, h.Name)
+				if h.Kernel != guest.Kernel || h.CPUs != 1 || h.MemTotal != 1<<30 || h.Engine == nil || h.Engine.VM == nil || h.Engine.VM.Accel != "tcg" {
+					t.Errorf("host %+v (engine %+v): not the guest's facts", h, h.Engine)
+				}
+			}
+			if !slices.Equal(names, tc.want) {
+				t.Errorf("env.json's hosts %v, want %v", names, tc.want)
 			}
 		})
 	}

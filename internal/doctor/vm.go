@@ -39,6 +39,9 @@ type VMFacts struct {
 	// TCG is whether an emulated guest (accel: tcg) can run: QEMU and a
 	// guest kernel are there.
 	TCG Capability `json:"tcg"`
+	// Virtiofsd is virtiofsd's path (a guest's disk: virtiofs), "" when
+	// not installed.
+	Virtiofsd string `json:"virtiofsd,omitempty"`
 }
 
 // VM is the vm capability alone (collectVM), for `runtime: vm` with
@@ -82,6 +85,7 @@ func collectVM(ctx context.Context, o options, f *Facts) error {
 		qemuText = "qemu-system-x86_64 not installed (Debian package qemu-system-x86)"
 	}
 	g.QEMU = qemu
+	g.Virtiofsd, _ = vm.FindVirtiofsd(o.lookPath, func(p string) bool { _, err := os.Stat(p); return err == nil })
 	k, kerr := vm.FindKernel(o.bootDir, o.modulesDir)
 	if kerr == nil {
 		g.GuestKernel = k.Version
@@ -165,6 +169,7 @@ func (g VMFacts) write(p func(k, format string, a ...any)) {
 	p("kvm", "%s", kvm)
 	p("qemu", "%s", orText(g.QEMU, "missing (apt-get install qemu-system-x86)"))
 	p("guest kernel", "%s", orText(g.GuestKernel, "missing (apt-get install linux-image-amd64)"))
+	p("virtiofsd", "%s", orText(g.Virtiofsd, "missing: a guest's disk: virtiofs is not_run (apt-get install virtiofsd)"))
 	if b := g.KVMBoot; b != nil {
 		how := "probed now"
 		if b.Cached {

@@ -65,3 +65,19 @@ type RunObserver interface {
 type ObservedElsewhere interface {
 	Observer(t *Target) RunObserver
 }
+
+// GuestHost is implemented by engines whose services run on a machine
+// of their own that ctrperf started (runtime vm's guest): bench records
+// that machine among OUT/env.json's hosts, as it does a plan's SSH hosts.
+type GuestHost interface {
+	Host() results.HostInfo
+}
+
+// RelayedPath is implemented by engines whose services the load reaches
+// through a relay of the runtime's own (runtime vm's user-mode network:
+// QEMU's slirp relays every connection in userspace): bench puts the path
+// the engine describes, nil when there is no relay, in every run's record,
+// as it does the path of a load host elsewhere.
+type RelayedPath interface {
+	Path(t *Target) *results.NetPath
+}

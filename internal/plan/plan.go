@@ -496,7 +496,7 @@ func init() {
 		"resources":   {fixed(resourceKeys), (*decoder).setResource},
 		"filesystem":  {fixed(filesystemKeys), (*decoder).setFilesystem},
 		KeyKubernetes: {fixed(kubeKeys), (*decoder).setKube},
-		"vm":          {fixed(vmKeys), (*decoder).setVM},
+		"vm":          {fixed(vmBlockKeys), (*decoder).setVM},
 		"isolate":     {func(d *decoder) []string { keys, _ := d.isolateKeys(); return keys }, (*decoder).setIsolate},
 		"hosts":       {nil, (*decoder).setHost},
 	}

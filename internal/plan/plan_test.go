@@ -331,7 +331,16 @@ func TestRuntimeVM(t *testing.T) {
 	if g.VM.Defaulted() != want || !g.VM.Emulated() || g.Engine.VM != g.VM || g.Engine.Key() != want.Key() {
 		t.Errorf("vm block: %+v (defaulted %+v), engine %+v", g.VM, g.VM.Defaulted(), g.Engine)
 	}
-	bad := ok + "    network: published\n    data: volume\n    privileged: true\n    engine: {storage_driver: vfs}\n    isolate: {policy: shield}\n    vm: {accel: xen, vcpus: 0, memory: 100m, disks: 2}\n" +
+	knobs := ok + "    vm: {accel: tcg, network: user, disk: virtiofs}\n"
+	p, err = Parse("p.yaml", []byte(knobs), Options{Schema: testSchema{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ = p.Config("g")
+	if d := g.VM.Defaulted(); d.Network != "user" || d.Disk != "virtiofs" || !g.VM.Relayed() || !strings.Contains(g.describeKnobs(), RelayNote) {
+		t.Errorf("vm block %+v relayed %v, listed as %q", d, g.VM.Relayed(), g.describeKnobs())
+	}
+	bad := ok + "    network: published\n    data: volume\n    privileged: true\n    engine: {storage_driver: vfs}\n    isolate: {policy: shield}\n    vm: {accel: xen, vcpus: 0, memory: 100m, disks: 2, network: slirp, disk: 9p, docker: true}\n" +
 		"  - name: h\n    runtime: host\n    vm: {accel: tcg}\n"
 	_, err = Parse("p.yaml", []byte(bad), Options{Schema: testSchema{}})
 	if err == nil {
@@ -347,6 +356,9 @@ func TestRuntimeVM(t *testing.T) {
 		"p.yaml:14: configurations[1].vm.vcpus: 0: expected a number of virtual CPUs between 1 and 64",
 		"p.yaml:14: configurations[1].vm.memory: 100MiB: a guest needs at least 512m",
 		"p.yaml:14: configurations[1].vm.disks: unknown key; did you mean \"disk\"?",
+		"p.yaml:14: configurations[1].vm.network: \"slirp\" is not valid",
+		"p.yaml:14: configurations[1].vm.disk: \"9p\" is not valid",
+		"p.yaml:14: configurations[1].vm.docker: Docker inside the guest is not supported yet",
 		"p.yaml:17: configurations[2] (h).vm.accel: the vm block needs runtime vm",
 	} {
 		if !strings.Contains(err.Error(), w) {

@@ -56,6 +56,11 @@ type RuntimeTraits struct {
 	Program string
 }
 
+// ProcessesHere says whether the services are processes of the machine
+// ctrperf runs on, whose PATH then has their programs: the host runtime,
+// not a guest's (whose programs are its disk's: the Debian base's).
+func (t RuntimeTraits) ProcessesHere() bool { return t.Processes && !t.Guest }
+
 // runtimeTable is every runtime a plan may name, in the order error
 // messages list them.
 var runtimeTable = []struct {

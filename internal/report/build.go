@@ -242,7 +242,7 @@ func chooseBaseline(want string, explicit bool, order []string, groups map[strin
 	}
 	for _, name := range order {
 		for _, r := range groups[name] {
-			if plan.Runtime(r.Runtime()).Traits().Processes && !r.Emulated { // the bare-metal baseline
+			if plan.Runtime(r.Runtime()).Traits().ProcessesHere() { // the bare-metal baseline, not a guest
 				w = append(w, Warning{Message: fmt.Sprintf("no baseline given; using %q (runtime host)", name),
 					Advice: "name one with --baseline"})
 				return name, w, nil

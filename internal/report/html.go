@@ -34,6 +34,14 @@ type htmlSummaryRow struct {
 	Cells                  []htmlVerdict
 }
 
+// htmlApart are the summary's rows shown apart, under a note that spans
+// the table (emulated configurations: EmulatedNote).
+type htmlApart struct {
+	Note string
+	Span int
+	Rows []htmlSummaryRow
+}
+
 // htmlOpRow is one operation of one configuration against the baseline's.
 type htmlOpRow struct {
 	Config, Colour, Op string
@@ -65,6 +73,7 @@ type htmlPage struct {
 	SummaryCols   []string
 	SummaryLabels []string
 	Summary       []htmlSummaryRow
+	Apart         *htmlApart
 	CommonKnobs   string // knobs every configuration has alike, shown once
 	Throughput    template.HTML
 	P99           template.HTML
@@ -169,7 +178,15 @@ func renderHTML(w io.Writer, rep *Report) error {
 			}
 			row.Cells = append(row.Cells, cell)
 		}
-		p.Summary = append(p.Summary, row)
+		if c.Emulated {
+			// Its figures compare with nothing: after the others, apart.
+			if p.Apart == nil {
+				p.Apart = &htmlApart{Note: EmulatedNote, Span: len(p.SummaryCols) + 1}
+			}
+			p.Apart.Rows = append(p.Apart.Rows, row)
+		} else {
+			p.Summary = append(p.Summary, row)
+		}
 
 		thr = append(thr, dotFor(c, results.MetricThroughput, col, c.Name == rep.Baseline))
 		p99 = append(p99, dotFor(c, results.MetricP99Ms, col, c.Name == rep.Baseline))
@@ -413,6 +430,7 @@ table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nu
 th, td { padding: 6px 9px; border-bottom: 1px solid var(--line); text-align: right; white-space: nowrap; }
 th { color: var(--muted); font-weight: 600; font-size: 12.5px; text-transform: none; background: #fafbfc; }
 th:first-child, td:first-child, td.l, th.l { text-align: left; }
+tr.apart th { background: #fff4e0; font-weight: normal; font-style: italic; }
 tr.op td:first-child { color: var(--muted); }
 td.status, div.status { text-align: left; color: var(--muted); white-space: normal; font-size: 12.5px; }
 td.cfgcell { white-space: normal; min-width: 170px; max-width: 300px; }
@@ -478,10 +496,12 @@ footer { color: var(--muted); font-size: 12.5px; margin-top: 40px; border-top: 1
 <div class="card">
 <table class="summary">
 <tr><th class="l">configuration</th>{{range .SummaryLabels}}<th>{{.}}</th>{{end}}</tr>
-{{range .Summary}}<tr>
+{{define "summaryRow"}}<tr>
 <td class="cfgcell"><span class="swatch" style="background:{{.Colour}}"></span><b>{{.Config}}</b>{{if .Knobs}}<div class="knobs">{{.Knobs}}</div>{{end}}<div class="status{{if .Failed}} failed{{end}}">{{.Status}}</div>{{if .Caveat}}<div class="caveat">{{.Caveat}}</div>{{end}}</td>
 {{range .Cells}}<td title="{{.Metric}}: 95% CI {{.CI}}"><div class="cell">{{if .Value}}<span class="v">{{.Value}}</span>{{if .Ratio}}<span class="ci">{{.Ratio}}</span>{{else}}<span class="ci">CI {{.CI}}</span>{{end}}{{if .Verdict}}<span class="badge {{.Class}}">{{.Verdict}}</span>{{end}}{{else}}–{{end}}</div></td>{{end}}
-</tr>{{end}}
+</tr>{{end}}{{range .Summary}}{{template "summaryRow" .}}{{end}}
+{{with .Apart}}<tr class="apart"><th class="l" colspan="{{.Span}}">{{.Note}}</th></tr>
+{{range .Rows}}{{template "summaryRow" .}}{{end}}{{end}}
 </table>
 {{if .CommonKnobs}}<p class="note">Common to every configuration: <span class="knobs">{{.CommonKnobs}}</span></p>{{end}}
 <p class="note">Each cell: the configuration's median, then ×ratio to the baseline with the ratio's 95% interval in brackets (both sides resampled independently), then the verdict. An interval that contains 1 is “no measurable difference”, never a win or a loss. The baseline row shows each median's own interval; hover a cell for any configuration's.</p>

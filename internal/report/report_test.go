@@ -521,4 +521,45 @@ func TestEmulatedShownApart(t *testing.T) {
 	if !strings.Contains(b.String(), EmulatedNote) {
 		t.Errorf("text report without %q:\n%s", EmulatedNote, b.String())
 	}
+	// The HTML report's table itself: the emulated row after the others,
+	// under the note, not only in the headline above it.
+	b.Reset()
+	if err := Render(&b, rep, "html"); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	start := strings.Index(page, `<table class="summary">`)
+	end := start + strings.Index(page[max(start, 0):], "</table>")
+	if start < 0 || end < start {
+		t.Fatalf("no summary table in the HTML report")
+	}
+	table := page[start:end]
+	note, row, host := strings.Index(table, `class="apart"`), strings.Index(table, "<b>docker-host-net</b>"), strings.Index(table, "<b>host</b>")
+	if note < 0 || row < note || host > note || !strings.Contains(table[note:], EmulatedNote) {
+		t.Errorf("the summary table does not show the emulated row apart under %q (note at %d, row at %d, baseline at %d):\n%s", EmulatedNote, note, row, host, table)
+	}
+}
+
+// TestDefaultBaselineIsNotAGuest: without a named baseline the first
+// configuration on bare metal is taken, never a VM guest's (whose
+// services are processes too, of another kernel), emulated or not.
+func TestDefaultBaselineIsNotAGuest(t *testing.T) {
+	recs := onlyConfigs(genRecords(t), "host", "docker-host-net")
+	var out []results.RunRecord
+	for _, r := range recs {
+		if r.Config == "docker-host-net" {
+			r.Config, r.Knobs = "a-guest", map[string]any{"runtime": "vm"}
+			r.Index -= 1000 // the plan's first configuration
+			out = append(out, r)
+		} else {
+			out = append(out, r)
+		}
+	}
+	rep, err := Build(out, testStats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Baseline != "host" {
+		t.Errorf("baseline %q, want host (bare metal), not the guest", rep.Baseline)
+	}
 }

@@ -118,7 +118,8 @@ type Measurement struct {
 // one a client on another machine takes, with no process of ctrperf's
 // between them, and what the SUT's admit chain let in and turned away.
 type NetPath struct {
-	// Kind is PathDirect: the load host dials the SUT's addresses.
+	// Kind is PathDirect: the load host dials the SUT's addresses; or
+	// PathRelayed: a relay of the runtime's is between them (Via).
 	Kind string `json:"kind"`
 	// Via says what carries the packets on the SUT: the host's own
 	// address, Docker's DNAT of a published port, or a route to the
@@ -142,8 +143,15 @@ type NetPath struct {
 	CountError string `json:"count_error,omitempty"`
 }
 
-// PathDirect is a path with nothing of ctrperf's on it.
-const PathDirect = "direct"
+// Kinds of NetPath.
+const (
+	// PathDirect is a path with nothing of ctrperf's on it.
+	PathDirect = "direct"
+	// PathRelayed is a path through a userspace relay of the runtime's
+	// (a VM guest's user-mode network: QEMU's slirp), which is then in
+	// every figure; Via says which.
+	PathRelayed = "relayed"
+)
 
 // Second is one second of the measured window: the requests that completed
 // in it (bucketed by completion) and their latency percentiles.

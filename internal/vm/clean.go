@@ -84,6 +84,14 @@ func (c Cleaner) Clean(ctx context.Context, runID string) ([]string, error) {
 					continue
 				}
 			}
+			// virtiofsd ends with QEMU's connection; one whose QEMU never
+			// connected does not.
+			if vpid := virtiofsdPID(s, c.ProcRoot); vpid != 0 {
+				if err := killWait(ctx, vpid, c.ProcRoot); err != nil {
+					errs = append(errs, fmt.Errorf("%s: virtiofsd: %w", what, err))
+					continue
+				}
+			}
 			if s.DataDir == "" {
 				s.DataDir = filepath.Join(c.DataDir, s.Name)
 			}
@@ -114,10 +122,10 @@ func (c Cleaner) Clean(ctx context.Context, runID string) ([]string, error) {
 }
 
 // killWait sends SIGKILL to pid and waits until it is gone (QEMU holds
-// its tap and overlay until then).
+// its tap and overlay until then, virtiofsd the shared directory).
 func killWait(ctx context.Context, pid int, procRoot string) error {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("kill QEMU %d: %w", pid, err)
+		return fmt.Errorf("kill %d: %w", pid, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -127,7 +135,7 @@ func killWait(ctx context.Context, pid int, procRoot string) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("QEMU %d still runs 10 s after SIGKILL", pid)
+			return fmt.Errorf("%d still runs 10 s after SIGKILL", pid)
 		}
 		select {
 		case <-ctx.Done():

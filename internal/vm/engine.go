@@ -2,8 +2,12 @@ package vm
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,7 +39,7 @@ var _ engine.Engine = (*Engine)(nil)
 // boots is the caller's to refuse first (doctor's reason).
 func Open(ctx context.Context, m *Machine, spec plan.VMSpec, clientOpts remote.ClientOptions) (*Engine, engine.Info, error) {
 	d := spec.Defaulted()
-	g, err := m.Boot(ctx, Config{VCPUs: d.VCPUs, Memory: d.Memory, Accel: d.Accel}, clientOpts)
+	g, err := m.Boot(ctx, Config{VCPUs: d.VCPUs, Memory: d.Memory, Accel: d.Accel, Network: d.Network, Disk: d.Disk}, clientOpts)
 	if err != nil {
 		return nil, engine.Info{}, err
 	}
@@ -56,6 +60,16 @@ func qemuVersion(qemu string) string {
 	return strings.TrimSpace(l)
 }
 
+// Host is the guest as a host of the plan (env.json's hosts): its kernel,
+// vCPUs and memory as its agent reported them, and its engine's VM facts
+// (accelerator, emulated, network, disk).
+func (e *Engine) Host() results.HostInfo {
+	f := e.g.Client.Hello.Facts
+	info := e.info
+	return results.HostInfo{Roles: []string{results.RoleSUT}, RunHost: results.RunHost{Name: e.g.Name, Hostname: f.Hostname},
+		BootID: f.BootID, Kernel: f.Kernel, Machine: f.Machine, CPUModel: f.CPUModel, CPUs: f.CPUs, MemTotal: f.MemTotal, Engine: &info}
+}
+
 // Guest is the engine's guest.
 func (e *Engine) Guest() *Guest { return e.g }
 
@@ -71,18 +85,51 @@ func (e *Engine) Ping(ctx context.Context) error {
 }
 
 // Deploy deploys spec in the guest, its front service served on the
-// guest's address for this machine's end of the tap, the only way in.
+// guest's address for this machine's end of the tap, the only way in; on
+// the user-mode network for QEMU's forwards, each endpoint then a port of
+// 127.0.0.1 that QEMU relays to it. With disk: virtiofs the services'
+// data directories are on the directory shared into the guest.
 func (e *Engine) Deploy(ctx context.Context, spec engine.DeploySpec) (*engine.Target, error) {
 	if err := engine.ValidateSpec(engine.RuntimeVM, spec); err != nil {
 		return nil, err
 	}
 	spec.Reach = &engine.Reach{Addr: e.g.GuestIP.Addr(), From: e.g.HostIP, Sole: true}
+	if e.info.VM.Disk == DiskVirtiofs {
+		spec.DataRoot = GuestDataDir
+	}
 	t, err := e.eng.Deploy(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
 	t.Runtime = engine.RuntimeVM
+	if e.g.Network == NetworkUser {
+		for i, ep := range t.Endpoints {
+			ap, err := netip.ParseAddrPort(ep.Addr)
+			if err != nil {
+				return t, fmt.Errorf("endpoint %s of %s: %w", ep.Addr, ep.Service, err)
+			}
+			host, err := e.g.Forward(ctx, t.RunID, int(ap.Port()))
+			if err != nil {
+				return t, err
+			}
+			t.Endpoints[i].Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(host))
+		}
+	}
 	return t, nil
+}
+
+// Path is how the load reaches the guest's services when a relay of
+// QEMU's is in the way (the user-mode network), nil when nothing of
+// ctrperf's is (the tap: this machine's network stack to the guest's).
+func (e *Engine) Path(t *engine.Target) *results.NetPath {
+	if e.g.Network != NetworkUser {
+		return nil
+	}
+	np := &results.NetPath{Kind: results.PathRelayed, Via: plan.RelayNote, SUTAddr: e.g.GuestIP.Addr().String(), LoadAddr: "127.0.0.1"}
+	for _, ep := range t.Endpoints {
+		np.Dialled = append(np.Dialled, ep.Addr)
+	}
+	return np
 }
 
 // Exec runs argv in a service of the guest.
@@ -95,7 +142,7 @@ func (e *Engine) Teardown(ctx context.Context, t *engine.Target) error {
 	if !e.g.Alive() {
 		return nil // the guest and all of it are gone
 	}
-	return e.eng.Teardown(ctx, t)
+	return errors.Join(e.g.Unforward(ctx, t.RunID), e.eng.Teardown(ctx, t))
 }
 
 // Close shuts the guest down (see Guest.Shutdown).

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -27,14 +28,20 @@ type Config struct {
 	VCPUs  int
 	Memory int64 // bytes
 	Accel  string
+	// Network is NetworkTap (the default) or NetworkUser; Disk
+	// DiskVirtioBlk (the default) or DiskVirtiofs.
+	Network, Disk string
 }
 
 // Machine is what boots a guest on this machine: QEMU, the guest kernel,
 // this ctrperf's binary, the base disk and where a guest's files go.
 type Machine struct {
 	QEMU, QEMUImg string
-	Kernel        Kernel
-	Self          string // ctrperf's static binary: the guest's init and agent
+	// Virtiofsd is virtiofsd's path, "" where it is not installed (disk:
+	// virtiofs then does not boot).
+	Virtiofsd string
+	Kernel    Kernel
+	Self      string // ctrperf's static binary: the guest's init and agent
 	// BaseDisk makes (once) and names the base disk image.
 	BaseDisk func(ctx context.Context) (string, error)
 	RunDir   string // RunDir by default
@@ -54,6 +61,13 @@ type Guest struct {
 	Client *remote.Client
 	cmd    *exec.Cmd
 	exited chan struct{}
+	// virtiofsd serves the data directory of disk: virtiofs (nil
+	// without); it ends when QEMU closes its socket.
+	virtiofsd       *exec.Cmd
+	virtiofsdExited chan struct{}
+	// forwards are the user-mode network's port forwards by run.
+	mu       sync.Mutex
+	forwards map[string][]forward
 	// Booted is how long the boot took until the agent answered.
 	Booted time.Duration
 }
@@ -66,7 +80,8 @@ type State struct {
 	RunID   string       `json:"run_id"`
 	Dir     string       `json:"dir"`      // run directory: pid file, socket, console
 	DataDir string       `json:"data_dir"` // the overlay's directory
-	Tap     string       `json:"tap"`
+	Tap     string       `json:"tap"`      // "" on the user-mode network
+	Network string       `json:"network,omitempty"`
 	HostIP  netip.Addr   `json:"host_ip"`
 	GuestIP netip.Prefix `json:"guest_ip"`
 	Accel   string       `json:"accel"`
@@ -79,6 +94,12 @@ func (s State) socket() string  { return filepath.Join(s.Dir, "agent.sock") }
 func (s State) console() string { return filepath.Join(s.Dir, "console.log") }
 func (s State) qemuLog() string { return filepath.Join(s.Dir, "qemu.log") }
 func (s State) overlay() string { return filepath.Join(s.DataDir, "root.qcow2") }
+func (s State) qmp() string     { return filepath.Join(s.Dir, "qmp.sock") }
+
+// The data directory of disk: virtiofs, and virtiofsd's socket and pid.
+func (s State) shared() string           { return filepath.Join(s.DataDir, "shared") }
+func (s State) virtiofsSocket() string   { return filepath.Join(s.Dir, "virtiofs.sock") }
+func (s State) virtiofsdPIDFile() string { return filepath.Join(s.Dir, "virtiofsd.pid") }
 func (s State) save() error {
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
@@ -122,15 +143,19 @@ func (m *Machine) Boot(ctx context.Context, cfg Config, clientOpts remote.Client
 	if err != nil {
 		return nil, err
 	}
-	slot, err := pickSlot()
+	slot, err := pickSlot(m.RunDir)
 	if err != nil {
 		unlock()
 		return nil, err
 	}
 	hostIP, guestIP := guestSlot(slot)
+	tap := tapName(slot)
+	if cfg.Network == NetworkUser {
+		hostIP, guestIP, tap = userHost, userGuest, ""
+	}
 	name := fmt.Sprintf("ctrperf-vm-%s-%d", shortRun(m.RunID), slot)
 	g = &Guest{State: State{Name: name, RunID: m.RunID, Dir: filepath.Join(m.RunDir, name), DataDir: filepath.Join(m.DataDir, name),
-		Tap: tapName(slot), HostIP: hostIP, GuestIP: guestIP, Accel: cfg.Accel}, exited: make(chan struct{})}
+		Tap: tap, Network: cfg.Network, HostIP: hostIP, GuestIP: guestIP, Accel: cfg.Accel}, exited: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			_ = g.Shutdown(context.WithoutCancel(ctx))
@@ -156,12 +181,22 @@ func (m *Machine) Boot(ctx context.Context, cfg Config, clientOpts remote.Client
 		return g, err
 	}
 	mc := machine{Name: name, Accel: cfg.Accel, VCPUs: cfg.VCPUs, Memory: cfg.Memory, Kernel: m.Kernel.Image, Initrd: initrd,
-		Overlay: g.overlay(), Socket: g.socket(), Console: g.console(), PIDFile: g.pidFile(), Tap: g.Tap, GuestIP: guestIP, HostIP: hostIP}
+		Overlay: g.overlay(), Socket: g.socket(), Console: g.console(), PIDFile: g.pidFile(),
+		Network: cfg.Network, Tap: g.Tap, GuestIP: guestIP, HostIP: hostIP, QMP: g.qmp()}
+	if cfg.Disk == DiskVirtiofs {
+		if err := g.startVirtiofsd(ctx, m.Virtiofsd); err != nil {
+			unlock()
+			return g, err
+		}
+		mc.Virtiofs = g.virtiofsSocket()
+	}
 	if err := g.startQEMU(m.QEMU, mc); err != nil {
 		unlock()
 		return g, err
 	}
-	err = g.configureTap(ctx)
+	if g.Tap != "" {
+		err = g.configureTap(ctx)
+	}
 	unlock()
 	if err != nil {
 		return g, err
@@ -200,7 +235,8 @@ func (m *Machine) Boot(ctx context.Context, cfg Config, clientOpts remote.Client
 		return g, fmt.Errorf("guest %s: QEMU exited while the guest booted%s", name, g.consoleSays())
 	}
 	g.Booted = time.Since(start)
-	fmt.Fprintf(m.Log, "vm: guest %s (accel %s, %d vCPUs, %d MiB, %s) answered after %s\n", name, cfg.Accel, cfg.VCPUs, cfg.Memory>>20, guestIP.Addr(), g.Booted.Round(100*time.Millisecond))
+	fmt.Fprintf(m.Log, "vm: guest %s (accel %s, %d vCPUs, %d MiB, network %s at %s, disk %s) answered after %s\n", name, cfg.Accel, cfg.VCPUs, cfg.Memory>>20,
+		orDefault(cfg.Network, NetworkTap), guestIP.Addr(), orDefault(cfg.Disk, DiskVirtioBlk), g.Booted.Round(100*time.Millisecond))
 	return g, nil
 }
 
@@ -232,8 +268,16 @@ func shortRun(runID string) string {
 	return strings.Trim(s, "-")
 }
 
-// pickSlot is a free guest network on this machine (under the slots lock).
-func pickSlot() (int, error) {
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// pickSlot is a free guest network and name on this machine (under the
+// slots lock).
+func pickSlot(runDir string) (int, error) {
 	links, err := netlink.LinkList()
 	if err != nil {
 		return 0, fmt.Errorf("guest network: %w", err)
@@ -252,7 +296,11 @@ func pickSlot() (int, error) {
 			as = append(as, ip.Unmap())
 		}
 	}
-	return freeSlot(names, as)
+	dirs, _ := filepath.Glob(filepath.Join(runDir, "ctrperf-vm-*"))
+	for i, d := range dirs {
+		dirs[i] = filepath.Base(d)
+	}
+	return freeSlot(names, as, dirs)
 }
 
 func (g *Guest) startQEMU(qemu string, mc machine) error {
@@ -354,6 +402,16 @@ func (g *Guest) Shutdown(ctx context.Context) error {
 		case <-time.After(10 * time.Second):
 			_ = g.cmd.Process.Kill()
 			<-g.exited
+		}
+	}
+	if g.virtiofsd != nil {
+		// It ends with QEMU's connection; one that QEMU never opened
+		// does not.
+		select {
+		case <-g.virtiofsdExited:
+		case <-time.After(5 * time.Second):
+			_ = g.virtiofsd.Process.Kill()
+			<-g.virtiofsdExited
 		}
 	}
 	errs = append(errs, removeGuest(g.State))

@@ -37,7 +37,15 @@ const AgentPort = "ctrperf.agent"
 const (
 	cmdlineIP   = "ctrperf.ip"
 	cmdlineHost = "ctrperf.host"
+	// cmdlineVirtiofs is the tag of a virtiofs share to mount at
+	// GuestDataDir (disk: virtiofs).
+	cmdlineVirtiofs = "ctrperf.virtiofs"
 )
+
+// GuestDataDir is where a guest with disk: virtiofs has the directory of
+// this machine shared into it; the services' data directories are made
+// under it (engine.DeploySpec.DataRoot).
+const GuestDataDir = "/var/lib/ctrperf/virtiofs"
 
 // ReadyLine is what init prints on the console once the agent port is
 // served; a boot's log shows how long each step took before it.
@@ -68,6 +76,12 @@ func GuestInit() error {
 	cmdline, _ := os.ReadFile("/proc/cmdline")
 	if err := network(string(cmdline), logf); err != nil {
 		logf("network: %v", err)
+	}
+	if tag := cmdlineValue(string(cmdline), cmdlineVirtiofs); tag != "" {
+		if err := mountVirtiofs(tag, GuestDataDir); err != nil {
+			return err
+		}
+		logf("virtiofs %s on %s", tag, GuestDataDir)
 	}
 	port, err := findPort("/sys/class/virtio-ports", AgentPort, 30*time.Second)
 	if err != nil {
@@ -188,6 +202,17 @@ func rootMounts() error {
 			ctl = append(ctl, "+"+c)
 		}
 		_ = os.WriteFile("/sys/fs/cgroup/cgroup.subtree_control", []byte(strings.Join(ctl, " ")), 0o644)
+	}
+	return nil
+}
+
+// mountVirtiofs mounts the virtiofs share tag at dir.
+func mountVirtiofs(tag, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount(tag, dir, "virtiofs", unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return fmt.Errorf("mount virtiofs %s on %s: %w", tag, dir, err)
 	}
 	return nil
 }

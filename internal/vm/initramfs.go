@@ -15,13 +15,16 @@ import (
 // guestModules are what the guest's init loads before it mounts its root
 // disk and opens its agent port, by name: its disk (virtio_blk, ext4 and
 // the checksum ext4 asks for), its agent port (virtio_console) and its
-// network (virtio_net), all modules in Debian's kernel. Their
-// dependencies come from modules.dep.
-var guestModules = []string{"crc32c_generic", "crc32c-intel", "ext4", "virtio_pci", "virtio_blk", "virtio_console", "virtio_net"}
+// network (virtio_net), and the data directory of disk: virtiofs
+// (virtiofs), all modules in Debian's kernel. Their dependencies come
+// from modules.dep.
+var guestModules = []string{"crc32c_generic", "crc32c-intel", "ext4", "virtio_pci", "virtio_blk", "virtio_console", "virtio_net", "virtiofs"}
 
 // optionalModules may fail to load without stopping the boot: crc32c-intel
-// needs SSE 4.2, which an emulated CPU may lack (crc32c_generic serves).
-var optionalModules = map[string]bool{"crc32c-intel": true}
+// needs SSE 4.2, which an emulated CPU may lack (crc32c_generic serves);
+// virtiofs and its fuse only a guest with disk: virtiofs needs (its init
+// then fails at the mount, saying why).
+var optionalModules = map[string]bool{"crc32c-intel": true, "fuse": true, "virtiofs": true}
 
 // parseModulesDep reads modules.dep: each module's path and its
 // dependencies' paths, relative to the modules directory.

@@ -77,23 +77,25 @@ func TestLoadOrder(t *testing.T) {
 
 func TestFreeSlot(t *testing.T) {
 	cases := []struct {
-		desc  string
-		links []string
-		addrs []string
-		want  int
+		desc   string
+		links  []string
+		addrs  []string
+		guests []string // run directories' names
+		want   int
 	}{
-		{"nothing in use", nil, nil, 0},
-		{"a tap of another guest", []string{"ctrperf-vm0"}, nil, 1},
-		{"an address in slot 0's /30 (a leftover, someone's)", nil, []string{"198.19.220.1"}, 1},
-		{"both", []string{"ctrperf-vm1"}, []string{"198.19.220.2"}, 2},
-		{"other networks do not matter", []string{"eth0"}, []string{"198.19.200.1", "10.0.0.1"}, 0},
+		{"nothing in use", nil, nil, nil, 0},
+		{"a tap of another guest", []string{"ctrperf-vm0"}, nil, nil, 1},
+		{"an address in slot 0's /30 (a leftover, someone's)", nil, []string{"198.19.220.1"}, nil, 1},
+		{"both", []string{"ctrperf-vm1"}, []string{"198.19.220.2"}, nil, 2},
+		{"other networks do not matter", []string{"eth0"}, []string{"198.19.200.1", "10.0.0.1"}, nil, 0},
+		{"a guest on the user-mode network (no tap) holds its slot's name", nil, nil, []string{"ctrperf-vm-sess-a-0", "ctrperf-vm-sess-b-1"}, 2},
 	}
 	for _, c := range cases {
 		var as []netip.Addr
 		for _, a := range c.addrs {
 			as = append(as, netip.MustParseAddr(a))
 		}
-		if got, err := freeSlot(c.links, as); err != nil || got != c.want {
+		if got, err := freeSlot(c.links, as, c.guests); err != nil || got != c.want {
 			t.Errorf("%s: slot %d, %v; want %d", c.desc, got, err, c.want)
 		}
 	}
@@ -101,7 +103,7 @@ func TestFreeSlot(t *testing.T) {
 	for i := range guestSlots {
 		all = append(all, tapName(i))
 	}
-	if _, err := freeSlot(all, nil); err == nil {
+	if _, err := freeSlot(all, nil, nil); err == nil {
 		t.Error("every slot taken: no error")
 	}
 	h, g := guestSlot(3)
@@ -110,24 +112,48 @@ func TestFreeSlot(t *testing.T) {
 	}
 }
 
+// TestMachineArgs: QEMU's command line for each knob of the vm block,
+// what it must say and what it must not.
 func TestMachineArgs(t *testing.T) {
 	h, g := guestSlot(0)
-	m := machine{Name: "ctrperf-vm-x-0", Accel: AccelTCG, VCPUs: 2, Memory: 2 << 30, Kernel: "/boot/vmlinuz", Initrd: "/c/i.cpio",
-		Overlay: "/d/root.qcow2", Socket: "/r/agent.sock", Console: "/r/console.log", PIDFile: "/r/qemu.pid", Tap: "ctrperf-vm0", GuestIP: g, HostIP: h}
-	args := strings.Join(m.args(), " ")
-	for _, want := range []string{"-name ctrperf-vm-x-0", "-accel tcg", "-smp 2", "-m 2048M", "-nodefaults",
-		"rdinit=/ctrperf ctrperf.ip=198.19.220.2/30 ctrperf.host=198.19.220.1 -- __vminit",
+	base := machine{Name: "ctrperf-vm-x-0", Accel: AccelTCG, VCPUs: 2, Memory: 2 << 30, Kernel: "/boot/vmlinuz", Initrd: "/c/i.cpio",
+		Overlay: "/d/root.qcow2", Socket: "/r/agent.sock", Console: "/r/console.log", PIDFile: "/r/qemu.pid", Network: NetworkTap, Tap: "ctrperf-vm0",
+		GuestIP: g, HostIP: h, QMP: "/r/qmp.sock"}
+	common := []string{"-name ctrperf-vm-x-0", "-smp 2", "-m 2048M", "-nodefaults",
 		"file=/d/root.qcow2,if=none,id=root,format=qcow2,cache=none", "socket,id=agent,path=/r/agent.sock,server=on,wait=off",
-		"name=" + AgentPort, "tap,id=net0,ifname=ctrperf-vm0,script=no,downscript=no", "-pidfile /r/qemu.pid"} {
-		if !strings.Contains(args, want) {
-			t.Errorf("QEMU's command line lacks %q:\n%s", want, args)
+		"name=" + AgentPort, "-device virtio-net-pci,netdev=net0", "-qmp unix:/r/qmp.sock,server=on,wait=off", "-pidfile /r/qemu.pid"}
+	cases := []struct {
+		desc      string
+		edit      func(*machine)
+		want, not []string
+	}{
+		{"tap, virtio-blk, tcg", func(*machine) {},
+			[]string{"-accel tcg", "rdinit=/ctrperf ctrperf.ip=198.19.220.2/30 ctrperf.host=198.19.220.1 -- __vminit",
+				"-netdev tap,id=net0,ifname=ctrperf-vm0,script=no,downscript=no"},
+			[]string{"-cpu host", "user,", "vhost-user-fs", "memory-backend", cmdlineVirtiofs}},
+		{"kvm", func(m *machine) { m.Accel = AccelKVM }, []string{"-accel kvm", "-cpu host"}, nil},
+		{"user-mode network: restricted, the guest at QEMU's address", func(m *machine) {
+			m.Network, m.Tap, m.GuestIP, m.HostIP = NetworkUser, "", userGuest, userHost
+		}, []string{"-netdev user,id=net0,restrict=on,net=10.0.2.0/24,host=10.0.2.2,dhcpstart=10.0.2.15", "ctrperf.ip=10.0.2.15/24 ctrperf.host=10.0.2.2"},
+			[]string{"tap,", "ifname="}},
+		{"virtiofs: shared memory, the vhost-user device, the tag on the kernel's command line", func(m *machine) { m.Virtiofs = "/r/virtiofs.sock" },
+			[]string{"-object memory-backend-memfd,id=mem,size=2048M,share=on -numa node,memdev=mem",
+				"-chardev socket,id=virtiofs,path=/r/virtiofs.sock", "-device vhost-user-fs-pci,chardev=virtiofs,tag=" + VirtiofsTag,
+				cmdlineVirtiofs + "=" + VirtiofsTag + " -- __vminit"}, nil},
+	}
+	for _, c := range cases {
+		m := base
+		c.edit(&m)
+		args := strings.Join(m.args(), " ")
+		for _, w := range append(common, c.want...) {
+			if !strings.Contains(args, w) {
+				t.Errorf("%s: QEMU's command line lacks %q:\n%s", c.desc, w, args)
+			}
 		}
-	}
-	if strings.Contains(args, "-cpu host") {
-		t.Error("-cpu host under tcg")
-	}
-	m.Accel = AccelKVM
-	if !strings.Contains(strings.Join(m.args(), " "), "-accel kvm") || !strings.Contains(strings.Join(m.args(), " "), "-cpu host") {
-		t.Error("kvm without -cpu host")
+		for _, n := range c.not {
+			if strings.Contains(args, n) {
+				t.Errorf("%s: QEMU's command line has %q:\n%s", c.desc, n, args)
+			}
+		}
 	}
 }

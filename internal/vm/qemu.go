@@ -19,26 +19,53 @@ type machine struct {
 	Socket  string // the agent port's unix socket (QEMU listens)
 	Console string // the serial console's log
 	PIDFile string
-	// Tap is the tap device QEMU creates (gone when QEMU exits), with the
-	// guest's address GuestIP (and the host's HostIP) in one /30.
+	// Network is NetworkTap or NetworkUser. Tap is the tap device QEMU
+	// creates (gone when QEMU exits), with the guest's address GuestIP
+	// (and the host's HostIP) in one /30; under NetworkUser the guest is
+	// at userGuest in QEMU's own network, the host at userHost.
+	Network string
 	Tap     string
 	GuestIP netip.Prefix
 	HostIP  netip.Addr
+	// QMP is QEMU's control socket (QEMU listens): the user-mode
+	// network's port forwards are added and removed there.
+	QMP string
+	// Virtiofs is virtiofsd's socket when the guest's data directory is a
+	// directory of this machine (DiskVirtiofs), "" otherwise.
+	Virtiofs string
 }
+
+// The user-mode network's addresses (QEMU's defaults): the guest, and
+// the host as the guest sees it (forwarded connections come from there).
+var (
+	userGuest = netip.MustParsePrefix("10.0.2.15/24")
+	userHost  = netip.MustParseAddr("10.0.2.2")
+)
+
+// VirtiofsTag is the virtiofs share's tag, which the guest's init mounts
+// at GuestDataDir.
+const VirtiofsTag = "ctrperf-data"
 
 // args is QEMU's command line: a machine with no default devices, the
 // kernel booted directly with ctrperf's initramfs as PID 1, the overlay as
 // a virtio-blk disk without the host's page cache (the guest has its own,
-// as on a cloud VM), the agent's virtio-serial port on a unix socket, and
-// virtio-net on the tap.
+// as on a cloud VM), the agent's virtio-serial port on a unix socket,
+// virtio-net on the tap or on QEMU's user-mode network (restricted: the
+// guest reaches nothing but what is forwarded to it), and with virtiofs
+// the guest's memory shared with virtiofsd (vhost-user needs it).
 func (m machine) args() []string {
 	cmdline := []string{"console=ttyS0", "loglevel=4", "panic=-1", "rdinit=/ctrperf",
-		cmdlineIP + "=" + m.GuestIP.String(), cmdlineHost + "=" + m.HostIP.String(), "--", "__vminit"}
+		cmdlineIP + "=" + m.GuestIP.String(), cmdlineHost + "=" + m.HostIP.String()}
+	if m.Virtiofs != "" {
+		cmdline = append(cmdline, cmdlineVirtiofs+"="+VirtiofsTag)
+	}
+	cmdline = append(cmdline, "--", "__vminit")
+	mem := strconv.FormatInt(m.Memory>>20, 10) + "M"
 	a := []string{
 		"-name", m.Name,
 		"-accel", m.Accel,
 		"-smp", strconv.Itoa(m.VCPUs),
-		"-m", strconv.FormatInt(m.Memory>>20, 10) + "M",
+		"-m", mem,
 		"-nodefaults", "-no-user-config", "-no-reboot", "-display", "none",
 		"-serial", "file:" + m.Console,
 		"-kernel", m.Kernel, "-initrd", m.Initrd, "-append", strings.Join(cmdline, " "),
@@ -47,10 +74,24 @@ func (m machine) args() []string {
 		"-device", "virtio-serial-pci,id=serial0",
 		"-chardev", "socket,id=agent,path=" + m.Socket + ",server=on,wait=off",
 		"-device", "virtserialport,bus=serial0.0,chardev=agent,name=" + AgentPort,
-		"-netdev", "tap,id=net0,ifname=" + m.Tap + ",script=no,downscript=no",
-		"-device", "virtio-net-pci,netdev=net0",
-		"-pidfile", m.PIDFile,
 	}
+	switch m.Network {
+	case NetworkUser:
+		a = append(a, "-netdev", fmt.Sprintf("user,id=net0,restrict=on,net=%s,host=%s,dhcpstart=%s", m.GuestIP.Masked(), m.HostIP, m.GuestIP.Addr()))
+	default:
+		a = append(a, "-netdev", "tap,id=net0,ifname="+m.Tap+",script=no,downscript=no")
+	}
+	a = append(a, "-device", "virtio-net-pci,netdev=net0")
+	if m.QMP != "" {
+		a = append(a, "-qmp", "unix:"+m.QMP+",server=on,wait=off")
+	}
+	if m.Virtiofs != "" {
+		a = append(a,
+			"-object", "memory-backend-memfd,id=mem,size="+mem+",share=on", "-numa", "node,memdev=mem",
+			"-chardev", "socket,id=virtiofs,path="+m.Virtiofs,
+			"-device", "vhost-user-fs-pci,chardev=virtiofs,tag="+VirtiofsTag)
+	}
+	a = append(a, "-pidfile", m.PIDFile)
 	if m.Accel == AccelKVM {
 		a = append(a, "-cpu", "host")
 	}
@@ -72,11 +113,20 @@ func guestSlot(i int) (host netip.Addr, guest netip.Prefix) {
 // tapName is slot i's tap device.
 func tapName(i int) string { return fmt.Sprintf("ctrperf-vm%d", i) }
 
-// freeSlot is the first slot whose tap and addresses nobody uses.
-func freeSlot(links []string, addrs []netip.Addr) (int, error) {
+// freeSlot is the first slot whose tap, addresses and guest name nobody
+// uses (guests are the run directories' names: a guest on the user-mode
+// network has no tap, and its slot still names it).
+func freeSlot(links []string, addrs []netip.Addr, guests []string) (int, error) {
 	used := map[string]bool{}
 	for _, l := range links {
 		used[l] = true
+	}
+	for _, g := range guests {
+		if i := strings.LastIndexByte(g, '-'); i >= 0 {
+			if n, err := strconv.Atoi(g[i+1:]); err == nil {
+				used[tapName(n)] = true
+			}
+		}
 	}
 	for i := range guestSlots {
 		_, g := guestSlot(i)

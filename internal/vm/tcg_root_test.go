@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -90,6 +91,9 @@ func sharedGuest(t *testing.T) (*vm.Engine, engine.Info) {
 func leftovers(s vm.State) []string {
 	var out []string
 	for _, p := range []string{s.Dir, s.DataDir, "/sys/class/net/" + s.Tap} {
+		if p == "/sys/class/net/" {
+			continue // no tap: the user-mode network
+		}
 		if _, err := os.Stat(p); err == nil {
 			out = append(out, p)
 		}
@@ -145,6 +149,12 @@ func (p guestProvider) Close(ctx context.Context) error { return p.real.Close(ct
 func runInGuest(t *testing.T, src string) []results.RunRecord {
 	t.Helper()
 	eng, info := sharedGuest(t)
+	return runOn(t, eng, info, src)
+}
+
+// runOn runs plan src, its configuration "g" on the guest of eng.
+func runOn(t *testing.T, eng *vm.Engine, info engine.Info, src string) []results.RunRecord {
+	t.Helper()
 	p, err := bench.ParsePlan("guest.yaml", []byte(src), plan.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -158,6 +168,9 @@ func runInGuest(t *testing.T, src string) []results.RunRecord {
 	t.Log("\n" + log.String())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if strings.Contains(log.String(), "warning: teardown") {
+		t.Error("a run's teardown in the guest failed (above)")
 	}
 	f, err := os.Open(filepath.Join(out, "results.jsonl"))
 	if err != nil {
@@ -253,5 +266,62 @@ configurations:
 `)
 	if len(recs) != 1 || recs[0].Result == nil || recs[0].Result.Metrics["write_iops"] <= 0 {
 		t.Fatalf("records %+v: want one fio run with writes", recs)
+	}
+}
+
+// TestGuestUserNetVirtiofsRoot: a guest of its own (one more boot) on
+// QEMU's user-mode network with its data on virtiofs: web's load on this
+// machine dials a port QEMU forwards, and each record says that a
+// userspace relay is in the path; fio writes its files on the directory
+// shared from this machine (virtiofsd); nothing of the guest is left, its
+// virtiofsd neither.
+func TestGuestUserNetVirtiofsRoot(t *testing.T) {
+	sharedGuest(t) // the machine, and the skip without one
+	spec := plan.VMSpec{Accel: vm.AccelTCG, VCPUs: 1, Memory: 1 << 30, Network: vm.NetworkUser, Disk: vm.DiskVirtiofs}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	eng, info, err := vm.Open(ctx, shared.m, spec, remote.ClientOptions{Session: "vmtest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("booted in %s", time.Since(start).Round(100*time.Millisecond))
+	s := eng.Guest().State
+	defer func() {
+		if err := eng.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+		left := leftovers(s)
+		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, p := range procs {
+			if b, _ := os.ReadFile(p); strings.Contains(string(b), s.Dir+"/virtiofs.sock") {
+				left = append(left, "virtiofsd "+filepath.Base(filepath.Dir(p)))
+			}
+		}
+		if len(left) > 0 {
+			t.Errorf("the guest left %v", left)
+		}
+	}()
+	if s.Tap != "" || info.VM.Network != vm.NetworkUser || info.VM.Disk != vm.DiskVirtiofs {
+		t.Errorf("guest %+v, info %+v", s, *info.VM)
+	}
+	cfg := "  - name: g\n    runtime: vm\n    vm: {accel: tcg, vcpus: 1, memory: 1g, network: user, disk: virtiofs}\n"
+	web := runOn(t, eng, info, "name: vmuser\nworkload: web\nload: {rate: 5}\napp: {db: sqlite}\nrepetitions: 1\nwarmup: 1s\nduration: 2s\nbaseline: g\nconfigurations:\n"+cfg)
+	if len(web) != 1 || web[0].Result == nil || web[0].Result.Metrics[results.MetricThroughput] <= 0 {
+		t.Fatalf("records %+v: want one web run with requests served through QEMU's forward", web)
+	}
+	if p := web[0].Result.Path; p == nil || p.Kind != results.PathRelayed || len(p.Dialled) == 0 || !strings.HasPrefix(p.Dialled[0], "127.0.0.1:") ||
+		!slices.ContainsFunc(web[0].Result.Notes, func(n string) bool { return strings.Contains(n, plan.RelayNote) }) {
+		t.Errorf("path %+v, notes %q: want the relay said", p, web[0].Result.Notes)
+	}
+	// The mount, seen from the guest, and fio's files on it.
+	mounted := runOn(t, eng, info, "name: vmfs\nworkload: command\napp: {command: \"sh -c 'echo mounts=$(grep -c virtiofs /proc/mounts)'\"}\n"+
+		"load: {runs: 1, warmup_runs: 0, timeout: 1m, figure: mounts, better: higher, figure_regex: 'mounts=(?P<value>[0-9]+)'}\nrepetitions: 1\nwarmup: 0s\nduration: 1s\nbaseline: g\nconfigurations:\n"+cfg)
+	if len(mounted) != 1 || mounted[0].Result == nil || mounted[0].Result.Metrics["mounts"] != 1 {
+		t.Errorf("records %+v: want the guest to see one virtiofs mount at %s", mounted, vm.GuestDataDir)
+	}
+	fio := runOn(t, eng, info, "name: vmfio\nworkload: fileio\nload: {job: fsync, size: 16M, direct: false}\nrepetitions: 1\nwarmup: 1s\nduration: 2s\nbaseline: g\nconfigurations:\n"+cfg)
+	if len(fio) != 1 || fio[0].Result == nil || fio[0].Result.Metrics["write_iops"] <= 0 {
+		t.Fatalf("records %+v: want one fio run with writes on virtiofs", fio)
 	}
 }

@@ -38,6 +38,11 @@ const (
 	// machine dials the guest's address through the host's network stack,
 	// as a client outside a cloud VM does.
 	NetworkTap = "tap"
+	// NetworkUser is QEMU's user-mode network (slirp), restricted to the
+	// ports forwarded to the guest: the load on this machine dials a port
+	// of 127.0.0.1 that QEMU relays in userspace, a hop that is then part
+	// of every figure (the records say so).
+	NetworkUser = "user"
 )
 
 // Disks of a guest.
@@ -45,6 +50,10 @@ const (
 	// DiskVirtioBlk is the root filesystem as a virtio-blk disk: the
 	// cached base image under a qcow2 overlay of the guest's own.
 	DiskVirtioBlk = "virtio-blk"
+	// DiskVirtiofs is the root filesystem on virtio-blk as above, and the
+	// services' data on a directory of this machine shared into the guest
+	// by virtiofsd (GuestDataDir there).
+	DiskVirtiofs = "virtiofs"
 )
 
 // Paths ctrperf keeps its guests' files in.

@@ -438,7 +438,7 @@ func (App) Decode(c Knobs) (any, any, error) {
 func (App) Services(c Config) ([]engine.Service, error) {
 	a := c.App.(AppApp)
 	all := append([]AppService{a.AppService}, a.Sidecars...)
-	if c.Runtime.Traits().Processes {
+	if c.Runtime.Traits().ProcessesHere() { // a guest's programs are not this machine's
 		var missing []string
 		for _, s := range all {
 			if _, err := c.lookPath(s.HostCommand[0]); err != nil {

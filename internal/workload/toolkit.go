@@ -104,8 +104,9 @@ var lookPath = exec.LookPath
 
 // hostTools checks that the host runtime has the tools a workload runs, so
 // a missing package is a not_run with its name rather than a failed run.
+// A guest's tools are its disk's, not this machine's: not looked for here.
 func hostTools(workload string, c Config, tools ...string) error {
-	if !c.Runtime.Traits().Processes {
+	if !c.Runtime.Traits().ProcessesHere() {
 		return nil
 	}
 	var missing []string
