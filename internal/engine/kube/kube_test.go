@@ -652,6 +652,10 @@ func TestServiceAccountLate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The third look finds it, two polls (400 ms) after the first: the
+	// fakes' 300 ms would fail a slow machine's second look, which is not
+	// what this test is about (CI, 2026-11-29).
+	k.opt.NamespaceTimeout = 30 * time.Second
 	tg, err := k.Deploy(context.Background(), engine.DeploySpec{RunID: "kube-network-0a1b2c-001", Network: plan.NetworkPodIP, Data: plan.DataLayer, Services: []engine.Service{kvService()}})
 	if err != nil {
 		t.Fatalf("deploy in a namespace whose ServiceAccount came late: %v", err)
