@@ -373,6 +373,13 @@ func ListPodman(opts ...Option) ([]ListedPodman, error) {
 	var errs []error
 	for _, e := range ents {
 		ps, err := readPodman(o, e.Name())
+		if errors.Is(err, os.ErrNotExist) {
+			// Another ctrperf's service between its directory and its
+			// first state write, or removed since ReadDir: nothing of it
+			// is recorded to clean yet (CI, 2026-11-29: a concurrent
+			// clean failed on one being started).
+			continue
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue

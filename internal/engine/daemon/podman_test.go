@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -54,5 +56,29 @@ func TestPodmanConfig(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("containers.conf:\n%s\nwant %s", got, want)
 		}
+	}
+}
+
+// TestListPodmanSkipsStatelessDir: a service directory without its state
+// yet (another ctrperf between mkdir and its first write) is neither an
+// entry nor an error; a state that does not parse still is an error.
+func TestListPodmanSkipsStatelessDir(t *testing.T) {
+	run := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(run, "podman", "ctrperf-podman-starting-1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	listed, err := ListPodman(WithRunDir(run))
+	if err != nil || len(listed) != 0 {
+		t.Fatalf("a directory without state: listed %v, error %v; want nothing and no error", listed, err)
+	}
+	bad := filepath.Join(run, "podman", "ctrperf-podman-bad-2")
+	if err := os.MkdirAll(bad, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bad, stateFile), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ListPodman(WithRunDir(run)); err == nil {
+		t.Error("a state that does not parse was not reported")
 	}
 }
