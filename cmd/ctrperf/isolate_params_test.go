@@ -29,6 +29,8 @@ func paramSample(t *testing.T, f reflect.StructField, def reflect.Value) (any, s
 		return p, string(p)
 	case f.Type == reflect.TypeFor[isolate.DemoteCgroup]():
 		return isolate.DemoteContainer, string(isolate.DemoteContainer)
+	case f.Type == reflect.TypeFor[isolate.DemoteClass]():
+		return isolate.DemoteWeight, string(isolate.DemoteWeight)
 	case f.Type == reflect.TypeFor[time.Duration]():
 		d := 2 * time.Duration(def.Int())
 		return d, d.String()
@@ -50,7 +52,7 @@ func paramSample(t *testing.T, f reflect.StructField, def reflect.Value) (any, s
 // ("" for a boolean, which has none).
 func paramInvalid(f reflect.StructField) string {
 	switch {
-	case f.Type == reflect.TypeFor[isolate.Policy](), f.Type == reflect.TypeFor[isolate.DemoteCgroup]():
+	case f.Type == reflect.TypeFor[isolate.Policy](), f.Type == reflect.TypeFor[isolate.DemoteCgroup](), f.Type == reflect.TypeFor[isolate.DemoteClass]():
 		return "bogus"
 	case f.Type == reflect.TypeFor[time.Duration]():
 		return "0s"

@@ -189,3 +189,17 @@ configurations:
 		}
 	}
 }
+
+// On Kubernetes the weights are kubelet's: a plan asking for a weight
+// demotion there is refused at the key's line.
+func TestIsolateWeightDemotionNotOnKubernetes(t *testing.T) {
+	src := "name: iso\nworkload: noisy\nbaseline: a\nconfigurations:\n  - name: a\n    runtime: kubernetes\n    isolate: {policy: shield, demote_class: weight}\n  - name: b\n    runtime: docker\n    network: container-ip\n    isolate: {policy: shield, demote_class: weight}\n"
+	_, err := ParsePlan("iso.yaml", []byte(src), plan.Options{})
+	want := `iso.yaml:7: configurations[0] (a).isolate.demote_class: weight is not for runtime kubernetes`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error\n%v\ndoes not contain\n%s", err, want)
+	}
+	if strings.Contains(err.Error(), "configurations[1]") {
+		t.Errorf("the Docker configuration's weight demotion was refused too:\n%v", err)
+	}
+}

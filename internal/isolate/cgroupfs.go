@@ -43,10 +43,10 @@ func (c CPUClass) String() string {
 }
 
 // Demoted is the class a demotion writes: cpu.idle=1 where the kernel has
-// it, else the lowest weight.
-func (c CPUClass) Demoted() CPUClass {
+// it, else (or with weight) the lowest weight.
+func (c CPUClass) Demoted(weight bool) CPUClass {
 	d := c
-	if c.Idle >= 0 {
+	if c.Idle >= 0 && !weight {
 		d.Idle = 1
 		return d
 	}
@@ -57,12 +57,17 @@ func (c CPUClass) Demoted() CPUClass {
 	return d
 }
 
-// IsDemoted says whether c already is a demoted class.
-func (c CPUClass) IsDemoted() bool {
-	if c.Idle >= 0 {
-		return c.Idle == 1
+// IsDemoted says whether c already is a demoted class: an idle group
+// (below any weight), or, where the kernel has no cpu.idle or with
+// weight, the lowest weight.
+func (c CPUClass) IsDemoted(weight bool) bool {
+	if c.Idle == 1 {
+		return true
 	}
-	return c.Weight == c.Demoted().Weight
+	if c.Idle >= 0 && !weight {
+		return false
+	}
+	return c.Weight == c.Demoted(true).Weight
 }
 
 // Same says whether c and o are the same class as the kernel applies it:

@@ -164,6 +164,12 @@ type rig struct {
 
 func newRig(t *testing.T, policy Policy, dry bool) *rig {
 	t.Helper()
+	return newRigWith(t, Params{Policy: policy, HotAfter: 3}, dry)
+}
+
+// newRigWith is newRig with other parameters.
+func newRigWith(t *testing.T, params Params, dry bool) *rig {
+	t.Helper()
 	r := &rig{now: time.Unix(1_700_000_000, 0), log: &bytes.Buffer{}, reg: prometheus.NewRegistry()}
 	r.rt = &fakeRuntime{ms: []Managed{{ID: "a", Name: "tenant-a", PID: 101}, {ID: "b", Name: "tenant-b", PID: 102}, {ID: "c", Name: "tenant-c", PID: 103}}}
 	r.use = &fakeUsage{total: map[string]time.Duration{}}
@@ -181,7 +187,7 @@ func newRig(t *testing.T, policy Policy, dry bool) *rig {
 	veth := func(pid int) (string, error) {
 		return map[int]string{101: "vetha", 102: "vethb", 103: "vethc"}[pid], nil
 	}
-	c, err := New(Config{Params: Params{Policy: policy, HotAfter: 3}, CheckpointPath: r.ckpt, DryRun: dry, NCPU: 4}, flat(4), r.rt, r.use, r.cpus,
+	c, err := New(Config{Params: params, CheckpointPath: r.ckpt, DryRun: dry, NCPU: 4}, flat(4), r.rt, r.use, r.cpus,
 		WithIRQ(r.irq, func() ([]IRQ, error) { return irqs, nil }), WithRPS(r.rps, veth), WithDemoter(r.class),
 		WithClock(func() time.Time { return r.now }), WithDecisionLog(r.log), WithMetrics(NewMetrics(r.reg)))
 	if err != nil {

@@ -480,3 +480,13 @@ func TestCRIRuntimePodLevel(t *testing.T) {
 		t.Errorf("a Docker container's parent taken for a pod")
 	}
 }
+
+// TestStartCRIRefusesWeight: on a Kubernetes node the weights are
+// kubelet's, so a weight demotion is refused before anything starts.
+func TestStartCRIRefusesWeight(t *testing.T) {
+	_, err := StartCRI(context.Background(), nil, Options{Params: Params{Policy: PolicyShield, DemoteClass: DemoteWeight}})
+	var pe *ParamError
+	if !errors.As(err, &pe) || pe.Key != "demote_class" {
+		t.Fatalf("StartCRI with demote_class weight: %v, want a demote_class error", err)
+	}
+}

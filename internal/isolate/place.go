@@ -78,13 +78,14 @@ func (c *Controller) placeClass(ctx context.Context, start time.Time, pl Placeme
 	_, known = t.applied[id]
 	orig, ours := t.orig[id]
 	ch := change[CPUClass]{key: id, cur: cur, event: ev, start: start}
+	weight := c.cfg.Params.DemoteClass == DemoteWeight
 	switch {
-	case pl.Demote && cur.IsDemoted() && (known || !ours):
+	case pl.Demote && cur.IsDemoted(weight) && (known || !ours):
 		return nil // demoted by us already, or by its owner: not ours to change or restore
 	case pl.Demote && ours:
-		ch.want = orig.Demoted()
+		ch.want = orig.Demoted(weight)
 	case pl.Demote:
-		ch.want = cur.Demoted()
+		ch.want = cur.Demoted(weight)
 	case !ours:
 		delete(t.applied, id)
 		return nil

@@ -334,3 +334,68 @@ func TestSteeringLockOneWriter(t *testing.T) {
 	}
 	again.Close()
 }
+
+// TestDemoteClassWeight: with demote_class weight a hot container gets
+// the lowest cpu.shares and stays in the normal class, and cooling down
+// restores its own weight; with the default it gets cpu.idle=1.
+func TestDemoteClassWeight(t *testing.T) {
+	for _, tc := range []struct {
+		class DemoteClass
+		want  CPUClass
+	}{
+		{"", CPUClass{Idle: 1, Weight: 3, WeightFile: "cpu.shares"}}, // the fake reads an idle group's weight as the kernel does
+		{DemoteIdle, CPUClass{Idle: 1, Weight: 3, WeightFile: "cpu.shares"}},
+		{DemoteWeight, CPUClass{Idle: 0, Weight: 2, WeightFile: "cpu.shares"}},
+	} {
+		t.Run(string(tc.class), func(t *testing.T) {
+			r := newRigWith(t, Params{Policy: PolicyShield, HotAfter: 3, DemoteClass: tc.class}, false)
+			r.step(t, map[string]float64{"a": 0.2, "b": 0.2, "c": 0.2})
+			for range 4 {
+				r.step(t, map[string]float64{"a": 1, "b": 0.2, "c": 0.2})
+			}
+			if got := r.class.cls["a"]; got != tc.want {
+				t.Fatalf("hot a's class %v, want %v", got, tc.want)
+			}
+			for range 12 {
+				r.step(t, map[string]float64{"a": 0.05, "b": 0.2, "c": 0.2})
+			}
+			if got, want := r.class.cls["a"], (CPUClass{Idle: 0, Weight: 512, WeightFile: "cpu.shares"}); got != want {
+				t.Fatalf("cooled a's class %v, want its own %v", got, want)
+			}
+		})
+	}
+}
+
+func TestCPUClassDemoted(t *testing.T) {
+	v1 := func(idle int, w int64) CPUClass { return CPUClass{Idle: idle, Weight: w, WeightFile: "cpu.shares"} }
+	v2 := func(idle int, w int64) CPUClass { return CPUClass{Idle: idle, Weight: w, WeightFile: "cpu.weight"} }
+	for _, tc := range []struct {
+		name        string
+		c           CPUClass
+		weight      bool
+		want        CPUClass
+		isDemoted   bool // c itself
+		wantDemoted bool // c.Demoted(weight)
+	}{
+		{"v1 idle", v1(0, 1024), false, v1(1, 1024), false, true},
+		{"v1 weight", v1(0, 1024), true, v1(0, 2), false, true},
+		{"v2 weight", v2(0, 100), true, v2(0, 1), false, true},
+		{"no cpu.idle", v1(-1, 1024), false, v1(-1, 2), false, true},
+		{"no cpu.idle, weight", v2(-1, 100), true, v2(-1, 1), false, true},
+		{"idle by its owner, weight asked", v1(1, 1024), true, v1(1, 2), true, true},
+		{"lowest weight, idle asked", v1(0, 2), false, v1(1, 2), false, true},
+		{"lowest weight, weight asked", v1(0, 2), true, v1(0, 2), true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.c.Demoted(tc.weight); got != tc.want {
+				t.Errorf("Demoted(%v) = %v, want %v", tc.weight, got, tc.want)
+			}
+			if got := tc.c.IsDemoted(tc.weight); got != tc.isDemoted {
+				t.Errorf("IsDemoted(%v) = %v, want %v", tc.weight, got, tc.isDemoted)
+			}
+			if got := tc.c.Demoted(tc.weight).IsDemoted(tc.weight); got != tc.wantDemoted {
+				t.Errorf("Demoted(%v).IsDemoted = %v, want %v", tc.weight, got, tc.wantDemoted)
+			}
+		})
+	}
+}

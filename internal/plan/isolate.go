@@ -118,6 +118,9 @@ func (d *decoder) checkIsolate(c *Configuration) {
 		d.errorf(c.isolateNode("policy"), field("isolate.policy"), "%q needs runtime docker or kubernetes: the isolate controller manages containers or pods, and runtime %s has none (use isolate.policy off, or remove it)", s.Policy(), c.Runtime)
 		return
 	}
+	if c.Runtime == RuntimeKubernetes && s.Raw["demote_class"] == "weight" {
+		d.errorf(c.isolateNode("demote_class"), field("isolate.demote_class"), "weight is not for runtime kubernetes: kubelet sets the pods' and containers' weights from their requests, and the controller would fight it (use idle, the default)")
+	}
 	if d.schema == nil {
 		return
 	}
