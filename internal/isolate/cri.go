@@ -75,8 +75,9 @@ var _ Source = (*CRIRuntime)(nil)
 // node) it writes no cpuset.
 func StartCRI(ctx context.Context, cri CRIClient, o Options) (*Running, error) {
 	if o.Params.withDefaults().DemoteClass == DemoteWeight {
-		return nil, &ParamError{Key: "demote_class", Err: errors.New("weight is not for Kubernetes: kubelet sets the pods' and containers' weights from their requests, and a controller that lowered them would fight it; use idle")}
+		return nil, &ParamError{Key: "demote_class", Err: errors.New("weight is not for Kubernetes: kubelet sets the pods' and containers' weights from their requests, and a controller that lowered them would fight it; use idle (or auto, the default)")}
 	}
+	o.Params.DemoteClass = o.Params.withDefaults().DemoteClass.resolve(true)
 	return startWith(ctx, o, func(o Options) (Source, error) {
 		return &CRIRuntime{Client: cri, Kernel: o.Kernel, All: o.All, Labels: o.Labels, PodLevel: o.Params.withDefaults().DemoteCgroup == DemotePod}, nil
 	})

@@ -84,3 +84,26 @@ func TestValidateParams(t *testing.T) {
 		})
 	}
 }
+
+// auto is weight on Docker and idle on Kubernetes, where kubelet owns the
+// weights; an explicit class is kept.
+func TestDemoteClassResolve(t *testing.T) {
+	for _, tc := range []struct {
+		c    DemoteClass
+		kube bool
+		want DemoteClass
+	}{
+		{DemoteAuto, false, DemoteWeight},
+		{DemoteAuto, true, DemoteIdle},
+		{DemoteIdle, false, DemoteIdle},
+		{DemoteWeight, false, DemoteWeight},
+		{DemoteIdle, true, DemoteIdle},
+	} {
+		if got := tc.c.resolve(tc.kube); got != tc.want {
+			t.Errorf("%q.resolve(kube=%v) = %q, want %q", tc.c, tc.kube, got, tc.want)
+		}
+	}
+	if got := DefaultParams().DemoteClass; got != DemoteAuto {
+		t.Errorf("default demote_class %q, want auto", got)
+	}
+}

@@ -343,7 +343,11 @@ func TestDemoteClassWeight(t *testing.T) {
 		class DemoteClass
 		want  CPUClass
 	}{
-		{"", CPUClass{Idle: 1, Weight: 3, WeightFile: "cpu.shares"}}, // the fake reads an idle group's weight as the kernel does
+		// New takes auto (and the zero value) as idle; Start and StartCRI
+		// resolve auto first. The fake reads an idle group's weight as the
+		// kernel does.
+		{"", CPUClass{Idle: 1, Weight: 3, WeightFile: "cpu.shares"}},
+		{DemoteAuto, CPUClass{Idle: 1, Weight: 3, WeightFile: "cpu.shares"}},
 		{DemoteIdle, CPUClass{Idle: 1, Weight: 3, WeightFile: "cpu.shares"}},
 		{DemoteWeight, CPUClass{Idle: 0, Weight: 2, WeightFile: "cpu.shares"}},
 	} {

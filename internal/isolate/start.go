@@ -148,6 +148,7 @@ func actuators(src Source, kfs kernel.FS, ncpu int, demoteOnly bool) (CgroupFS, 
 // control loop. The loop stops when ctx ends or Stop is called; only Stop
 // restores.
 func Start(ctx context.Context, cli client.APIClient, o Options) (*Running, error) {
+	o.Params.DemoteClass = o.Params.withDefaults().DemoteClass.resolve(false)
 	return startWith(ctx, o, func(o Options) (Source, error) {
 		if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
 			return nil, fmt.Errorf("no Docker engine answers (%v): isolate manages containers of a running engine; start one or set DOCKER_HOST", err)

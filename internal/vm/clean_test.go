@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -16,11 +17,15 @@ import (
 func fakeQEMU(t *testing.T, guest string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command("sh", "-c", "sleep 600", "-name", guest)
+	// A group of its own, killed whole: the shell's sleep would otherwise
+	// outlive the test for ten minutes, holding the descriptors it
+	// inherited (a flock of whoever ran the test among them).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		if cmd.ProcessState == nil {
 			_ = cmd.Wait()
 		}
