@@ -16,16 +16,22 @@
 #     measured).
 # The timed part, `make demo` in the clone, runs under the bench lock
 # (exclusive) with uptime before and after; the phases are printed at the
-# end, the whole log kept in $BARE_OUT/log and the demo's results and report
-# in $BARE_OUT/demo. Everything is removed
-# afterwards (container, volume, cgroups), on failure and Ctrl-C too.
+# end, the whole log kept in $BARE_OUT (out/bare-demo)/log, the demo's
+# results and report in $BARE_OUT/demo. Everything is removed afterwards
+# (container, volume, cgroups), on failure and Ctrl-C too.
 #
 #   scripts/bare-demo.sh [COMMIT]
 #
 # What differs from a real bare machine: the kernel is this machine's, its
-# modules (overlay, bridge, netfilter) already loaded; the base image has
-# some of docker.io's libraries already (libdevmapper, libseccomp); apt
-# downloads through this machine's NAT.
+# modules (overlay, bridge, netfilter) already loaded; the base image is
+# ctrperf's Debian base, with the benchmarks' servers and some of
+# docker.io's libraries (libdevmapper, libseccomp) already there; the apt
+# index is emptied after git and make are installed (a user who just
+# installed them has a fresh one: apt-get update is then faster); apt and
+# the module proxy are reached through this machine's NAT.
+#
+# Bash reads a script as it runs: run it from a clone you do not edit
+# meanwhile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -122,11 +128,12 @@ inside 'for d in "$(go env GOCACHE)" "$(go env GOMODCACHE)"; do [[ ! -e $d ]] ||
 inside '[[ -z $(ls -A /var/lib/apt/lists 2>/dev/null) ]]' || die "the apt index is not empty"
 say "bare: no docker, dockerd or containerd; no GOCACHE, no GOMODCACHE, no apt index; $(inside 'go version')"
 
+# flock -o: what the timed part starts does not hold the lock after it.
 say "make demo in /root/ctrperf, under $LOCK (exclusive; waits for the lock)"
 export name OUT
 : >"$OUT/times"
 rc=0
-flock "$LOCK" bash -c '
+flock -o "$LOCK" bash -c '
 	t() { printf "bare-demo: %s\n" "$*" | tee -a "$OUT/times"; }
 	t "before: $(uptime)"
 	start=$(date +%s%N)

@@ -44,10 +44,9 @@ for ((i = 0; i < ${#args[@]}; i++)); do
 done
 start=$(date +%s%N)
 # The number of packages, for the progress lines: go list, beside the build
-# and niced (2.6 s of CPU with an empty build cache, which the build needs
-# more; until it is done the lines say "of ?").
+# (2.6 s with an empty build cache, as long again before the first compile).
 count=$(mktemp)
-{ nice -n 10 $GO list "${tags[@]}" -deps "$pkg" 2>/dev/null | wc -l >"$count.tmp" && mv "$count.tmp" "$count"; } &
+{ $GO list "${tags[@]}" -deps "$pkg" 2>/dev/null | wc -l >"$count.tmp" && mv "$count.tmp" "$count"; } &
 lister=$!
 trap 'wait "$lister"; rm -f "$count" "$count.tmp"' EXIT
 total() { local n; n=$(<"$count"); printf '%s' "${n:-?}"; }
