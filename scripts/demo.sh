@@ -10,7 +10,12 @@
 #   2. ctrperf doctor for the smoke plan;
 #   3. the smoke plan's images alone (ctrperf images build --for smoke:
 #      ticketd, FROM scratch; no Debian base, no debootstrap);
-#   4. bench run plans/smoke.yaml --quick, then the HTML report.
+#   4. bench run plans/smoke.yaml --quick (3 rounds of the 3
+#      configurations, 0.5 s + 1.5 s each), then the HTML report.
+# On a bare 2-core Debian machine (no Docker, empty Go caches: make
+# demo-bare, scripts/bare-demo.sh) about 105 s to the report, most of it
+# the build (75-94 s; apt, 10-60 s, and dockerd's start beside it) and the
+# bench run (25 s); see README.md for the measurement.
 # Run by make (MAKE, BIN and DEMO_OUT from the Makefile).
 set -euo pipefail
 cd "$(dirname "$0")/.."
