@@ -149,11 +149,12 @@ flock -o "$LOCK" bash -c '
 # The demo's results and report, to look at after the container is gone.
 rm -rf "$OUT/demo"
 docker cp "$name:/root/ctrperf/out/demo" "$OUT/demo" 2>/dev/null || true
-# The phases again, together: apt's steps (bootstrap), the engine's start,
-# the build, the rest (demo.sh's list).
+# The phases again, together: apt's steps (bootstrap), the build, then
+# demo.sh's list of them all.
 {
 	echo "bare-demo: phases (commit $(git rev-parse --short "$commit"), log $OUT/log):"
-	grep -E '^bootstrap:   |^ensure-docker: .* in [0-9.]+ s|^build: bin/ctrperf \(|^  [a-z]|^demo: the report after' "$OUT/log" | sed 's/^/  /'
+	grep -E '^bootstrap:   |^build: bin/ctrperf \(' "$OUT/log" | sed 's/^/  /'
+	awk '/^demo: the report after/ {on = 1} /^demo: open/ {on = 0} on' "$OUT/log" | sed 's/^/  /'
 	cat "$OUT/times"
 } | tee "$OUT/summary"
 exit "$rc"
