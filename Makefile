@@ -44,12 +44,13 @@ DEB_VERSION ?= $(shell v=$$(git describe --tags --match 'v[0-9]*' 2>/dev/null); 
 DEB_STAGE   := out/deb/root
 DEB         := out/deb/ctrperf_$(DEB_VERSION)_$(DEB_ARCH).deb
 
-.PHONY: all ldflags build example bootstrap engine images demo test vet staticcheck unit fuzz integration integration-docker integration-kube slowest reliability bench clean help install uninstall deb deb-check
+.PHONY: all ldflags build example bootstrap engine images demo demo-bare test vet staticcheck unit fuzz integration integration-docker integration-kube slowest reliability bench clean help install uninstall deb deb-check
 
 all: build
 
 help:
 	@echo "make demo      install the engine if missing (beside the Go build), build smoke's image, run plans/smoke.yaml --quick, report; each phase timed"
+	@echo "make demo-bare make demo as on a bare Debian machine: in a container without Docker, empty caches, a fresh clone of BARE_COMMIT (HEAD); each phase timed"
 	@echo "make test      vet, staticcheck, unit tests (-race), fuzzing (11 decoders), beside them the lab cluster's tests, then integration tests with real Docker; ends with each phase's time and the 10 slowest tests"
 	@echo "make reliability  $(KILL_TRIALS) SIGKILL trials of bench run (smoke, network, storage --quick), each followed by ctrperf clean; nothing of ctrperf may be left (KILL_SEED=... replays)"
 	@echo "make build     $(BIN) (version $(VERSION))"
@@ -182,6 +183,14 @@ lab-images: lab-up
 # which `make bench` resumes instead).
 demo:
 	@MAKE="$(MAKE)" BIN=$(BIN) DEMO_OUT=$(DEMO_OUT) scripts/demo.sh
+
+# make demo as on a bare Debian machine (scripts/bare-demo.sh): in a
+# container without Docker, with empty Go and apt caches, from a fresh clone
+# of BARE_COMMIT (default HEAD); under the bench lock, each phase timed.
+# Needs this machine's engine and the local ctrperf/debian-base image.
+BARE_COMMIT ?= HEAD
+demo-bare:
+	@scripts/bare-demo.sh $(BARE_COMMIT)
 
 # The phases of `make test`, each timed into $(PHASES) and listed at the end
 # next to the ten slowest tests. The cluster's tests (integration-kube) run
