@@ -57,8 +57,10 @@ the CPUs they are entitled to with ctrperf.isolate.cpus=N. Every interval
   - a container that uses >= --hot-threshold of its entitlement (its label,
     else online CPUs / managed containers) for --hot-after samples turns hot;
     after --cool-after calm samples it is normal again;
-  - policy "shield" (default) demotes a hot container: cpu.idle=1 (any normal
-    task preempts it at once; kernel >= 5.15), else the lowest weight. It
+  - policy "shield" (default) demotes a hot container: the lowest weight
+    (cpu.shares=2; any normal task wins the CPU from it), or with
+    --demote-class idle cpu.idle=1 (preempted at once, but the kernel may
+    queue its threads on one CPU while another idles; kernel >= 5.15). It
     keeps every CPU, so it still uses all idle time. Normal containers get
     dedicated CPUs only where there are enough for all of them;
   - policy "paper" (the IBM paper) pins normal containers to dedicated CPUs and
