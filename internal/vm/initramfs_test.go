@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 const modulesDep = `kernel/arch/x86/crypto/crc32c-intel.ko:
@@ -130,7 +131,7 @@ func TestMachineArgs(t *testing.T) {
 		{"tap, virtio-blk, tcg", func(*machine) {},
 			[]string{"-accel tcg", "rdinit=/ctrperf ctrperf.ip=198.19.220.2/30 ctrperf.host=198.19.220.1 -- __vminit",
 				"-netdev tap,id=net0,ifname=ctrperf-vm0,script=no,downscript=no"},
-			[]string{"-cpu host", "user,", "vhost-user-fs", "memory-backend", cmdlineVirtiofs}},
+			[]string{"-cpu host", "user,", "vhost-user-fs", "memory-backend", cmdlineVirtiofs, cmdlineDocker}},
 		{"kvm", func(m *machine) { m.Accel = AccelKVM }, []string{"-accel kvm", "-cpu host"}, nil},
 		{"user-mode network: restricted, the guest at QEMU's address", func(m *machine) {
 			m.Network, m.Tap, m.GuestIP, m.HostIP = NetworkUser, "", userGuest, userHost
@@ -140,6 +141,8 @@ func TestMachineArgs(t *testing.T) {
 			[]string{"-object memory-backend-memfd,id=mem,size=2048M,share=on -numa node,memdev=mem",
 				"-chardev socket,id=virtiofs,path=/r/virtiofs.sock", "-device vhost-user-fs-pci,chardev=virtiofs,tag=" + VirtiofsTag,
 				cmdlineVirtiofs + "=" + VirtiofsTag + " -- __vminit"}, nil},
+		{"docker: the wait for dockerd on the kernel's command line", func(m *machine) { m.Docker, m.DockerTimeout = true, 90*time.Second },
+			[]string{cmdlineDocker + "=90 -- __vminit"}, nil},
 	}
 	for _, c := range cases {
 		m := base
