@@ -146,13 +146,18 @@ func newInitramfs(self string, k Kernel) (*initramfs, error) {
 }
 
 // modulesList is modules.list's content.
-func (r *initramfs) modulesList() string { return r.list(r.order) }
+func (r *initramfs) modulesList() string { return r.list(r.order, false) }
+
+// dockerList is docker-modules.list's content: every line optional (a
+// dependency too), so that a guest boots whatever its dockerd lacks and
+// dockerd says what that is.
+func (r *initramfs) dockerList() string { return r.list(r.docker, true) }
 
 // list is a list file's content: the modules of order.
-func (r *initramfs) list(order []string) string {
+func (r *initramfs) list(order []string, optional bool) string {
 	var b strings.Builder
 	for _, p := range order {
-		if optionalModules[moduleName(p)] {
+		if optional || optionalModules[moduleName(p)] {
 			b.WriteString("?")
 		}
 		b.WriteString(path.Join("/lib/modules", r.kernel.Version, p) + "\n")
@@ -164,7 +169,7 @@ func (r *initramfs) list(order []string) string {
 // the list, so that a rebuilt ctrperf or another kernel makes another.
 func (r *initramfs) hash() (string, error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "ctrperf initramfs 1\n%s\n%s\n", r.modulesList(), r.list(r.docker))
+	fmt.Fprintf(h, "ctrperf initramfs 1\n%s\n%s\n", r.modulesList(), r.dockerList())
 	for _, f := range append([]string{r.self}, r.files()...) {
 		in, err := os.Open(f)
 		if err != nil {
@@ -221,7 +226,7 @@ func (r *initramfs) write(w io.Writer) error {
 		}
 	}
 	c.data("modules.list", 0o644, []byte(r.modulesList()))
-	c.data(dockerModulesList[1:], 0o644, []byte(r.list(r.docker)))
+	c.data(dockerModulesList[1:], 0o644, []byte(r.dockerList()))
 	c.trailer()
 	return c.err
 }

@@ -160,3 +160,46 @@ func TestMachineArgs(t *testing.T) {
 		}
 	}
 }
+
+// TestGuestEngineModules: a guest with Docker gets the modules of its
+// dockerd (overlay, the bridge, nf_tables) in a list of their own, each
+// after its dependencies and optional as they are, none of them in the
+// list every guest loads; a module the kernel has built in (absent from
+// modules.dep) is skipped.
+func TestGuestEngineModules(t *testing.T) {
+	dep := modulesDep + `kernel/fs/overlayfs/overlay.ko:
+kernel/net/bridge/bridge.ko: kernel/net/802/stp.ko kernel/net/llc/llc.ko
+kernel/net/802/stp.ko: kernel/net/llc/llc.ko
+kernel/net/llc/llc.ko:
+kernel/net/netfilter/nf_tables.ko: kernel/lib/libcrc32c.ko kernel/net/netfilter/nfnetlink.ko
+kernel/lib/libcrc32c.ko:
+kernel/net/netfilter/nfnetlink.ko:
+`
+	deps, err := parseModulesDep(strings.NewReader(dep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	order, err := loadOrder(deps, guestModules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docker, err := loadOrder(deps, dockerModules)
+	if err != nil {
+		t.Fatalf("docker modules, some built in: %v", err)
+	}
+	r := &initramfs{kernel: Kernel{Version: "6.1.0-56-amd64"}, order: order, docker: docker}
+	all, every := r.dockerList(), r.modulesList()
+	for _, m := range []string{"overlayfs/overlay.ko", "bridge/bridge.ko", "netfilter/nf_tables.ko"} {
+		if !strings.Contains(all, m) || strings.Contains(every, m) {
+			t.Errorf("%s: in the docker list %v, in every guest's %v", m, strings.Contains(all, m), strings.Contains(every, m))
+		}
+	}
+	if llc, br := strings.Index(all, "llc.ko"), strings.Index(all, "bridge.ko"); llc < 0 || llc > br {
+		t.Errorf("bridge before its dependency llc:\n%s", all)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(all), "\n") {
+		if !strings.HasPrefix(l, "?/lib/modules/6.1.0-56-amd64/") {
+			t.Errorf("a docker module that the boot needs: %s", l)
+		}
+	}
+}
