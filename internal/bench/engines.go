@@ -187,6 +187,10 @@ func (e *Engines) openVM(ctx context.Context, spec plan.VMSpec) (engine.Engine, 
 	if err != nil {
 		return nil, engine.Info{}, runtimeUnavailable(fmt.Sprintf("vm with accel %s: %v", d.Accel, err))
 	}
+	if d.Docker && m.Images == nil {
+		// The guest's engine gets its images from this machine's.
+		m.Images = e.hostImages()
+	}
 	if d.Disk == vm.DiskVirtiofs && m.Virtiofsd == "" {
 		return nil, engine.Info{}, runtimeUnavailable("vm with disk virtiofs: " + vm.ErrNoVirtiofsd.Error())
 	}

@@ -431,6 +431,11 @@ type imageProvider interface {
 
 func (e *Engines) hostImages() remote.ImageSource { return localImages{e} }
 
+// Images are this machine's default engine's images for an engine
+// elsewhere (a VM guest's Docker engine in tests), built from their
+// recipes when missing, never pulled.
+func (e *Engines) Images() remote.ImageSource { return e.hostImages() }
+
 // localImages are this machine's default engine's images, built from
 // their recipes when missing (never pulled), for a host that lacks them.
 type localImages struct{ e *Engines }

@@ -37,7 +37,10 @@ func PlanImages(p *plan.Plan) ([]string, error) {
 		if c.Engine.Nested {
 			add(nestedBase)
 		}
-		if !c.Runtime.Traits().Images {
+		// A guest with Docker runs the services' images (the Debian base
+		// where a workload names none), shipped into its engine.
+		guestDocker := c.Runtime.Traits().Guest && c.VM.Docker
+		if !c.Runtime.Traits().Images && !guestDocker {
 			continue
 		}
 		cfg := workload.ConfigFor(c)
@@ -49,7 +52,11 @@ func PlanImages(p *plan.Plan) ([]string, error) {
 			return nil, fmt.Errorf("configuration %s: %w", c.Name, err)
 		}
 		for _, s := range services {
-			if s.Build == nil {
+			switch {
+			case s.Build != nil:
+			case s.Image == "" && guestDocker:
+				add(vm.ContainerImage)
+			default:
 				add(s.Image)
 			}
 		}
@@ -198,8 +205,9 @@ func PlanLacks(p *plan.Plan, m Machine) Lacks {
 		}
 		switch {
 		case tr.Guest:
-			// The guest's disk is the Debian base's rootfs.
-			engineNeeded = engineNeeded || !m.BaseCached
+			// The guest's disk is the Debian base's rootfs; with Docker
+			// inside, its images come from this machine's engine.
+			engineNeeded = engineNeeded || !m.BaseCached || c.VM.Docker
 			why := m.VM
 			if c.VM.Emulated() {
 				why = m.VMEmulated

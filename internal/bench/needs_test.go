@@ -215,3 +215,30 @@ func withVM(m Machine, kvm, tcg string) Machine {
 	m.VM, m.VMEmulated = kvm, tcg
 	return m
 }
+
+// TestPlanImagesGuestDocker: a guest with Docker inside runs the images
+// its workload names (the Debian base where it names none), which are
+// shipped into it from this machine's engine; a guest without runs none.
+func TestPlanImagesGuestDocker(t *testing.T) {
+	src := func(vmBlock, app string) string {
+		return "name: g\nworkload: command\napp: {command: \"true\"" + app + "}\nbaseline: g\nconfigurations:\n  - name: g\n    runtime: vm\n    vm: " + vmBlock + "\n"
+	}
+	tests := []struct {
+		desc, src string
+		want      []string
+	}{
+		{"docker inside, the workload's image", src("{accel: tcg, docker: true}", ", image: x/own:1"), []string{"x/own:1"}},
+		{"docker inside, the Debian base", src("{accel: tcg, docker: true}", ""), []string{"ctrperf/debian-base:latest"}},
+		{"no docker: the guest's processes", src("{accel: tcg}", ", image: x/own:1"), nil},
+	}
+	for _, tc := range tests {
+		p, err := ParsePlan("g.yaml", []byte(tc.src), plan.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := PlanImages(p)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: PlanImages = %v, %v; want %v", tc.desc, got, err, tc.want)
+		}
+	}
+}

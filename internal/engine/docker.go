@@ -354,6 +354,9 @@ func containerConfigs(spec DeploySpec, i int, b Bindings, bindRoot string, ext *
 			hc.Tmpfs = map[string]string{s.DataDir: ""}
 		}
 	}
+	for _, f := range s.HostFiles {
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: f, Target: f, ReadOnly: true})
+	}
 	var nc *network.NetworkingConfig
 	if spec.Network == NetworkHost {
 		hc.NetworkMode = "host"

@@ -118,6 +118,10 @@ type Service struct {
 	// override the run's own ctrperf.* labels.
 	Labels map[string]string
 	User   string // optional user to run as inside the container
+	// HostFiles are files of the engine's host bound read-only into the
+	// container at the same paths (docker runtime): a VM guest's ctrperf
+	// binary into the containers of its engine (runtime vm with docker).
+	HostFiles []string
 }
 
 // BuildContext is a Dockerfile context directory that builds a service's

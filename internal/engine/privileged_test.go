@@ -37,3 +37,34 @@ func TestPrivilegedService(t *testing.T) {
 		t.Errorf("host engine: %v, want a refusal of privileged", err)
 	}
 }
+
+// TestHostFilesBound: a service's host files (a VM guest's ctrperf) are
+// bound read-only at their own paths into its container, and only into
+// its own.
+func TestHostFilesBound(t *testing.T) {
+	s := validSpec()
+	s.Services[0].HostFiles = []string{"/usr/local/bin/ctrperf"}
+	s.Services = append(s.Services, Service{Name: "db", Image: "img", Command: []string{"y"}})
+	b := Bindings{}
+	for _, sv := range s.Services {
+		b[sv.Name] = ServiceBinding{Host: ObjectName(s.RunID, sv.Name), PortsIdentity: true, DataDir: sv.DataDir}
+	}
+	for i, want := range []int{1, 0} {
+		_, hc, _, err := containerConfigs(s, i, b, "/b", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, m := range hc.Mounts {
+			if m.Source == "/usr/local/bin/ctrperf" {
+				n++
+				if m.Target != m.Source || !m.ReadOnly || m.Type != "bind" {
+					t.Errorf("service %d: mount %+v, want a read-only bind at the same path", i, m)
+				}
+			}
+		}
+		if n != want {
+			t.Errorf("service %d: %d binds of the host file, want %d", i, n, want)
+		}
+	}
+}

@@ -51,6 +51,21 @@ var DebianBase = Base{
 	},
 }
 
+// GuestDocker is the root filesystem of a VM guest that runs Docker
+// (runtime vm with vm.docker: seed 003's "container in a VM"): Debian's
+// docker.io (dockerd, containerd, runc) and iptables on the same suite as
+// DebianBase, and what ctrperf's agent reads in the guest (procps,
+// iproute2). Never imported as an image: internal/vm makes the guest's
+// disk of its tarball (BaseTarball). It holds no workload programs: the
+// guest's services run in containers of the images shipped into it.
+var GuestDocker = Base{
+	Name:     "debian-docker",
+	Repo:     "ctrperf/debian-docker",
+	Suite:    DebianBase.Suite,
+	Variant:  DebianBase.Variant,
+	Packages: []string{"ca-certificates", "docker.io", "iproute2", "iptables", "procps"},
+}
+
 // Ref is the reference to deploy: <Repo>:latest.
 func (b Base) Ref() string { return b.Repo + ":latest" }
 
@@ -174,13 +189,9 @@ func BuildBase(ctx context.Context, api API, b Base, opts ...Option) (Result, er
 	}
 
 	res.Action = ActionImported
-	if _, err := os.Stat(tarball); err != nil || o.force {
-		start := time.Now()
-		if err := debootstrapTarball(ctx, b, mirror, dir, tarball, o.progress); err != nil {
-			return res, fmt.Errorf("image %s: %w", b.Name, err)
-		}
-		fmt.Fprintf(o.progress, "%s: rootfs tarball %s ready after %s\n", b.Name, tarball, time.Since(start).Round(time.Second))
-		removeOtherTarballs(dir, b.Name, tarball)
+	if built, err := ensureTarball(ctx, b, mirror, dir, tarball, o); err != nil {
+		return res, fmt.Errorf("image %s: %w", b.Name, err)
+	} else if built {
 		res.Action = ActionBuilt
 	}
 	start := time.Now()
@@ -194,6 +205,51 @@ func BuildBase(ctx context.Context, api API, b Base, opts ...Option) (Result, er
 	fmt.Fprintf(o.progress, "%s: imported %s in %s\n", b.Name, hashRef, time.Since(start).Round(100*time.Millisecond))
 	res.ID = id
 	return res, nil
+}
+
+// ensureTarball makes b's rootfs tarball unless the cache has it (or
+// force), under the caller's lock; built says whether it ran debootstrap.
+func ensureTarball(ctx context.Context, b Base, mirror, dir, tarball string, o options) (built bool, err error) {
+	if _, err := os.Stat(tarball); err == nil && !o.force {
+		return false, nil
+	}
+	start := time.Now()
+	if err := debootstrapTarball(ctx, b, mirror, dir, tarball, o.progress); err != nil {
+		return false, err
+	}
+	fmt.Fprintf(o.progress, "%s: rootfs tarball %s ready after %s\n", b.Name, tarball, time.Since(start).Round(time.Second))
+	removeOtherTarballs(dir, b.Name, tarball)
+	return true, nil
+}
+
+// BaseTarball is b's rootfs tarball in the cache directory and its recipe
+// hash, made by debootstrap when missing (never imported into an engine):
+// what a VM guest's disk is made of. Concurrent makers wait for each
+// other through the lock file BuildBase takes too.
+func BaseTarball(ctx context.Context, b Base, opts ...Option) (tarball, hash string, err error) {
+	o := buildOptions(opts)
+	mirror, err := b.mirror(o.aptRoot)
+	if err != nil {
+		return "", "", fmt.Errorf("rootfs %s: %w", b.Name, err)
+	}
+	hash = baseHash(b, mirror, debArch())
+	dir := cacheDir(o)
+	tarball = filepath.Join(dir, b.Name+"-"+hash+".tar")
+	if _, err := os.Stat(tarball); err == nil && !o.force {
+		return tarball, hash, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", "", fmt.Errorf("rootfs %s: cache directory: %w", b.Name, err)
+	}
+	unlock, err := lockFile(ctx, filepath.Join(dir, b.Name+".lock"), o.progress)
+	if err != nil {
+		return "", "", fmt.Errorf("rootfs %s: %w", b.Name, err)
+	}
+	defer unlock()
+	if _, err := ensureTarball(ctx, b, mirror, dir, tarball, o); err != nil {
+		return "", "", fmt.Errorf("rootfs %s: %w", b.Name, err)
+	}
+	return tarball, hash, nil
 }
 
 // currentBase returns the ID of the engine's base image when one of its two

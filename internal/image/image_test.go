@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -337,5 +338,39 @@ func TestRefName(t *testing.T) {
 		if got := refName(tc.in); got != tc.want {
 			t.Errorf("refName(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestGuestDockerRecipe: the disk of a VM guest with Docker is Debian's
+// docker.io and iptables on the Debian base's suite, a recipe (and hash)
+// of its own; its tarball, once in the cache, is taken as it is (a
+// cancelled context: nothing is built).
+func TestGuestDockerRecipe(t *testing.T) {
+	g := GuestDocker
+	for _, p := range []string{"docker.io", "iptables"} {
+		if !slices.Contains(g.Packages, p) {
+			t.Errorf("the guest's rootfs lacks %s: %v", p, g.Packages)
+		}
+	}
+	if g.Suite != DebianBase.Suite || g.Variant != DebianBase.Variant || g.Name == DebianBase.Name {
+		t.Errorf("recipe %+v: want the Debian base's suite and variant under a name of its own", g)
+	}
+	if baseHash(g, "http://m", "amd64") == baseHash(DebianBase, "http://m", "amd64") {
+		t.Error("the guest's rootfs has the Debian base's recipe hash")
+	}
+	g.Mirror = "http://m"
+	dir := t.TempDir()
+	want := filepath.Join(dir, g.Name+"-"+baseHash(g, "http://m", debArch())+".tar")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := BaseTarball(ctx, g, WithCacheDir(dir)); err == nil {
+		t.Error("no tarball in the cache and a cancelled context: no error")
+	}
+	if err := os.WriteFile(want, []byte("rootfs"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, hash, err := BaseTarball(ctx, g, WithCacheDir(dir))
+	if err != nil || got != want || !strings.Contains(want, hash) {
+		t.Errorf("BaseTarball = %s, %s, %v; want the cached %s", got, hash, err, want)
 	}
 }

@@ -496,7 +496,7 @@ func init() {
 		"resources":   {fixed(resourceKeys), (*decoder).setResource},
 		"filesystem":  {fixed(filesystemKeys), (*decoder).setFilesystem},
 		KeyKubernetes: {fixed(kubeKeys), (*decoder).setKube},
-		"vm":          {fixed(vmBlockKeys), (*decoder).setVM},
+		"vm":          {fixed(vmKeys), (*decoder).setVM},
 		"isolate":     {func(d *decoder) []string { keys, _ := d.isolateKeys(); return keys }, (*decoder).setIsolate},
 		"hosts":       {nil, (*decoder).setHost},
 	}

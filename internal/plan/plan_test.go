@@ -340,7 +340,19 @@ func TestRuntimeVM(t *testing.T) {
 	if d := g.VM.Defaulted(); d.Network != "user" || d.Disk != "virtiofs" || !g.VM.Relayed() || !strings.Contains(g.describeKnobs(), RelayNote) {
 		t.Errorf("vm block %+v relayed %v, listed as %q", d, g.VM.Relayed(), g.describeKnobs())
 	}
-	bad := ok + "    network: published\n    data: volume\n    privileged: true\n    engine: {storage_driver: vfs}\n    isolate: {policy: shield}\n    vm: {accel: xen, vcpus: 0, memory: 100m, disks: 2, network: slirp, disk: 9p, docker: true}\n" +
+	docker := ok + "    vm: {accel: tcg, docker: true}\n"
+	p, err = Parse("p.yaml", []byte(docker), Options{Schema: testSchema{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ = p.Config("g")
+	if d := g.VM.Defaulted(); !d.Docker || g.Engine.VM != g.VM || !strings.Contains(g.Engine.Key(), "|docker)") || !strings.Contains(g.describeKnobs(), ContainerInVMNote) {
+		t.Errorf("vm block %+v, engine key %q, listed as %q: want Docker in the guest", d, g.Engine.Key(), g.describeKnobs())
+	}
+	if plain := (VMSpec{Accel: "tcg"}).Key(); strings.Contains(plain, "docker") {
+		t.Errorf("a guest without Docker keyed %q", plain)
+	}
+	bad := ok + "    network: published\n    data: volume\n    privileged: true\n    engine: {storage_driver: vfs}\n    isolate: {policy: shield}\n    vm: {accel: xen, vcpus: 0, memory: 100m, disks: 2, network: slirp, disk: 9p, docker: maybe}\n" +
 		"  - name: h\n    runtime: host\n    vm: {accel: tcg}\n"
 	_, err = Parse("p.yaml", []byte(bad), Options{Schema: testSchema{}})
 	if err == nil {
@@ -358,7 +370,7 @@ func TestRuntimeVM(t *testing.T) {
 		"p.yaml:14: configurations[1].vm.disks: unknown key; did you mean \"disk\"?",
 		"p.yaml:14: configurations[1].vm.network: \"slirp\" is not valid",
 		"p.yaml:14: configurations[1].vm.disk: \"9p\" is not valid",
-		"p.yaml:14: configurations[1].vm.docker: Docker inside the guest is not supported yet",
+		"p.yaml:14: configurations[1].vm.docker: expected true or false",
 		"p.yaml:17: configurations[2] (h).vm.accel: the vm block needs runtime vm",
 	} {
 		if !strings.Contains(err.Error(), w) {

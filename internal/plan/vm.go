@@ -20,17 +20,16 @@ import (
 // userspace relay (slirp) is in the measured path, and every record says
 // so. disk: virtiofs puts the services' data on a directory of this
 // machine shared into the guest (virtiofsd), the root disk stays on
-// virtio-blk.
+// virtio-blk. docker: true runs Docker inside the guest (seed 003's
+// "container in a VM"): each service is a container of the guest's
+// engine, on the guest's network (--network host there).
 
 // VM accelerators, networks and disks a plan may name.
 var (
 	VMAccels   = []string{"kvm", "tcg"}
 	VMNetworks = []string{"tap", "user"}
 	VMDisks    = []string{"virtio-blk", "virtiofs"}
-	vmKeys     = []string{"vcpus", "memory", "accel", "network", "disk"}
-	// vmBlockKeys are what the block's decoder hears of: docker too,
-	// which it refuses with why.
-	vmBlockKeys = append(vmKeys[:len(vmKeys):len(vmKeys)], "docker")
+	vmKeys     = []string{"vcpus", "memory", "accel", "network", "disk", "docker"}
 )
 
 // MaxVMVCPUs bounds vm.vcpus.
@@ -44,10 +43,13 @@ type VMSpec struct {
 	Accel   string `json:"accel,omitempty" yaml:"accel,omitempty"`
 	Network string `json:"network,omitempty" yaml:"network,omitempty"`
 	Disk    string `json:"disk,omitempty" yaml:"disk,omitempty"`
+	// Docker runs the services in a Docker engine inside the guest
+	// (its disk then has Debian's docker.io), not as its processes.
+	Docker bool `json:"docker,omitempty" yaml:"docker,omitempty"`
 }
 
 // DefaultVM is a guest a plan does not describe: 2 vCPUs, 2 GiB, KVM,
-// virtio-net on a tap, the root disk on virtio-blk.
+// virtio-net on a tap, the root disk on virtio-blk, no Docker inside.
 var DefaultVM = VMSpec{VCPUs: 2, Memory: 2 << 30, Accel: "kvm", Network: "tap", Disk: "virtio-blk"}
 
 // Defaulted is the block with DefaultVM's values where it names none.
@@ -68,6 +70,7 @@ func (v VMSpec) Defaulted() VMSpec {
 	if v.Disk != "" {
 		d.Disk = v.Disk
 	}
+	d.Docker = v.Docker
 	return d
 }
 
@@ -80,7 +83,11 @@ func (v VMSpec) Emulated() bool { return v.Defaulted().Accel == "tcg" }
 // Key names the guest for engine caches: one guest per distinct block.
 func (v VMSpec) Key() string {
 	d := v.Defaulted()
-	return fmt.Sprintf("vm(%s|%d|%d|%s|%s)", d.Accel, d.VCPUs, d.Memory, d.Network, d.Disk)
+	k := fmt.Sprintf("vm(%s|%d|%d|%s|%s)", d.Accel, d.VCPUs, d.Memory, d.Network, d.Disk)
+	if d.Docker {
+		k = strings.TrimSuffix(k, ")") + "|docker)"
+	}
+	return k
 }
 
 // Relayed says whether the load reaches the guest through a userspace
@@ -91,9 +98,16 @@ func (v VMSpec) Relayed() bool { return v.Defaulted().Network == "user" }
 // say of its path.
 const RelayNote = "a userspace relay is in the path (QEMU's user-mode network, slirp: the load dials a port QEMU forwards to the guest)"
 
+// ContainerInVMNote is what a listing and a report say of a guest with
+// docker: true: seed 003's fourth row.
+const ContainerInVMNote = "container in VM"
+
 func (v VMSpec) describe() string {
 	d := v.Defaulted()
 	s := fmt.Sprintf("vm accel=%s vcpus=%d memory=%s network=%s disk=%s", d.Accel, d.VCPUs, FormatMemory(d.Memory), d.Network, d.Disk)
+	if d.Docker {
+		s += " docker=in-guest (" + ContainerInVMNote + ")"
+	}
 	if v.Relayed() {
 		s += " (" + RelayNote + ")"
 	}
@@ -132,9 +146,9 @@ func (d *decoder) setVM(k *Knobs, key string, n *yaml.Node, field string) {
 			k.VM.Disk = s
 		}
 	case "docker":
-		// Issue 39's "Docker in a VM" row: a guest disk with docker.io and
-		// the nested engine's way in are not built yet.
-		d.errorf(n, field, "Docker inside the guest is not supported yet: runtime vm runs the services as processes of the guest (compare a docker configuration with a vm one instead)")
+		if v, ok := d.boolean(n, field); ok {
+			k.VM.Docker = v
+		}
 	default:
 		d.unknownSub(n, field, key, vmKeys)
 	}

@@ -368,6 +368,7 @@ func buildConfig(name string, runs []*results.RunRecord, o Options) (*ConfigResu
 			c.Knobs = r.Knobs
 		}
 		c.Emulated = c.Emulated || r.Emulated
+		c.ContainerInVM = c.ContainerInVM || (r.Engine != nil && r.Engine.VM != nil && r.Engine.VM.Docker)
 		switch {
 		case r.Status == results.StatusNotRun:
 			c.NotRun++

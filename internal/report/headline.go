@@ -115,7 +115,7 @@ func headline(rep *Report) []string {
 					figs = append(figs, headlineLabel(m)+" "+fmtMetric(m, e.Median)+metricUnit(m))
 				}
 			}
-			emulated = append(emulated, fmt.Sprintf("%s: %s (ran: %s; no ratio to %s)", c.Name, EmulatedNote, strings.Join(figs, ", "), b.Name))
+			emulated = append(emulated, fmt.Sprintf("%s: %s (ran: %s; no ratio to %s)", c.Label(), EmulatedNote, strings.Join(figs, ", "), b.Name))
 			continue
 		}
 		var sig, flat, undefined []string

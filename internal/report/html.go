@@ -156,7 +156,7 @@ func renderHTML(w io.Writer, rep *Report) error {
 	p.CommonKnobs = strings.Join(common, " ")
 	for i, c := range rep.Configs {
 		col := colour(i)
-		row := htmlSummaryRow{Config: c.Name, Colour: col, Status: c.status(), Failed: !c.OK(), Knobs: knobText(c.Knobs, common...)}
+		row := htmlSummaryRow{Config: c.Label(), Colour: col, Status: c.status(), Failed: !c.OK(), Knobs: knobText(c.Knobs, common...)}
 		if c.OK() && b != nil && b.OK() {
 			row.Caveat = runsCaveat(min(c.Runs, b.Runs))
 		}

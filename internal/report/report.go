@@ -10,6 +10,7 @@
 package report
 
 import (
+	"ctrperf/internal/plan"
 	"ctrperf/internal/results"
 	"ctrperf/internal/stats"
 )
@@ -82,6 +83,10 @@ type ConfigResult struct {
 	// Emulated: its runs were on an emulated CPU (runtime vm, accel tcg):
 	// shown apart (EmulatedNote), never compared with the baseline.
 	Emulated bool `json:"emulated,omitempty"`
+	// ContainerInVM: its services ran as containers of a Docker engine
+	// inside a VM guest (runtime vm with vm.docker, seed 003's fourth
+	// row); its rows are labelled so (Label).
+	ContainerInVM bool `json:"container_in_vm,omitempty"`
 
 	reps     map[string][]float64            // bootstrap replicates per metric
 	opReps   map[string]map[string][]float64 // per operation
@@ -95,6 +100,15 @@ type ConfigResult struct {
 	// those repetitions.
 	perRun map[string][]float64
 	okRuns []*results.RunRecord
+}
+
+// Label is the configuration's name as its rows show it: with "(container
+// in VM)" for a guest with Docker inside, which a name alone may not say.
+func (c *ConfigResult) Label() string {
+	if c.ContainerInVM {
+		return c.Name + " (" + plan.ContainerInVMNote + ")"
+	}
+	return c.Name
 }
 
 // EmulatedNote is what every report says of an emulated configuration.

@@ -563,3 +563,37 @@ func TestDefaultBaselineIsNotAGuest(t *testing.T) {
 		t.Errorf("baseline %q, want host (bare metal), not the guest", rep.Baseline)
 	}
 }
+
+// TestContainerInVMLabelled: a configuration whose records say its
+// services ran in a Docker engine inside a VM guest (runtime vm with
+// vm.docker) is labelled "(container in VM)" in the headline and the
+// tables; the others are not.
+func TestContainerInVMLabelled(t *testing.T) {
+	recs := onlyConfigs(genRecords(t), "host", "docker-host-net")
+	for i := range recs {
+		if recs[i].Config == "docker-host-net" {
+			recs[i].Emulated = true
+			recs[i].Engine = &results.EngineInfo{Runtime: "vm", VM: &results.VMInfo{Accel: "tcg", Emulated: true, Docker: true}}
+		}
+	}
+	rep, err := Build(recs, WithBaseline("host"), testStats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, h := rep.Config("docker-host-net"), rep.Config("host"); !c.ContainerInVM || h.ContainerInVM {
+		t.Errorf("container in VM: %v for the guest, %v for the host", c.ContainerInVM, h.ContainerInVM)
+	}
+	label := "docker-host-net (container in VM)"
+	if h := strings.Join(rep.Headline, "\n"); !strings.Contains(h, label+": "+EmulatedNote) {
+		t.Errorf("headline:\n%s", h)
+	}
+	for _, format := range []string{"table", "html"} {
+		var b bytes.Buffer
+		if err := Render(&b, rep, format); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), label) {
+			t.Errorf("%s report without %q:\n%s", format, label, b.String())
+		}
+	}
+}

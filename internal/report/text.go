@@ -134,16 +134,16 @@ func aggregateSection(rep *Report) section {
 	s.Header = append(s.Header, "status")
 	for _, c := range rep.Configs {
 		if !c.OK() {
-			row := []string{c.Name, "-", fmt.Sprint(c.Runs)}
+			row := []string{c.Label(), "-", fmt.Sprint(c.Runs)}
 			for range aggregateCols {
 				row = append(row, "-")
 			}
 			s.Rows = append(s.Rows, append(row, cut(c.status(), 70)))
 			continue
 		}
-		s.Rows = append(s.Rows, aggregateRow(c.Name, "(all)", c.Runs, c.Metrics, cut(c.status(), 70)))
+		s.Rows = append(s.Rows, aggregateRow(c.Label(), "(all)", c.Runs, c.Metrics, cut(c.status(), 70)))
 		for _, op := range c.OperationNames() {
-			s.Rows = append(s.Rows, aggregateRow(c.Name, op, c.Operations[op][results.MetricSamples].N, c.Operations[op], ""))
+			s.Rows = append(s.Rows, aggregateRow(c.Label(), op, c.Operations[op][results.MetricSamples].N, c.Operations[op], ""))
 		}
 	}
 	return s
@@ -172,7 +172,7 @@ func summarySection(rep *Report) (section, bool) {
 			continue
 		}
 		if c.Emulated && c.OK() {
-			s.Rows = append(s.Rows, []string{c.Name, "-", "-", "-", "-", "-", EmulatedNote})
+			s.Rows = append(s.Rows, []string{c.Label(), "-", "-", "-", "-", "-", EmulatedNote})
 			continue
 		}
 		if !c.OK() || b == nil || !b.OK() {

@@ -221,6 +221,10 @@ type VMInfo struct {
 	QEMU        string  `json:"qemu"`   // qemu-system-x86_64's version line
 	Address     string  `json:"address,omitempty"`
 	BootSeconds float64 `json:"boot_s"` // QEMU's start until the agent answered
+	// Docker: the services ran as containers of a Docker engine inside
+	// the guest (vm.docker: seed 003's "container in VM"); the engine
+	// info's version and storage driver are that engine's.
+	Docker bool `json:"docker,omitempty"`
 }
 
 // RunRecord is one line of results.jsonl.

@@ -23,13 +23,14 @@ const baseDiskFormat = "ext4-1"
 // takes what the rootfs takes.
 const baseDiskSize = 8 << 30
 
-// BaseDisk is the guest's root disk made from a rootfs tarball of recipe
-// hash (the debian-base tarball of internal/image): a raw ext4 image in
-// cacheDir, made once (extract, then mkfs.ext4 -d, about half a minute)
-// and shared read-only by every guest through its own overlay.
-// Concurrent makers wait for each other through a lock file.
-func BaseDisk(ctx context.Context, tarball, hash, cacheDir string, progress io.Writer) (string, error) {
-	disk := filepath.Join(cacheDir, fmt.Sprintf("debian-base-%s-%s.raw", hash, baseDiskFormat))
+// BaseDisk is the guest's root disk made from the rootfs tarball of
+// recipe name and hash (internal/image's debian-base, or debian-docker
+// for a guest with Docker): a raw ext4 image in cacheDir, made once
+// (extract, then mkfs.ext4 -d, about half a minute) and shared read-only
+// by every guest through its own overlay. Concurrent makers wait for each
+// other through a lock file.
+func BaseDisk(ctx context.Context, name, tarball, hash, cacheDir string, progress io.Writer) (string, error) {
+	disk := filepath.Join(cacheDir, fmt.Sprintf("%s-%s-%s.raw", name, hash, baseDiskFormat))
 	if _, err := os.Stat(disk); err == nil {
 		return disk, nil
 	}
@@ -45,7 +46,7 @@ func BaseDisk(ctx context.Context, tarball, hash, cacheDir string, progress io.W
 		return disk, nil
 	}
 	if _, err := os.Stat(tarball); err != nil {
-		return "", fmt.Errorf("guest disk: the debian-base rootfs %s: %w (`ctrperf images build debian-base --force` makes it again: debootstrap, about 90 s)", tarball, err)
+		return "", fmt.Errorf("guest disk: the %s rootfs %s: %w (`ctrperf images build debian-base --force` makes debian-base's again: debootstrap, about 90 s)", name, tarball, err)
 	}
 	start := time.Now()
 	fmt.Fprintf(progress, "vm: making the guest's base disk %s from %s (once, about half a minute)\n", disk, tarball)

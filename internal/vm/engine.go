@@ -7,12 +7,14 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"ctrperf/internal/agent"
 	"ctrperf/internal/engine"
+	"ctrperf/internal/image"
 	"ctrperf/internal/plan"
 	"ctrperf/internal/remote"
 	"ctrperf/internal/results"
@@ -27,10 +29,21 @@ import (
 // either (each run's services are deployed and torn down in it, its page
 // cache carries over like the host's), and a boot (tens of seconds under
 // emulation) would otherwise be a large share of every run.
+//
+// With vm.docker the services are containers of the guest's Docker
+// engine instead (seed 003's "container in VM"): the agent deploys them
+// there as on a remote host with Docker (remote.Engine with runtime
+// docker), each a container of the image the workload names for a
+// container (the Debian base where it names none), shipped into the
+// guest by docker save | load through the agent (never pulled), running
+// the service's command with the guest's ctrperf bound in, on the
+// guest's network (ContainerSpec).
 type Engine struct {
 	g    *Guest
 	eng  *remote.Engine
 	info engine.Info
+	// image is what the guest's containers run (vm.docker).
+	image string
 }
 
 var _ engine.Engine = (*Engine)(nil)
@@ -39,7 +52,7 @@ var _ engine.Engine = (*Engine)(nil)
 // boots is the caller's to refuse first (doctor's reason).
 func Open(ctx context.Context, m *Machine, spec plan.VMSpec, clientOpts remote.ClientOptions) (*Engine, engine.Info, error) {
 	d := spec.Defaulted()
-	g, err := m.Boot(ctx, Config{VCPUs: d.VCPUs, Memory: d.Memory, Accel: d.Accel, Network: d.Network, Disk: d.Disk}, clientOpts)
+	g, err := m.Boot(ctx, Config{VCPUs: d.VCPUs, Memory: d.Memory, Accel: d.Accel, Network: d.Network, Disk: d.Disk, Docker: d.Docker}, clientOpts)
 	if err != nil {
 		return nil, engine.Info{}, err
 	}
@@ -47,7 +60,57 @@ func Open(ctx context.Context, m *Machine, spec plan.VMSpec, clientOpts remote.C
 	e.info = engine.Info{Runtime: string(engine.RuntimeVM), Name: fmt.Sprintf("vm-%s-%dcpu-%s", d.Accel, d.VCPUs, plan.FormatMemory(d.Memory)),
 		VM: &results.VMInfo{Accel: d.Accel, Emulated: d.Accel == AccelTCG, VCPUs: d.VCPUs, MemoryBytes: d.Memory, Network: d.Network, Disk: d.Disk,
 			Kernel: g.Client.Hello.Facts.Kernel, QEMU: qemuVersion(m.QEMU), Address: g.GuestIP.Addr().String(), BootSeconds: g.Booted.Seconds()}}
+	if d.Docker {
+		in := g.Client.Hello.Engine
+		if in == nil {
+			err := fmt.Errorf("guest %s: %w: %s%s", g.Name, errNoGuestEngine, g.Client.Hello.EngineError, g.consoleSays())
+			return nil, engine.Info{}, errors.Join(err, g.Shutdown(context.WithoutCancel(ctx)))
+		}
+		e.eng = remote.NewEngine(g.Client, agent.EngineRef{Runtime: engine.RuntimeDocker}, m.Images)
+		e.image = orDefault(m.ContainerImage, ContainerImage)
+		e.info.Name += "-docker"
+		e.info.Version, e.info.StorageDriver, e.info.BackingFS, e.info.DataRoot = in.Version, in.StorageDriver, in.BackingFS, in.DataRoot
+		e.info.VM.Docker = true
+	}
 	return e, e.info, nil
+}
+
+// ContainerImage is the image a guest's containers run (vm.docker): the
+// Debian base, whose programs the guest's services run as processes
+// without Docker too, so that the two rows differ by the container alone.
+var ContainerImage = image.DebianBase.Ref()
+
+// ContainerSpec is spec, written for processes of a guest (the workloads
+// write the host runtime's spec for runtime vm), as containers of its
+// Docker engine: each service a container of its image (the one the
+// workload names for a container, such as the command workload's
+// app.image; image where it names none) running its command (the host's
+// argv where it has one), the guest's ctrperf bound in (the agent puts
+// its path where the command names ctrperf), all on the guest's network
+// (--network host there), the data as placed (a bind of the guest's
+// disk, or a tmpfs).
+func ContainerSpec(spec engine.DeploySpec, image string) engine.DeploySpec {
+	spec.Network = engine.NetworkHost
+	spec.Services = slices.Clone(spec.Services)
+	for i := range spec.Services {
+		s := &spec.Services[i]
+		argv := s.HostCommand
+		if len(argv) == 0 {
+			argv = s.Command
+		}
+		if s.Image == "" {
+			s.Image = image
+		}
+		s.HostCommand = nil
+		s.Entrypoint, s.Command = nil, nil
+		if len(argv) > 0 {
+			// The entrypoint too: the image's CMD (bash) is not the
+			// service.
+			s.Entrypoint, s.Command = slices.Clone(argv[:1]), slices.Clone(argv[1:])
+		}
+		s.HostFiles = append(slices.Clone(s.HostFiles), GuestBinary)
+	}
+	return spec
 }
 
 // qemuVersion is the first line of `qemu-system-x86_64 --version`.
@@ -96,6 +159,9 @@ func (e *Engine) Deploy(ctx context.Context, spec engine.DeploySpec) (*engine.Ta
 	spec.Reach = &engine.Reach{Addr: e.g.GuestIP.Addr(), From: e.g.HostIP, Sole: true}
 	if e.info.VM.Disk == DiskVirtiofs {
 		spec.DataRoot = GuestDataDir
+	}
+	if e.info.VM.Docker {
+		spec = ContainerSpec(spec, e.image)
 	}
 	t, err := e.eng.Deploy(ctx, spec)
 	if err != nil {

@@ -31,6 +31,9 @@ type Config struct {
 	// Network is NetworkTap (the default) or NetworkUser; Disk
 	// DiskVirtioBlk (the default) or DiskVirtiofs.
 	Network, Disk string
+	// Docker boots the GuestDocker disk and starts dockerd in the guest
+	// before its agent answers.
+	Docker bool
 }
 
 // Machine is what boots a guest on this machine: QEMU, the guest kernel,
@@ -42,15 +45,28 @@ type Machine struct {
 	Virtiofsd string
 	Kernel    Kernel
 	Self      string // ctrperf's static binary: the guest's init and agent
-	// BaseDisk makes (once) and names the base disk image.
-	BaseDisk func(ctx context.Context) (string, error)
-	RunDir   string // RunDir by default
-	DataDir  string // DataDir by default
+	// BaseDisk makes (once) and names the base disk image; DockerDisk
+	// the disk of a guest with Docker (the GuestDocker rootfs), made only
+	// when a guest asks for it.
+	BaseDisk, DockerDisk func(ctx context.Context) (string, error)
+	// Images are where the images a guest's Docker engine lacks come
+	// from (this machine's engine: docker save | load through the agent,
+	// never a pull); nil: the guest's engine must have them.
+	Images remote.ImageSource
+	// ContainerImage is the image a guest's containers run
+	// (ContainerImage by default).
+	ContainerImage string
+	// DockerTimeout bounds how long a guest's init waits for its dockerd
+	// to answer (default 3 min: tens of seconds under emulation here).
+	DockerTimeout time.Duration
+	RunDir        string // RunDir by default
+	DataDir       string // DataDir by default
 	// RunID is the session the guests belong to (the owner records' run
 	// id): clean keeps a live session's guests.
 	RunID string
 	// BootTimeout bounds a boot until the agent answers (default 3 min:
-	// about 10 s under emulation here, a second or two under KVM).
+	// about 10 s under emulation here, a second or two under KVM; with
+	// Docker, DockerTimeout more).
 	BootTimeout time.Duration
 	Log         io.Writer
 }
@@ -118,6 +134,9 @@ func (m *Machine) defaults() {
 	if m.BootTimeout == 0 {
 		m.BootTimeout = 3 * time.Minute
 	}
+	if m.DockerTimeout == 0 {
+		m.DockerTimeout = 3 * time.Minute
+	}
 	if m.Log == nil {
 		m.Log = io.Discard
 	}
@@ -128,7 +147,14 @@ func (m *Machine) defaults() {
 func (m *Machine) Boot(ctx context.Context, cfg Config, clientOpts remote.ClientOptions) (g *Guest, err error) {
 	m.defaults()
 	start := time.Now()
-	base, err := m.BaseDisk(ctx)
+	disk := m.BaseDisk
+	if cfg.Docker {
+		disk = m.DockerDisk
+	}
+	if disk == nil {
+		return nil, errors.New("guest disk: this machine makes no disk with Docker")
+	}
+	base, err := disk(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +208,10 @@ func (m *Machine) Boot(ctx context.Context, cfg Config, clientOpts remote.Client
 	}
 	mc := machine{Name: name, Accel: cfg.Accel, VCPUs: cfg.VCPUs, Memory: cfg.Memory, Kernel: m.Kernel.Image, Initrd: initrd,
 		Overlay: g.overlay(), Socket: g.socket(), Console: g.console(), PIDFile: g.pidFile(),
-		Network: cfg.Network, Tap: g.Tap, GuestIP: guestIP, HostIP: hostIP, QMP: g.qmp()}
+		Network: cfg.Network, Tap: g.Tap, GuestIP: guestIP, HostIP: hostIP, QMP: g.qmp(), Docker: cfg.Docker}
+	if cfg.Docker {
+		mc.DockerTimeout = m.DockerTimeout
+	}
 	if cfg.Disk == DiskVirtiofs {
 		if err := g.startVirtiofsd(ctx, m.Virtiofsd); err != nil {
 			unlock()
@@ -201,7 +230,11 @@ func (m *Machine) Boot(ctx context.Context, cfg Config, clientOpts remote.Client
 	if err != nil {
 		return g, err
 	}
-	bctx, cancel := context.WithTimeout(ctx, m.BootTimeout)
+	boot := m.BootTimeout
+	if cfg.Docker {
+		boot += m.DockerTimeout // the agent port opens once dockerd answers
+	}
+	bctx, cancel := context.WithTimeout(ctx, boot)
 	defer cancel()
 	conn, err := g.dialSocket(bctx)
 	if err != nil {
@@ -210,7 +243,7 @@ func (m *Machine) Boot(ctx context.Context, cfg Config, clientOpts remote.Client
 	clientOpts.Name = name
 	clientOpts.Closer = conn
 	if clientOpts.HelloTimeout == 0 {
-		clientOpts.HelloTimeout = m.BootTimeout
+		clientOpts.HelloTimeout = boot
 	}
 	// The hello waits in the socket until the guest's init opens the port
 	// and its agent reads it: the boot's end.
@@ -235,8 +268,12 @@ func (m *Machine) Boot(ctx context.Context, cfg Config, clientOpts remote.Client
 		return g, fmt.Errorf("guest %s: QEMU exited while the guest booted%s", name, g.consoleSays())
 	}
 	g.Booted = time.Since(start)
-	fmt.Fprintf(m.Log, "vm: guest %s (accel %s, %d vCPUs, %d MiB, network %s at %s, disk %s) answered after %s\n", name, cfg.Accel, cfg.VCPUs, cfg.Memory>>20,
-		orDefault(cfg.Network, NetworkTap), guestIP.Addr(), orDefault(cfg.Disk, DiskVirtioBlk), g.Booted.Round(100*time.Millisecond))
+	docker := ""
+	if cfg.Docker {
+		docker = ", Docker inside"
+	}
+	fmt.Fprintf(m.Log, "vm: guest %s (accel %s, %d vCPUs, %d MiB, network %s at %s, disk %s%s) answered after %s\n", name, cfg.Accel, cfg.VCPUs, cfg.Memory>>20,
+		orDefault(cfg.Network, NetworkTap), guestIP.Addr(), orDefault(cfg.Disk, DiskVirtioBlk), docker, g.Booted.Round(100*time.Millisecond))
 	return g, nil
 }
 

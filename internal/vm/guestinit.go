@@ -66,6 +66,12 @@ func GuestInit() error {
 	if err := loadModules("/modules.list", logf); err != nil {
 		return err
 	}
+	if early, _ := os.ReadFile("/proc/cmdline"); cmdlineValue(string(early), cmdlineDocker) != "" {
+		// Before the root moves: the modules are the initramfs's.
+		if err := loadModules(dockerModulesList, logf); err != nil {
+			return err
+		}
+	}
 	if err := switchRoot(logf); err != nil {
 		return err
 	}
@@ -82,6 +88,18 @@ func GuestInit() error {
 			return err
 		}
 		logf("virtiofs %s on %s", tag, GuestDataDir)
+	}
+	if wait, ok, err := dockerWanted(string(cmdline)); err != nil {
+		logf("docker: %v", err)
+	} else if ok {
+		// The agent port opens after: its hello then finds the engine.
+		// A dockerd that fails is said here, and the agent's hello says
+		// that the guest has no engine.
+		if err := startDockerd(guestEnv, wait); err != nil {
+			logf("docker: %v", err)
+		} else {
+			logf("dockerd answers")
+		}
 	}
 	port, err := findPort("/sys/class/virtio-ports", AgentPort, 30*time.Second)
 	if err != nil {
@@ -290,10 +308,13 @@ func findPort(class, name string, wait time.Duration) (string, error) {
 	}
 }
 
+// guestEnv is the environment of init's children (the agent, dockerd).
+var guestEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8"}
+
 // serveAgent runs `ctrperf agent` on port, again after each session, and
 // reaps every child.
 func serveAgent(port string, logf func(string, ...any)) error {
-	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8"}
+	env := guestEnv
 	start := func() (int, error) {
 		f, err := os.OpenFile(port, os.O_RDWR, 0)
 		if err != nil {

@@ -13,7 +13,8 @@ import (
 
 // ThisMachine is what boots guests here: QEMU and qemu-img on PATH, the
 // installed guest kernel, the ctrperf binary self, and the base disk made
-// from the debian-base rootfs tarball in image's cache.
+// from the debian-base rootfs tarball in image's cache (a guest with
+// Docker: the debian-docker rootfs, debootstrapped on first use).
 func ThisMachine(self, runID string, log io.Writer) (*Machine, error) {
 	qemu, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
@@ -39,7 +40,14 @@ func ThisMachine(self, runID string, log io.Writer) (*Machine, error) {
 			return "", fmt.Errorf("guest disk: %w", err)
 		}
 		tarball := filepath.Join(image.CacheDir(), image.DebianBase.Name+"-"+hash+".tar")
-		return BaseDisk(ctx, tarball, hash, filepath.Join(m.dataDir(), "cache"), log)
+		return BaseDisk(ctx, image.DebianBase.Name, tarball, hash, filepath.Join(m.dataDir(), "cache"), log)
+	}
+	m.DockerDisk = func(ctx context.Context) (string, error) {
+		tarball, hash, err := image.BaseTarball(ctx, image.GuestDocker, image.WithProgress(log))
+		if err != nil {
+			return "", fmt.Errorf("guest disk with Docker: %w", err)
+		}
+		return BaseDisk(ctx, image.GuestDocker.Name, tarball, hash, filepath.Join(m.dataDir(), "cache"), log)
 	}
 	return m, nil
 }

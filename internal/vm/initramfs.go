@@ -9,8 +9,13 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 )
+
+// dockerModulesList is the initramfs's list of dockerModules, which the
+// guest's init loads when the kernel command line asks for dockerd.
+const dockerModulesList = "/docker-modules.list"
 
 // guestModules are what the guest's init loads before it mounts its root
 // disk and opens its agent port, by name: its disk (virtio_blk, ext4 and
@@ -20,11 +25,28 @@ import (
 // from modules.dep.
 var guestModules = []string{"crc32c_generic", "crc32c-intel", "ext4", "virtio_pci", "virtio_blk", "virtio_console", "virtio_net", "virtiofs"}
 
+// dockerModules are what a guest's dockerd needs of its kernel, loaded
+// only in a guest with Docker (docker-modules.list): its storage driver
+// (overlay), its bridge network (bridge, br_netfilter, veth) and its
+// iptables rules, which Debian's iptables writes through nf_tables
+// (nft_compat for the xt matches and targets Docker's and ctrperf's
+// rules use). The guest's disk has no modules: they are in the initramfs.
+var dockerModules = []string{"overlay", "bridge", "br_netfilter", "veth", "nf_tables", "nft_compat", "nft_chain_nat",
+	"xt_addrtype", "xt_conntrack", "xt_MASQUERADE", "xt_comment", "xt_tcpudp", "xt_nat", "xt_mark"}
+
 // optionalModules may fail to load without stopping the boot: crc32c-intel
 // needs SSE 4.2, which an emulated CPU may lack (crc32c_generic serves);
 // virtiofs and its fuse only a guest with disk: virtiofs needs (its init
-// then fails at the mount, saying why).
-var optionalModules = map[string]bool{"crc32c-intel": true, "fuse": true, "virtiofs": true}
+// then fails at the mount, saying why); dockerModules only a guest's
+// dockerd, which says what it lacks (another kernel may have them built
+// in).
+var optionalModules = func() map[string]bool {
+	m := map[string]bool{"crc32c-intel": true, "fuse": true, "virtiofs": true}
+	for _, d := range dockerModules {
+		m[d] = true
+	}
+	return m
+}()
 
 // parseModulesDep reads modules.dep: each module's path and its
 // dependencies' paths, relative to the modules directory.
@@ -92,11 +114,13 @@ func loadOrder(deps map[string][]string, names []string) ([]string, error) {
 // initramfs is the guest's first filesystem: ctrperf as /ctrperf (the
 // init, and the agent's binary), the modules of guestModules under
 // lib/modules/<version>, and their load order in modules.list (one path a
-// line; a line starting with "?" may fail).
+// line; a line starting with "?" may fail); the modules of dockerModules
+// that guestModules lack too, their order in docker-modules.list.
 type initramfs struct {
 	self   string // this ctrperf's binary
 	kernel Kernel
 	order  []string
+	docker []string
 }
 
 func newInitramfs(self string, k Kernel) (*initramfs, error) {
@@ -113,14 +137,27 @@ func newInitramfs(self string, k Kernel) (*initramfs, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &initramfs{self: self, kernel: k, order: order}, nil
+	docker, err := loadOrder(deps, dockerModules)
+	if err != nil {
+		return nil, err
+	}
+	docker = slices.DeleteFunc(docker, func(p string) bool { return slices.Contains(order, p) })
+	return &initramfs{self: self, kernel: k, order: order, docker: docker}, nil
 }
 
 // modulesList is modules.list's content.
-func (r *initramfs) modulesList() string {
+func (r *initramfs) modulesList() string { return r.list(r.order, false) }
+
+// dockerList is docker-modules.list's content: every line optional (a
+// dependency too), so that a guest boots whatever its dockerd lacks and
+// dockerd says what that is.
+func (r *initramfs) dockerList() string { return r.list(r.docker, true) }
+
+// list is a list file's content: the modules of order.
+func (r *initramfs) list(order []string, optional bool) string {
 	var b strings.Builder
-	for _, p := range r.order {
-		if optionalModules[moduleName(p)] {
+	for _, p := range order {
+		if optional || optionalModules[moduleName(p)] {
 			b.WriteString("?")
 		}
 		b.WriteString(path.Join("/lib/modules", r.kernel.Version, p) + "\n")
@@ -132,7 +169,7 @@ func (r *initramfs) modulesList() string {
 // the list, so that a rebuilt ctrperf or another kernel makes another.
 func (r *initramfs) hash() (string, error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "ctrperf initramfs 1\n%s\n", r.modulesList())
+	fmt.Fprintf(h, "ctrperf initramfs 1\n%s\n%s\n", r.modulesList(), r.dockerList())
 	for _, f := range append([]string{r.self}, r.files()...) {
 		in, err := os.Open(f)
 		if err != nil {
@@ -149,7 +186,7 @@ func (r *initramfs) hash() (string, error) {
 
 func (r *initramfs) files() []string {
 	var out []string
-	for _, p := range r.order {
+	for _, p := range append(slices.Clone(r.order), r.docker...) {
 		out = append(out, filepath.Join(r.kernel.Modules, p))
 	}
 	return out
@@ -181,7 +218,7 @@ func (r *initramfs) write(w io.Writer) error {
 	if err := c.file("ctrperf", 0o755, r.self); err != nil {
 		return err
 	}
-	for _, p := range r.order {
+	for _, p := range append(slices.Clone(r.order), r.docker...) {
 		dst := path.Join("lib/modules", r.kernel.Version, p)
 		mkdirs(dst)
 		if err := c.file(dst, 0o644, filepath.Join(r.kernel.Modules, p)); err != nil {
@@ -189,6 +226,7 @@ func (r *initramfs) write(w io.Writer) error {
 		}
 	}
 	c.data("modules.list", 0o644, []byte(r.modulesList()))
+	c.data(dockerModulesList[1:], 0o644, []byte(r.dockerList()))
 	c.trailer()
 	return c.err
 }

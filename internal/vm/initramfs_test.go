@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 const modulesDep = `kernel/arch/x86/crypto/crc32c-intel.ko:
@@ -130,7 +131,7 @@ func TestMachineArgs(t *testing.T) {
 		{"tap, virtio-blk, tcg", func(*machine) {},
 			[]string{"-accel tcg", "rdinit=/ctrperf ctrperf.ip=198.19.220.2/30 ctrperf.host=198.19.220.1 -- __vminit",
 				"-netdev tap,id=net0,ifname=ctrperf-vm0,script=no,downscript=no"},
-			[]string{"-cpu host", "user,", "vhost-user-fs", "memory-backend", cmdlineVirtiofs}},
+			[]string{"-cpu host", "user,", "vhost-user-fs", "memory-backend", cmdlineVirtiofs, cmdlineDocker}},
 		{"kvm", func(m *machine) { m.Accel = AccelKVM }, []string{"-accel kvm", "-cpu host"}, nil},
 		{"user-mode network: restricted, the guest at QEMU's address", func(m *machine) {
 			m.Network, m.Tap, m.GuestIP, m.HostIP = NetworkUser, "", userGuest, userHost
@@ -140,6 +141,8 @@ func TestMachineArgs(t *testing.T) {
 			[]string{"-object memory-backend-memfd,id=mem,size=2048M,share=on -numa node,memdev=mem",
 				"-chardev socket,id=virtiofs,path=/r/virtiofs.sock", "-device vhost-user-fs-pci,chardev=virtiofs,tag=" + VirtiofsTag,
 				cmdlineVirtiofs + "=" + VirtiofsTag + " -- __vminit"}, nil},
+		{"docker: the wait for dockerd on the kernel's command line", func(m *machine) { m.Docker, m.DockerTimeout = true, 90*time.Second },
+			[]string{cmdlineDocker + "=90 -- __vminit"}, nil},
 	}
 	for _, c := range cases {
 		m := base
@@ -154,6 +157,49 @@ func TestMachineArgs(t *testing.T) {
 			if strings.Contains(args, n) {
 				t.Errorf("%s: QEMU's command line has %q:\n%s", c.desc, n, args)
 			}
+		}
+	}
+}
+
+// TestGuestEngineModules: a guest with Docker gets the modules of its
+// dockerd (overlay, the bridge, nf_tables) in a list of their own, each
+// after its dependencies and optional as they are, none of them in the
+// list every guest loads; a module the kernel has built in (absent from
+// modules.dep) is skipped.
+func TestGuestEngineModules(t *testing.T) {
+	dep := modulesDep + `kernel/fs/overlayfs/overlay.ko:
+kernel/net/bridge/bridge.ko: kernel/net/802/stp.ko kernel/net/llc/llc.ko
+kernel/net/802/stp.ko: kernel/net/llc/llc.ko
+kernel/net/llc/llc.ko:
+kernel/net/netfilter/nf_tables.ko: kernel/lib/libcrc32c.ko kernel/net/netfilter/nfnetlink.ko
+kernel/lib/libcrc32c.ko:
+kernel/net/netfilter/nfnetlink.ko:
+`
+	deps, err := parseModulesDep(strings.NewReader(dep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	order, err := loadOrder(deps, guestModules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docker, err := loadOrder(deps, dockerModules)
+	if err != nil {
+		t.Fatalf("docker modules, some built in: %v", err)
+	}
+	r := &initramfs{kernel: Kernel{Version: "6.1.0-56-amd64"}, order: order, docker: docker}
+	all, every := r.dockerList(), r.modulesList()
+	for _, m := range []string{"overlayfs/overlay.ko", "bridge/bridge.ko", "netfilter/nf_tables.ko"} {
+		if !strings.Contains(all, m) || strings.Contains(every, m) {
+			t.Errorf("%s: in the docker list %v, in every guest's %v", m, strings.Contains(all, m), strings.Contains(every, m))
+		}
+	}
+	if llc, br := strings.Index(all, "llc.ko"), strings.Index(all, "bridge.ko"); llc < 0 || llc > br {
+		t.Errorf("bridge before its dependency llc:\n%s", all)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(all), "\n") {
+		if !strings.HasPrefix(l, "?/lib/modules/6.1.0-56-amd64/") {
+			t.Errorf("a docker module that the boot needs: %s", l)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // machine is one guest's QEMU as its command line says it.
@@ -33,6 +34,11 @@ type machine struct {
 	// Virtiofs is virtiofsd's socket when the guest's data directory is a
 	// directory of this machine (DiskVirtiofs), "" otherwise.
 	Virtiofs string
+	// Docker: the guest's init starts dockerd and waits up to
+	// DockerTimeout for it to answer before it serves the agent port (its
+	// disk is the GuestDocker rootfs's).
+	Docker        bool
+	DockerTimeout time.Duration
 }
 
 // The user-mode network's addresses (QEMU's defaults): the guest, and
@@ -58,6 +64,9 @@ func (m machine) args() []string {
 		cmdlineIP + "=" + m.GuestIP.String(), cmdlineHost + "=" + m.HostIP.String()}
 	if m.Virtiofs != "" {
 		cmdline = append(cmdline, cmdlineVirtiofs+"="+VirtiofsTag)
+	}
+	if m.Docker {
+		cmdline = append(cmdline, fmt.Sprintf("%s=%d", cmdlineDocker, int(max(m.DockerTimeout, time.Second).Seconds())))
 	}
 	cmdline = append(cmdline, "--", "__vminit")
 	mem := strconv.FormatInt(m.Memory>>20, 10) + "M"

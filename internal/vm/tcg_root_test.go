@@ -1,11 +1,18 @@
 package vm_test
 
 import (
+	"archive/tar"
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,6 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
+
+	"ctrperf/internal/agent"
 	"ctrperf/internal/bench"
 	"ctrperf/internal/engine"
 	"ctrperf/internal/plan"
@@ -324,4 +334,138 @@ func TestGuestUserNetVirtiofsRoot(t *testing.T) {
 	if len(fio) != 1 || fio[0].Result == nil || fio[0].Result.Metrics["write_iops"] <= 0 {
 		t.Fatalf("records %+v: want one fio run with writes on virtiofs", fio)
 	}
+}
+
+// TestGuestDockerRoot: a guest of its own with Docker inside (vm.docker,
+// seed 003's "container in VM"): its dockerd answers the agent, the Debian
+// base image is shipped into it from this machine's engine (save | load),
+// a command runs in a container there (it sees /.dockerenv and the
+// guest's one vCPU), the record says so, and after teardown and shutdown
+// no container in the guest, no QEMU, tap or overlay is left.
+func TestGuestDockerRoot(t *testing.T) {
+	sharedGuest(t)    // the machine, and the skip without one
+	testenv.Docker(t) // this machine's engine: the images shipped into the guest's
+	real := &bench.Engines{RunID: "vmtest"}
+	defer real.Close(context.Background())
+	m := *shared.m
+	m.Images = real.Images()
+	spec := plan.VMSpec{Accel: vm.AccelTCG, VCPUs: 1, Memory: 1 << 30, Docker: true}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	start := time.Now()
+	eng, info, err := vm.Open(ctx, &m, spec, remote.ClientOptions{Session: "vmtest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("booted with dockerd answering in %s (engine %s, %s)", time.Since(start).Round(100*time.Millisecond), info.Version, info.StorageDriver)
+	s := eng.Guest().State
+	closed := false
+	defer func() {
+		if !closed {
+			_ = eng.Close(context.Background())
+		}
+	}()
+	if !info.VM.Docker || info.Version == "" || !strings.HasSuffix(info.Name, "-docker") {
+		t.Errorf("info %+v (vm %+v): want the guest's Docker engine", info, *info.VM)
+	}
+	cfg := "  - name: g\n    runtime: vm\n    vm: {accel: tcg, vcpus: 1, memory: 1g, docker: true}\n"
+	shipped := time.Now()
+	// A few MB of image: the Debian base (915 MB) takes about 20 minutes
+	// through the agent under emulation (the guest's CPU decodes it).
+	img := shellImage(t)
+	recs := runOn(t, eng, info, "name: vmdocker\nworkload: command\n"+
+		"app: {image: "+img+", command: \"sh -c 'echo cpus=$(nproc) container=$(test -e /.dockerenv && echo 1 || echo 0)'\"}\n"+
+		"load: {runs: 2, warmup_runs: 0, timeout: 1m, figure: container, better: higher, figure_regex: 'container=(?P<value>[0-9]+)'}\n"+
+		"repetitions: 1\nwarmup: 0s\nduration: 2s\nbaseline: g\nconfigurations:\n"+cfg)
+	t.Logf("the run, with the image shipped into the guest, took %s", time.Since(shipped).Round(100*time.Millisecond))
+	if len(recs) != 1 || recs[0].Result == nil || recs[0].Result.Metrics["container"] != 1 {
+		t.Fatalf("records %+v: want one run whose command ran in a container", recs)
+	}
+	if r := recs[0]; r.Engine == nil || r.Engine.VM == nil || !r.Engine.VM.Docker || r.Engine.Runtime != "vm" {
+		t.Errorf("record's engine %+v: want runtime vm with Docker inside", r.Engine)
+	}
+	// Nothing of the run is left in the guest's engine: its agent's
+	// sweep (a dry run) finds none of ctrperf's containers there.
+	var swept agent.CleanResult
+	if err := eng.Guest().Client.Call(ctx, agent.MethodClean, agent.CleanParams{DryRun: true, Force: true}, &swept, nil); err != nil {
+		t.Error(err)
+	}
+	for _, o := range swept.Found {
+		if strings.HasPrefix(o.What, "container ") {
+			t.Errorf("the run left container %+v in the guest's engine", o)
+		}
+	}
+	if err := eng.Close(context.Background()); err != nil {
+		t.Error(err)
+	}
+	closed = true
+	if l := leftovers(s); len(l) > 0 {
+		t.Errorf("the guest left %v", l)
+	}
+}
+
+// shellImage is an image of this machine's engine with only what the
+// command workload's container needs (sh, mkdir, sleep, date, nproc and their
+// libraries, copied from this machine): a few MB to ship into a guest.
+func shellImage(t *testing.T) string {
+	t.Helper()
+	cli := testenv.Docker(t)
+	sh, err := filepath.EvalSymlinks("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{"/bin/sh": sh} // in the image → on this machine
+	for _, p := range []string{"/bin/mkdir", "/bin/sleep", "/bin/date", "/usr/bin/nproc"} {
+		files[p] = p
+	}
+	for _, bin := range slices.Collect(maps.Values(files)) {
+		out, err := exec.Command("ldd", bin).Output()
+		if err != nil {
+			t.Fatalf("ldd %s: %v", bin, err)
+		}
+		for _, f := range strings.Fields(string(out)) {
+			if strings.HasPrefix(f, "/") {
+				files[f] = f
+			}
+		}
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	dirs := map[string]bool{}
+	for p := range files {
+		for d := filepath.Dir(p); d != "/" && !dirs[d]; d = filepath.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	for _, d := range slices.Sorted(maps.Keys(dirs)) {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(d, "/") + "/", Mode: 0o755}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum := sha256.New()
+	for _, p := range slices.Sorted(maps.Keys(files)) {
+		body, err := os.ReadFile(files[p])
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum.Write(body)
+		if err := tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(p, "/"), Mode: 0o755, Size: int64(len(body))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ref := "ctrperf-vmtest-sh:" + hex.EncodeToString(sum.Sum(nil)[:6])
+	ctx := context.Background()
+	body, err := cli.ImageImport(ctx, client.ImageImportSource{Source: &buf, SourceName: "-"}, ref, client.ImageImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, body)
+	body.Close()
+	return ref
 }
