@@ -257,11 +257,14 @@ fuzz:
 # (about half a core sits idle while one package waits on containers, so two
 # lanes fit on 2 cores). Inside a lane, -p 1: one package at a time.
 #   lane A: every package with such tests not named below (workload,
-#     engine, image, observe, …);
+#     vm, observe, clean, …);
 #   lane B (INTEGRATION_LANE_B): the lab's SSH hosts and whatever uses them
 #     (lab takes them down and up, so they stay in one lane), isolate and
 #     bench (isolate's controllers one at a time: bench's
-#     TestNoisyStrictIsolateDocker runs one too);
+#     TestNoisyStrictIsolateDocker runs one too), and image and engine,
+#     which balance the lanes since internal/vm's three emulated guests
+#     (about 230 s) are lane A's (CI 2026-11-29: lane A 347 s, B 288 s
+#     before the Docker guest's 85 s);
 #   alone (INTEGRATION_ALONE, INTEGRATION_ALONE_TESTS), after both lanes:
 #     private engines, whose start flushes the host's shared DOCKER iptables
 #     chains under the feet of other packages' published ports, and
@@ -279,7 +282,7 @@ TEST_KILL_SEED ?= 1795462702794119269
 # time nothing (a MariaDB of their own, a package install in a container):
 # they run beside the lanes.
 INTEGRATION_BESIDE := ctrperf/workloads/ticketd/internal/store ctrperf/packaging
-INTEGRATION_LANE_B := ctrperf/internal/lab ctrperf/internal/remote ctrperf/internal/isolate ctrperf/internal/bench
+INTEGRATION_LANE_B := ctrperf/internal/lab ctrperf/internal/remote ctrperf/internal/isolate ctrperf/internal/bench ctrperf/internal/image ctrperf/internal/engine
 INTEGRATION_ALONE := ctrperf/internal/engine/daemon ctrperf/cmd/ctrperf
 # Tests that start a private engine, in packages of the lanes (the daemon
 # package's all do), and the packages that have them.
