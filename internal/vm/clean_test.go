@@ -16,10 +16,12 @@ import (
 // (-name NAME), standing for a dead session's QEMU.
 func fakeQEMU(t *testing.T, guest string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command("sh", "-c", "sleep 600", "-name", guest)
-	// A group of its own, killed whole: the shell's sleep would otherwise
-	// outlive the test for ten minutes, holding the descriptors it
-	// inherited (a flock of whoever ran the test among them).
+	// "; :" keeps the shell from exec'ing the sleep (dash does for a last
+	// command), which would take "-name guest" off the command line the
+	// cleaner reads. A group of its own, killed whole: the shell's sleep
+	// would otherwise outlive the test for ten minutes, holding the
+	// descriptors it inherited (a flock of whoever ran the test among them).
+	cmd := exec.Command("sh", "-c", "sleep 600; :", "-name", guest)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
