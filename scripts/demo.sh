@@ -13,10 +13,10 @@
 #   4. bench run plans/smoke.yaml --quick (3 rounds of the 3
 #      configurations, 0.5 s + 1.5 s each), then the HTML report.
 # On a bare 2-core Debian machine (no Docker, empty Go caches: make
-# demo-bare, scripts/bare-demo.sh) 111-141 s to the report on 2026-11-29,
-# most of it the build (75-114 s, with the machine's load; apt, 17-18 s,
-# and dockerd's start, 1 s, beside it) and the bench run (25 s); see
-# README.md for the measurement.
+# demo-bare, scripts/bare-demo.sh) 97-108 s to the report on 2026-11-29
+# with nothing else running (111-141 s with other work beside it), most of
+# it the build (72-82 s; apt, 14-18 s, and dockerd's start, 1 s, beside it)
+# and the bench run (24 s); see README.md for the measurement.
 # Run by make (MAKE, BIN and DEMO_OUT from the Makefile).
 set -euo pipefail
 cd "$(dirname "$0")/.."
