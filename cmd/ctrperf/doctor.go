@@ -36,10 +36,11 @@ topology, cpufreq governor, irqbalance, the Docker engine ctrperf would use
 filesystems private engines can use here, which tools are installed,
 whether the engine can start --privileged containers (dockerd must hold
 every capability: a plan's privileged: true is recorded not_run where it
-does not), whether a VM runtime could run (which module provides KVM, whether a test
-guest runs through /dev/kvm, QEMU), and warnings with concrete advice. Its
-"vm runtime" reason is what a plan's runtime: vm configuration is recorded
-not_run with (ctrperf has no VM runtime). It starts nothing and changes nothing.
+does not), whether a VM runtime could run (which module provides KVM, whether a
+stock guest boots through /dev/kvm, QEMU), and warnings with concrete advice.
+Its "vm runtime" reason is what a plan's runtime: vm configuration with accel
+kvm is recorded not_run with where no stock guest boots under KVM (accel tcg
+runs wherever QEMU does, emulated). It starts nothing and changes nothing.
 --format json prints the facts as the document bench writes as env.json,
 with the plans' lacks beside them.
 

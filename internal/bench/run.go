@@ -132,7 +132,7 @@ func (rn *run) deploy() error {
 			return err // cancelled, not broken: the configuration may run next time
 		}
 		if u := runtimeUnavailable(""); errors.As(err, &u) {
-			return notRunnable(err.Error()) // "ctrperf has no VM runtime: <doctor's reason>"
+			return notRunnable(err.Error()) // e.g. accel kvm where no stock guest boots: doctor's reason
 		}
 		return notRunnable(fmt.Sprintf("engine %s (%s) unavailable: %v", rn.cfg.Runtime, rn.cfg.Engine.Key(), err))
 	}
