@@ -332,8 +332,8 @@ func TestSignalsRestoreDocker(t *testing.T) {
 			state := t.TempDir()
 			var out bytes.Buffer
 			// --demote-class idle: this test is about an idle group, whose
-		// weight the kernel refuses to change.
-		cmd := exec.Command(bin, "isolate", "run", "--policy", "shield", "--demote-class", "idle", "--hot-threshold", "0.4", "--cool-threshold", "0.1", "--irq-rotate", "1s",
+			// weight the kernel refuses to change.
+			cmd := exec.Command(bin, "isolate", "run", "--policy", "shield", "--demote-class", "idle", "--hot-threshold", "0.4", "--cool-threshold", "0.1", "--irq-rotate", "1s",
 				"--metrics", "", "--state-dir", state, "--label", "ctrperf.run="+runID)
 			cmd.Stdout, cmd.Stderr = &out, &out
 			if err := cmd.Start(); err != nil {

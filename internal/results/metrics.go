@@ -39,6 +39,7 @@ const (
 	// from the hot phase to its first placement change.
 	MetricQuietP50Ms             = "quiet_p50_ms"
 	MetricQuietP99Ms             = "quiet_p99_ms"
+	MetricQuietP99SettledMs      = "quiet_p99_settled_ms" // from 1 s into the hot phase
 	MetricHotP99Ms               = "hot_p99_ms"
 	MetricHotThroughput          = "hot_throughput_per_s"
 	MetricGeneratorLatenessP99Ms = "generator_lateness_p99_ms"
@@ -100,7 +101,7 @@ var metricMerges = map[string]Merge{
 	MetricP95Ms: MergeLatency, MetricP99Ms: MergeLatency, MetricP999Ms: MergeLatency, MetricMaxMs: MergeLatency,
 	// noisy: quantiles of a subset of the operations, which no merged
 	// histogram holds apart.
-	MetricQuietP50Ms: MergeMax, MetricQuietP99Ms: MergeMax, MetricHotP99Ms: MergeMax, MetricHotThroughput: MergeSum,
+	MetricQuietP50Ms: MergeMax, MetricQuietP99Ms: MergeMax, MetricQuietP99SettledMs: MergeMax, MetricHotP99Ms: MergeMax, MetricHotThroughput: MergeSum,
 	MetricGeneratorLatenessP99Ms: MergeMax, MetricGeneratorLatenessMaxMs: MergeMax, MetricReaction: MergeMax,
 	MetricCapacity: MergeSum, MetricCapacitySteps: MergeMax, MetricCapacitySearch: MergeMax,
 

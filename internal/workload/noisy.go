@@ -284,7 +284,7 @@ func (w Noisy) Drive(ctx context.Context, env Env) (*results.Measurement, error)
 
 	base := time.Now()
 	hotAt := base.Add(env.Window.Warmup + hotAfter)
-	phase := &phaseStats{hotStart: hotAt, quiet: results.NewHistogram(), hot: results.NewHistogram()}
+	phase := newPhaseStats(hotAt)
 	var once sync.Once
 	started := func() {
 		once.Do(func() {
@@ -417,41 +417,62 @@ func tenantAddr(t *engine.Target, service string) (string, error) {
 // are not observations of the service.
 const canceledKind = "canceled"
 
+// settleAfter is how long into the hot phase the quiet tenants' settled
+// tail (quiet_p99_settled_ms) starts: after an isolate controller's
+// reaction (goal 0.3 s) and the queue that built up before it.
+const settleAfter = time.Second
+
 // phaseStats keeps the logins of the hot phase apart: the quiet tenants'
-// latency and the hot tenants' completions while the neighbours are hot.
+// latency (all of the hot phase, and from settleAfter into it), and the
+// hot tenants' completions while the neighbours are hot.
 type phaseStats struct {
 	hotStart time.Time
 	mu       sync.Mutex
 	quiet    *hdrhistogram.Histogram
+	settled  *hdrhistogram.Histogram // quiet logins due settleAfter or more into the hot phase
 	hot      *hdrhistogram.Histogram
 	hotOK    int64
 }
 
-func (p *phaseStats) observe(hot bool, latency time.Duration, kind string) {
+func newPhaseStats(hotStart time.Time) *phaseStats {
+	return &phaseStats{hotStart: hotStart, quiet: results.NewHistogram(), settled: results.NewHistogram(), hot: results.NewHistogram()}
+}
+
+// observe records a login of the hot phase that was due at due.
+func (p *phaseStats) observe(hot bool, due time.Time, latency time.Duration, kind string) {
 	if kind == canceledKind || kind == load.KindNotStarted {
 		return
 	}
 	us := results.HistValue(latency)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	h := p.quiet
 	if hot {
-		h = p.hot
 		if kind == "" {
 			p.hotOK++
 		}
+		_ = p.hot.RecordValue(us) // clamped to the range: cannot fail
+		return
 	}
-	_ = h.RecordValue(us) // clamped to the range: cannot fail
+	_ = p.quiet.RecordValue(us)
+	if due.Sub(p.hotStart) >= settleAfter {
+		_ = p.settled.RecordValue(us)
+	}
 }
 
 // metrics adds the hot-phase figures: quiet_p50_ms / quiet_p99_ms over the
-// quiet tenants' logins and, with hot tenants, hot_throughput_per_s.
+// quiet tenants' logins, quiet_p99_settled_ms over those due settleAfter or
+// more into the hot phase (what is left of the tail once a controller has
+// reacted: the difference to quiet_p99_ms is what the reaction cost) and,
+// with hot tenants, hot_throughput_per_s.
 func (p *phaseStats) metrics(m *results.Measurement, hot []string, phase time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.quiet.TotalCount() > 0 {
 		m.Metrics[results.MetricQuietP50Ms] = float64(p.quiet.ValueAtQuantile(50)) / 1000
 		m.Metrics[results.MetricQuietP99Ms] = float64(p.quiet.ValueAtQuantile(99)) / 1000
+	}
+	if p.settled.TotalCount() > 0 { // all-quiet too: the baseline of the ratio
+		m.Metrics[results.MetricQuietP99SettledMs] = float64(p.settled.ValueAtQuantile(99)) / 1000
 	}
 	if len(hot) > 0 && phase > 0 {
 		m.Metrics[results.MetricHotThroughput] = float64(p.hotOK) / phase.Seconds()
@@ -487,18 +508,19 @@ func (v phaseVU) Run(ctx context.Context, s load.Session, rec load.Recorder) boo
 	if s.Due.Before(v.d.stats.hotStart) {
 		return v.VU.Run(ctx, s, rec)
 	}
-	return v.VU.Run(ctx, s, phaseRecorder{Recorder: rec, d: v.d})
+	return v.VU.Run(ctx, s, phaseRecorder{Recorder: rec, d: v.d, due: s.Due})
 }
 
 type phaseRecorder struct {
 	load.Recorder
-	d *phaseDriver
+	d   *phaseDriver
+	due time.Time // the session's due time
 }
 
 func (r phaseRecorder) Observe(label string, latency time.Duration, bytes int64, kind string) {
 	r.Recorder.Observe(label, latency, bytes, kind)
 	if label == r.d.login {
-		r.d.stats.observe(r.d.hot, latency, kind)
+		r.d.stats.observe(r.d.hot, r.due, latency, kind)
 	}
 }
 

@@ -188,3 +188,40 @@ func TestMergeTenantsCarriesTheWorstGeneratorLateness(t *testing.T) {
 		})
 	}
 }
+
+// The settled tail counts only the quiet logins due settleAfter or more into
+// the hot phase: a slow login in the reaction window raises quiet_p99_ms but
+// not quiet_p99_settled_ms; the hot tenant's logins are in neither, and
+// canceled ones nowhere.
+func TestPhaseStatsSettledTail(t *testing.T) {
+	start := time.Unix(1000, 0)
+	p := newPhaseStats(start)
+	for i := range 200 {
+		due := start.Add(settleAfter + time.Duration(i)*10*time.Millisecond)
+		p.observe(false, due, 5*time.Millisecond, "")
+	}
+	for i := range 5 { // the reaction window: before settleAfter
+		p.observe(false, start.Add(time.Duration(i)*100*time.Millisecond), 80*time.Millisecond, "")
+	}
+	p.observe(false, start.Add(settleAfter-time.Millisecond), 80*time.Millisecond, "")
+	p.observe(true, start.Add(2*settleAfter), 500*time.Millisecond, "")
+	p.observe(false, start.Add(2*settleAfter), 900*time.Millisecond, canceledKind)
+	m := &results.Measurement{Metrics: map[string]float64{}}
+	p.metrics(m, []string{"hot1"}, 10*time.Second)
+	if got := m.Metrics[results.MetricQuietP99Ms]; got < 70 {
+		t.Errorf("quiet_p99_ms %.3f: the reaction window's slow logins are part of the hot phase", got)
+	}
+	if got := m.Metrics[results.MetricQuietP99SettledMs]; got < 4.9 || got > 5.1 {
+		t.Errorf("quiet_p99_settled_ms %.3f, want 5 (only logins due from %s into the hot phase)", got, settleAfter)
+	}
+	if p.settled.TotalCount() != 200 || p.quiet.TotalCount() != 206 || p.hotOK != 1 {
+		t.Errorf("counts: settled %d quiet %d hot ok %d", p.settled.TotalCount(), p.quiet.TotalCount(), p.hotOK)
+	}
+	// Without a hot tenant (all-quiet, the ratio's baseline) the same span
+	// of the window is measured.
+	q := &results.Measurement{Metrics: map[string]float64{}}
+	p.metrics(q, nil, 10*time.Second)
+	if got := q.Metrics[results.MetricQuietP99SettledMs]; got < 4.9 || got > 5.1 {
+		t.Errorf("all-quiet's quiet_p99_settled_ms %.3f, want 5", got)
+	}
+}
