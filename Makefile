@@ -15,9 +15,12 @@ COMMIT      ?= $(shell git rev-parse HEAD 2>/dev/null)
 BUILD_DATE  ?= $(shell git log -1 --format=%cI 2>/dev/null)
 LDFLAGS     := -X ctrperf/internal/version.Version=$(VERSION) -X ctrperf/internal/version.Commit=$(COMMIT) -X ctrperf/internal/version.Date=$(BUILD_DATE)
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
-# Tests that need Docker, root or the lab say so in their name (…Docker,
-# …Root, …Lab).
-INTEGRATION := Docker|Root|Lab|Kube
+# Tests that need Docker, root, the lab or the lab cluster say so at the
+# end of their name (…Docker, …Root, …Lab, …Kube): anchored, so that unit
+# tests such as TestKubernetesKnobs or TestRemoteDockerHost run in the unit
+# phase, not in a cluster or Docker phase (where each such package cost a
+# race-enabled link of its own).
+INTEGRATION := Docker$$|Root$$|Lab$$|Kube$$
 TEST_FLAGS  ?=
 PLANS       ?= $(wildcard plans/*.yaml)
 DEMO_OUT    ?= out/demo
@@ -299,7 +302,7 @@ integration: integration-kube integration-docker
 # The packages that have a test named …Docker, …Root or …Lab (from the test
 # files, as KUBE_PACKAGES): the others ran whole in the unit phase, and a
 # race-enabled test binary linked for no test costs a second or two each.
-INTEGRATION_PACKAGES = $(shell grep -rlE --include='*_test.go' '^func (Test|Example|Fuzz)[A-Za-z0-9_]*(Docker|Root|Lab)' \
+INTEGRATION_PACKAGES = $(shell grep -rlE --include='*_test.go' '^func (Test|Example|Fuzz)[A-Za-z0-9_]*(Docker|Root|Lab)[^A-Za-z0-9_]' \
 	cmd internal workloads packaging plans scripts benchmarks examples 2>/dev/null | xargs -r -n1 dirname | sort -u | sed 's|^|ctrperf/|')
 INTEGRATION_GOTEST = $(GO) test -json -race -count=1 -p 1 -timeout 25m $(TEST_FLAGS)
 integration-docker: bootstrap engine
@@ -309,17 +312,17 @@ integration-docker: bootstrap engine
 		printf '%s\t%d\t%s\n' "$$name" $$((SECONDS - t0)) "$$beside" >> $(PHASES); return $$rc; }; \
 	beside="$(INTEGRATION_BESIDE)"; laneb="$(INTEGRATION_LANE_B)"; alone="$(INTEGRATION_ALONE)"; \
 	named="$$beside $$laneb $$alone"; lanea=$$(printf '%s\n' $(INTEGRATION_PACKAGES) | grep -vxF "$${named// /$$'\n'}"); \
-	part "integration beside" "beside lanes A and B" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube' $$beside \
+	part "integration beside" "beside lanes A and B" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube$$' $$beside \
 		> $(TEST_OUT)/integration-beside.json 2>&1 & pb=$$!; \
-	part "integration lane B" "beside lane A" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube|^($(INTEGRATION_ALONE_TESTS))$$' $$laneb \
+	part "integration lane B" "beside lane A" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube$$|^($(INTEGRATION_ALONE_TESTS))$$' $$laneb \
 		> $(TEST_OUT)/integration-b.json 2>&1 & pl=$$!; \
 	echo "== integration lane A (lane B and $$beside beside it print after it)"; \
-	part "integration lane A" "beside lane B" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube|^($(INTEGRATION_ALONE_TESTS))$$' $$lanea \
+	part "integration lane A" "beside lane B" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube$$|^($(INTEGRATION_ALONE_TESTS))$$' $$lanea \
 		| tee $(TEST_OUT)/integration-a.json | $(TESTSUMMARY) -slowest 0; rc=$$?; \
 	wait $$pl || rc=1; echo "== integration lane B"; $(TESTSUMMARY) -slowest 0 < $(TEST_OUT)/integration-b.json || rc=1; \
 	wait $$pb || rc=1; echo "== integration beside the lanes"; $(TESTSUMMARY) -slowest 0 < $(TEST_OUT)/integration-beside.json || rc=1; \
 	echo "== integration alone"; \
-	part "integration alone" "" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube' $$alone \
+	part "integration alone" "" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube$$' $$alone \
 		| tee $(TEST_OUT)/integration-alone.json | $(TESTSUMMARY) -slowest 0 || rc=1; \
 	part "integration alone (private engines)" "" $(INTEGRATION_GOTEST) -run '^($(INTEGRATION_ALONE_TESTS))$$' $(INTEGRATION_ALONE_TESTS_PKGS) \
 		| tee $(TEST_OUT)/integration-alone-engines.json | $(TESTSUMMARY) -slowest 0 || rc=1; \
@@ -335,12 +338,12 @@ integration-docker: bootstrap engine
 # killed Docker run's leftovers from under the Docker test that killed it.
 # So `make test` runs them beside vet, staticcheck, unit and fuzz (no
 # machine state: fakes, fixtures, decoders), and the Docker tests after.
-KUBE_PACKAGES = $(shell grep -rlE --include='*_test.go' '^func Test[A-Za-z0-9_]*Kube' cmd internal workloads packaging \
+KUBE_PACKAGES = $(shell grep -rlE --include='*_test.go' '^func Test[A-Za-z0-9_]*Kube[^A-Za-z0-9_]' cmd internal workloads packaging \
 	| xargs -r -n1 dirname | sort -u | sed 's|^|./|')
 integration-kube: bootstrap engine
 	@mkdir -p $(TEST_OUT)
 	@set -o pipefail; pkgs="$(KUBE_PACKAGES)"; [ -n "$$pkgs" ] || exit 0; \
-	$(GO) test -json -race -count=1 -p 1 -timeout 25m -run 'Kube' $(TEST_FLAGS) $$pkgs \
+	$(GO) test -json -race -count=1 -p 1 -timeout 25m -run 'Kube$$' $(TEST_FLAGS) $$pkgs \
 		| tee $(TEST_OUT)/integration-kube.json | $(TESTSUMMARY) -slowest 0
 
 slowest:
