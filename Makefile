@@ -338,13 +338,18 @@ integration-docker: bootstrap engine
 # killed Docker run's leftovers from under the Docker test that killed it.
 # So `make test` runs them beside vet, staticcheck, unit and fuzz (no
 # machine state: fakes, fixtures, decoders), and the Docker tests after.
+# KUBE_LAST (TestLabClusterKube, which takes the cluster down, and up again
+# unless CTRPERF_KUBE_LEAVE_DOWN=1) runs after the other packages, in a go
+# test of its own.
 KUBE_PACKAGES = $(shell grep -rlE --include='*_test.go' '^func Test[A-Za-z0-9_]*Kube[^A-Za-z0-9_]' cmd internal workloads packaging \
 	| xargs -r -n1 dirname | sort -u | sed 's|^|./|')
+KUBE_LAST := ./internal/kubelab
 integration-kube: bootstrap engine
 	@mkdir -p $(TEST_OUT)
 	@set -o pipefail; pkgs="$(KUBE_PACKAGES)"; [ -n "$$pkgs" ] || exit 0; \
-	$(GO) test -json -race -count=1 -p 1 -timeout 25m -run 'Kube$$' $(TEST_FLAGS) $$pkgs \
-		| tee $(TEST_OUT)/integration-kube.json | $(TESTSUMMARY) -slowest 0
+	{ rc=0; for p in "$(filter-out $(KUBE_LAST),$(KUBE_PACKAGES))" "$(filter $(KUBE_LAST),$(KUBE_PACKAGES))"; do \
+		[ -z "$$p" ] || $(GO) test -json -race -count=1 -p 1 -timeout 25m -run 'Kube$$' $(TEST_FLAGS) $$p || rc=1; \
+	done; exit $$rc; } | tee $(TEST_OUT)/integration-kube.json | $(TESTSUMMARY) -slowest 0
 
 slowest:
 	@cat $(TEST_OUT)/*.json 2>/dev/null | $(TESTSUMMARY) -only-slowest -slowest 10 -phases $(PHASES)
