@@ -54,7 +54,7 @@ all: build
 help:
 	@echo "make demo      install the engine if missing (beside the Go build), build smoke's image, run plans/smoke.yaml --quick, report; each phase timed"
 	@echo "make demo-bare make demo as on a bare Debian machine: in a container without Docker, empty caches, a fresh clone of BARE_COMMIT (HEAD); each phase timed"
-	@echo "make test      vet, staticcheck, unit tests (-race), fuzzing (11 decoders), beside them the lab cluster's tests, then integration tests with real Docker; ends with each phase's time and the 10 slowest tests"
+	@echo "make test      unit tests (-race) then fuzzing (11 decoders), beside them vet then staticcheck, and the lab cluster's tests (TEST_KUBE_UP=1: after make kube-up images kube-images), then integration tests with real Docker; ends with each phase's time and the 10 slowest tests"
 	@echo "make reliability  $(KILL_TRIALS) SIGKILL trials of bench run (smoke, network, storage --quick), each followed by ctrperf clean; nothing of ctrperf may be left (KILL_SEED=... replays)"
 	@echo "make build     $(BIN) (version $(VERSION))"
 	@echo "make example   the static binary of examples/hello (Benchmark your own application, README.md)"
@@ -196,19 +196,33 @@ demo-bare:
 	@scripts/bare-demo.sh $(BARE_COMMIT)
 
 # The phases of `make test`, each timed into $(PHASES) and listed at the end
-# next to the ten slowest tests. The cluster's tests (integration-kube) run
-# beside vet, staticcheck, unit and fuzz, which touch no machine state, and
-# are done before the Docker tests start (see integration-kube). A phase
-# that fails stops the ones after it, as make's prerequisites did.
+# next to the ten slowest tests. Three sides at once, none of which waits
+# for another: unit then fuzz; vet then staticcheck (each well under 2
+# cores, and unit's tests wait on timers, pipes and child processes: one
+# after the other they left a core idle for minutes); the cluster's tests
+# (integration-kube), which mostly wait on the cluster. None touches machine
+# state the others use, and all are done before the Docker tests start (see
+# integration-kube). A phase that fails stops the ones after it on its
+# side, as make's prerequisites did.
+# TEST_KUBE_UP=1 (.ci/run) first brings the cluster up with every image in
+# its nodes (make kube-up images kube-images) on that same side: bin/kube's
+# link, the images' builds and their import into the nodes (most of a
+# minute and a half) then wait on no static check.
+TEST_KUBE_UP ?=
 PHASES = $(TEST_OUT)/phases.tsv
 test: bootstrap engine
 	@mkdir -p $(TEST_OUT); rm -f $(PHASES) $(TEST_OUT)/*.json $(TEST_OUT)/*.log
 	@phase() { local name=$$1 beside=$$2 t0=$$SECONDS rc; shift 2; "$$@"; rc=$$?; \
 		printf '%s\t%d\t%s\n' "$$name" $$((SECONDS - t0)) "$$beside" >> $(PHASES); return $$rc; }; \
 	t0=$$SECONDS; rc=0; \
-	phase integration-kube "beside vet, staticcheck, unit, fuzz" \
-		$(MAKE) --no-print-directory integration-kube > $(TEST_OUT)/integration-kube.log 2>&1 & kube=$$!; \
-	for p in vet staticcheck unit fuzz; do phase $$p "" $(MAKE) --no-print-directory $$p || { rc=1; break; }; done; \
+	{ { [ -z "$(TEST_KUBE_UP)" ] || phase kube-up "beside vet, staticcheck, unit" \
+		$(MAKE) --no-print-directory kube-up images kube-images; } && \
+	  phase integration-kube "beside static checks, unit, fuzz" \
+		$(MAKE) --no-print-directory integration-kube; } > $(TEST_OUT)/integration-kube.log 2>&1 & kube=$$!; \
+	{ phase vet "beside unit" $(MAKE) --no-print-directory vet && \
+	  phase staticcheck "beside unit" $(MAKE) --no-print-directory staticcheck; } > $(TEST_OUT)/static.log 2>&1 & static=$$!; \
+	for p in unit fuzz; do phase $$p "" $(MAKE) --no-print-directory $$p || { rc=1; break; }; done; \
+	wait $$static || rc=1; echo "== vet, staticcheck"; cat $(TEST_OUT)/static.log; \
 	wait $$kube || rc=1; echo "== integration-kube"; cat $(TEST_OUT)/integration-kube.log; \
 	if [ $$rc = 0 ]; then phase integration "" $(MAKE) --no-print-directory integration-docker || rc=1; fi; \
 	printf 'total\t%d\t\n' $$((SECONDS - t0)) >> $(PHASES); \
