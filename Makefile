@@ -54,7 +54,7 @@ all: build
 help:
 	@echo "make demo      install the engine if missing (beside the Go build), build smoke's image, run plans/smoke.yaml --quick, report; each phase timed"
 	@echo "make demo-bare make demo as on a bare Debian machine: in a container without Docker, empty caches, a fresh clone of BARE_COMMIT (HEAD); each phase timed"
-	@echo "make test      unit tests (-race) then fuzzing (11 decoders), beside them vet then staticcheck, and the lab cluster's tests (TEST_KUBE_UP=1: after make kube-up images kube-images), then integration tests with real Docker; ends with each phase's time and the 10 slowest tests"
+	@echo "make test      unit tests (-race), beside them vet, staticcheck then fuzzing (11 decoders), and the lab cluster's tests (TEST_KUBE_UP=1: after make kube-up images kube-images), then integration tests with real Docker; ends with each phase's time and the 10 slowest tests"
 	@echo "make reliability  $(KILL_TRIALS) SIGKILL trials of bench run (smoke, network, storage --quick), each followed by ctrperf clean; nothing of ctrperf may be left (KILL_SEED=... replays)"
 	@echo "make build     $(BIN) (version $(VERSION))"
 	@echo "make example   the static binary of examples/hello (Benchmark your own application, README.md)"
@@ -197,9 +197,9 @@ demo-bare:
 
 # The phases of `make test`, each timed into $(PHASES) and listed at the end
 # next to the ten slowest tests. Three sides at once, none of which waits
-# for another: unit then fuzz; vet then staticcheck (each well under 2
-# cores, and unit's tests wait on timers, pipes and child processes: one
-# after the other they left a core idle for minutes); the cluster's tests
+# for another: unit; vet, staticcheck then fuzz (each well under 2 cores,
+# and unit's tests wait on timers, pipes and child processes: one after the
+# other they left a core idle for minutes); the cluster's tests
 # (integration-kube), which mostly wait on the cluster. None touches machine
 # state the others use, and all are done before the Docker tests start (see
 # integration-kube). A phase that fails stops the ones after it on its
@@ -217,12 +217,12 @@ test: bootstrap engine
 	t0=$$SECONDS; rc=0; \
 	{ { [ -z "$(TEST_KUBE_UP)" ] || phase kube-up "beside vet, staticcheck, unit" \
 		$(MAKE) --no-print-directory kube-up images kube-images; } && \
-	  phase integration-kube "beside static checks, unit, fuzz" \
+	  phase integration-kube "beside unit, static checks, fuzz" \
 		$(MAKE) --no-print-directory integration-kube; } > $(TEST_OUT)/integration-kube.log 2>&1 & kube=$$!; \
-	{ phase vet "beside unit" $(MAKE) --no-print-directory vet && \
-	  phase staticcheck "beside unit" $(MAKE) --no-print-directory staticcheck; } > $(TEST_OUT)/static.log 2>&1 & static=$$!; \
-	for p in unit fuzz; do phase $$p "" $(MAKE) --no-print-directory $$p || { rc=1; break; }; done; \
-	wait $$static || rc=1; echo "== vet, staticcheck"; cat $(TEST_OUT)/static.log; \
+	{ for p in vet staticcheck fuzz; do phase $$p "beside unit" $(MAKE) --no-print-directory $$p || exit 1; done; } \
+		> $(TEST_OUT)/static.log 2>&1 & static=$$!; \
+	phase unit "" $(MAKE) --no-print-directory unit || rc=1; \
+	wait $$static || rc=1; echo "== vet, staticcheck, fuzz"; cat $(TEST_OUT)/static.log; \
 	wait $$kube || rc=1; echo "== integration-kube"; cat $(TEST_OUT)/integration-kube.log; \
 	if [ $$rc = 0 ]; then phase integration "" $(MAKE) --no-print-directory integration-docker || rc=1; fi; \
 	printf 'total\t%d\t\n' $$((SECONDS - t0)) >> $(PHASES); \
