@@ -54,7 +54,7 @@ all: build
 help:
 	@echo "make demo      install the engine if missing (beside the Go build), build smoke's image, run plans/smoke.yaml --quick, report; each phase timed"
 	@echo "make demo-bare make demo as on a bare Debian machine: in a container without Docker, empty caches, a fresh clone of BARE_COMMIT (HEAD); each phase timed"
-	@echo "make test      unit tests (-race), beside them vet, staticcheck then fuzzing (11 decoders), and the lab cluster's tests (TEST_KUBE_UP=1: after make kube-up images kube-images), then integration tests with real Docker; ends with each phase's time and the 10 slowest tests"
+	@echo "make test      unit tests (-race), beside them vet, staticcheck then fuzzing (11 decoders), and the lab cluster's tests (TEST_KUBE_UP=1: after make kube-down kube-up images kube-images), then integration tests with real Docker; ends with each phase's time and the 10 slowest tests"
 	@echo "make reliability  $(KILL_TRIALS) SIGKILL trials of bench run (smoke, network, storage --quick), each followed by ctrperf clean; nothing of ctrperf may be left (KILL_SEED=... replays)"
 	@echo "make build     $(BIN) (version $(VERSION))"
 	@echo "make example   the static binary of examples/hello (Benchmark your own application, README.md)"
@@ -204,10 +204,12 @@ demo-bare:
 # state the others use, and all are done before the Docker tests start (see
 # integration-kube). A phase that fails stops the ones after it on its
 # side, as make's prerequisites did.
-# TEST_KUBE_UP=1 (.ci/run) first brings the cluster up with every image in
-# its nodes (make kube-up images kube-images) on that same side: bin/kube's
-# link, the images' builds and their import into the nodes (most of a
-# minute and a half) then wait on no static check.
+# TEST_KUBE_UP=1 (.ci/run) first brings a fresh cluster up with every image
+# in its nodes on that same side (make kube-down kube-up images
+# kube-images: a cluster that was up goes first, so every CI run checks the
+# whole bring-up, as on a machine that had none): bin/kube's link, the
+# images' builds and their import into the nodes (about two minutes) then
+# wait on no static check.
 TEST_KUBE_UP ?=
 PHASES = $(TEST_OUT)/phases.tsv
 test: bootstrap engine
@@ -216,7 +218,7 @@ test: bootstrap engine
 		printf '%s\t%d\t%s\n' "$$name" $$((SECONDS - t0)) "$$beside" >> $(PHASES); return $$rc; }; \
 	t0=$$SECONDS; rc=0; \
 	{ { [ -z "$(TEST_KUBE_UP)" ] || phase kube-up "beside vet, staticcheck, unit" \
-		$(MAKE) --no-print-directory kube-up images kube-images; } && \
+		$(MAKE) --no-print-directory kube-down kube-up images kube-images; } && \
 	  phase integration-kube "beside unit, static checks, fuzz" \
 		$(MAKE) --no-print-directory integration-kube; } > $(TEST_OUT)/integration-kube.log 2>&1 & kube=$$!; \
 	{ for p in vet staticcheck fuzz; do phase $$p "beside unit" $(MAKE) --no-print-directory $$p || exit 1; done; } \
