@@ -15,9 +15,12 @@ COMMIT      ?= $(shell git rev-parse HEAD 2>/dev/null)
 BUILD_DATE  ?= $(shell git log -1 --format=%cI 2>/dev/null)
 LDFLAGS     := -X ctrperf/internal/version.Version=$(VERSION) -X ctrperf/internal/version.Commit=$(COMMIT) -X ctrperf/internal/version.Date=$(BUILD_DATE)
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
-# Tests that need Docker, root or the lab say so in their name (…Docker,
-# …Root, …Lab).
-INTEGRATION := Docker|Root|Lab|Kube
+# Tests that need Docker, root, the lab or the lab cluster say so at the
+# end of their name (…Docker, …Root, …Lab, …Kube): anchored, so that unit
+# tests such as TestKubernetesKnobs or TestRemoteDockerHost run in the unit
+# phase, not in a cluster or Docker phase (where each such package cost a
+# race-enabled link of its own).
+INTEGRATION := Docker$$|Root$$|Lab$$|Kube$$
 TEST_FLAGS  ?=
 PLANS       ?= $(wildcard plans/*.yaml)
 DEMO_OUT    ?= out/demo
@@ -51,7 +54,7 @@ all: build
 help:
 	@echo "make demo      install the engine if missing (beside the Go build), build smoke's image, run plans/smoke.yaml --quick, report; each phase timed"
 	@echo "make demo-bare make demo as on a bare Debian machine: in a container without Docker, empty caches, a fresh clone of BARE_COMMIT (HEAD); each phase timed"
-	@echo "make test      vet, staticcheck, unit tests (-race), fuzzing (11 decoders), beside them the lab cluster's tests, then integration tests with real Docker; ends with each phase's time and the 10 slowest tests"
+	@echo "make test      unit tests (-race), beside them vet, staticcheck then fuzzing (11 decoders), and the lab cluster's tests (TEST_KUBE_UP=1: after make kube-down kube-up images kube-images), then integration tests with real Docker; ends with each phase's time and the 10 slowest tests"
 	@echo "make reliability  $(KILL_TRIALS) SIGKILL trials of bench run (smoke, network, storage --quick), each followed by ctrperf clean; nothing of ctrperf may be left (KILL_SEED=... replays)"
 	@echo "make build     $(BIN) (version $(VERSION))"
 	@echo "make example   the static binary of examples/hello (Benchmark your own application, README.md)"
@@ -193,19 +196,35 @@ demo-bare:
 	@scripts/bare-demo.sh $(BARE_COMMIT)
 
 # The phases of `make test`, each timed into $(PHASES) and listed at the end
-# next to the ten slowest tests. The cluster's tests (integration-kube) run
-# beside vet, staticcheck, unit and fuzz, which touch no machine state, and
-# are done before the Docker tests start (see integration-kube). A phase
-# that fails stops the ones after it, as make's prerequisites did.
+# next to the ten slowest tests. Three sides at once, none of which waits
+# for another: unit; vet, staticcheck then fuzz (each well under 2 cores,
+# and unit's tests wait on timers, pipes and child processes: one after the
+# other they left a core idle for minutes); the cluster's tests
+# (integration-kube), which mostly wait on the cluster. None touches machine
+# state the others use, and all are done before the Docker tests start (see
+# integration-kube). A phase that fails stops the ones after it on its
+# side, as make's prerequisites did.
+# TEST_KUBE_UP=1 (.ci/run) first brings a fresh cluster up with every image
+# in its nodes on that same side (make kube-down kube-up images
+# kube-images: a cluster that was up goes first, so every CI run checks the
+# whole bring-up, as on a machine that had none): bin/kube's link, the
+# images' builds and their import into the nodes (about two minutes) then
+# wait on no static check.
+TEST_KUBE_UP ?=
 PHASES = $(TEST_OUT)/phases.tsv
 test: bootstrap engine
 	@mkdir -p $(TEST_OUT); rm -f $(PHASES) $(TEST_OUT)/*.json $(TEST_OUT)/*.log
 	@phase() { local name=$$1 beside=$$2 t0=$$SECONDS rc; shift 2; "$$@"; rc=$$?; \
 		printf '%s\t%d\t%s\n' "$$name" $$((SECONDS - t0)) "$$beside" >> $(PHASES); return $$rc; }; \
 	t0=$$SECONDS; rc=0; \
-	phase integration-kube "beside vet, staticcheck, unit, fuzz" \
-		$(MAKE) --no-print-directory integration-kube > $(TEST_OUT)/integration-kube.log 2>&1 & kube=$$!; \
-	for p in vet staticcheck unit fuzz; do phase $$p "" $(MAKE) --no-print-directory $$p || { rc=1; break; }; done; \
+	{ { [ -z "$(TEST_KUBE_UP)" ] || phase kube-up "beside vet, staticcheck, unit" \
+		$(MAKE) --no-print-directory kube-down kube-up images kube-images; } && \
+	  phase integration-kube "beside unit, static checks, fuzz" \
+		$(MAKE) --no-print-directory integration-kube; } > $(TEST_OUT)/integration-kube.log 2>&1 & kube=$$!; \
+	{ for p in vet staticcheck fuzz; do phase $$p "beside unit" $(MAKE) --no-print-directory $$p || exit 1; done; } \
+		> $(TEST_OUT)/static.log 2>&1 & static=$$!; \
+	phase unit "" $(MAKE) --no-print-directory unit || rc=1; \
+	wait $$static || rc=1; echo "== vet, staticcheck, fuzz"; cat $(TEST_OUT)/static.log; \
 	wait $$kube || rc=1; echo "== integration-kube"; cat $(TEST_OUT)/integration-kube.log; \
 	if [ $$rc = 0 ]; then phase integration "" $(MAKE) --no-print-directory integration-docker || rc=1; fi; \
 	printf 'total\t%d\t\n' $$((SECONDS - t0)) >> $(PHASES); \
@@ -299,7 +318,7 @@ integration: integration-kube integration-docker
 # The packages that have a test named …Docker, …Root or …Lab (from the test
 # files, as KUBE_PACKAGES): the others ran whole in the unit phase, and a
 # race-enabled test binary linked for no test costs a second or two each.
-INTEGRATION_PACKAGES = $(shell grep -rlE --include='*_test.go' '^func (Test|Example|Fuzz)[A-Za-z0-9_]*(Docker|Root|Lab)' \
+INTEGRATION_PACKAGES = $(shell grep -rlE --include='*_test.go' '^func (Test|Example|Fuzz)[A-Za-z0-9_]*(Docker|Root|Lab)[^A-Za-z0-9_]' \
 	cmd internal workloads packaging plans scripts benchmarks examples 2>/dev/null | xargs -r -n1 dirname | sort -u | sed 's|^|ctrperf/|')
 INTEGRATION_GOTEST = $(GO) test -json -race -count=1 -p 1 -timeout 25m $(TEST_FLAGS)
 integration-docker: bootstrap engine
@@ -309,17 +328,17 @@ integration-docker: bootstrap engine
 		printf '%s\t%d\t%s\n' "$$name" $$((SECONDS - t0)) "$$beside" >> $(PHASES); return $$rc; }; \
 	beside="$(INTEGRATION_BESIDE)"; laneb="$(INTEGRATION_LANE_B)"; alone="$(INTEGRATION_ALONE)"; \
 	named="$$beside $$laneb $$alone"; lanea=$$(printf '%s\n' $(INTEGRATION_PACKAGES) | grep -vxF "$${named// /$$'\n'}"); \
-	part "integration beside" "beside lanes A and B" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube' $$beside \
+	part "integration beside" "beside lanes A and B" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube$$' $$beside \
 		> $(TEST_OUT)/integration-beside.json 2>&1 & pb=$$!; \
-	part "integration lane B" "beside lane A" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube|^($(INTEGRATION_ALONE_TESTS))$$' $$laneb \
+	part "integration lane B" "beside lane A" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube$$|^($(INTEGRATION_ALONE_TESTS))$$' $$laneb \
 		> $(TEST_OUT)/integration-b.json 2>&1 & pl=$$!; \
 	echo "== integration lane A (lane B and $$beside beside it print after it)"; \
-	part "integration lane A" "beside lane B" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube|^($(INTEGRATION_ALONE_TESTS))$$' $$lanea \
+	part "integration lane A" "beside lane B" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube$$|^($(INTEGRATION_ALONE_TESTS))$$' $$lanea \
 		| tee $(TEST_OUT)/integration-a.json | $(TESTSUMMARY) -slowest 0; rc=$$?; \
 	wait $$pl || rc=1; echo "== integration lane B"; $(TESTSUMMARY) -slowest 0 < $(TEST_OUT)/integration-b.json || rc=1; \
 	wait $$pb || rc=1; echo "== integration beside the lanes"; $(TESTSUMMARY) -slowest 0 < $(TEST_OUT)/integration-beside.json || rc=1; \
 	echo "== integration alone"; \
-	part "integration alone" "" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube' $$alone \
+	part "integration alone" "" $(INTEGRATION_GOTEST) -run '$(INTEGRATION)' -skip 'Kube$$' $$alone \
 		| tee $(TEST_OUT)/integration-alone.json | $(TESTSUMMARY) -slowest 0 || rc=1; \
 	part "integration alone (private engines)" "" $(INTEGRATION_GOTEST) -run '^($(INTEGRATION_ALONE_TESTS))$$' $(INTEGRATION_ALONE_TESTS_PKGS) \
 		| tee $(TEST_OUT)/integration-alone-engines.json | $(TESTSUMMARY) -slowest 0 || rc=1; \
@@ -335,13 +354,18 @@ integration-docker: bootstrap engine
 # killed Docker run's leftovers from under the Docker test that killed it.
 # So `make test` runs them beside vet, staticcheck, unit and fuzz (no
 # machine state: fakes, fixtures, decoders), and the Docker tests after.
-KUBE_PACKAGES = $(shell grep -rlE --include='*_test.go' '^func Test[A-Za-z0-9_]*Kube' cmd internal workloads packaging \
+# KUBE_LAST (TestLabClusterKube, which takes the cluster down, and up again
+# unless CTRPERF_KUBE_LEAVE_DOWN=1) runs after the other packages, in a go
+# test of its own.
+KUBE_PACKAGES = $(shell grep -rlE --include='*_test.go' '^func Test[A-Za-z0-9_]*Kube[^A-Za-z0-9_]' cmd internal workloads packaging \
 	| xargs -r -n1 dirname | sort -u | sed 's|^|./|')
+KUBE_LAST := ./internal/kubelab
 integration-kube: bootstrap engine
 	@mkdir -p $(TEST_OUT)
 	@set -o pipefail; pkgs="$(KUBE_PACKAGES)"; [ -n "$$pkgs" ] || exit 0; \
-	$(GO) test -json -race -count=1 -p 1 -timeout 25m -run 'Kube' $(TEST_FLAGS) $$pkgs \
-		| tee $(TEST_OUT)/integration-kube.json | $(TESTSUMMARY) -slowest 0
+	{ rc=0; for p in "$(filter-out $(KUBE_LAST),$(KUBE_PACKAGES))" "$(filter $(KUBE_LAST),$(KUBE_PACKAGES))"; do \
+		[ -z "$$p" ] || $(GO) test -json -race -count=1 -p 1 -timeout 25m -run 'Kube$$' $(TEST_FLAGS) $$p || rc=1; \
+	done; exit $$rc; } | tee $(TEST_OUT)/integration-kube.json | $(TESTSUMMARY) -slowest 0
 
 slowest:
 	@cat $(TEST_OUT)/*.json 2>/dev/null | $(TESTSUMMARY) -only-slowest -slowest 10 -phases $(PHASES)

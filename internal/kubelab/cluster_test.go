@@ -16,6 +16,10 @@ import (
 // The repository's root, from this package's directory.
 const repo = "../.."
 
+// leaveDownEnv set to 1 leaves the cluster down after TestLabClusterKube
+// even when it was up before (CI, which takes it down next anyway).
+const leaveDownEnv = "CTRPERF_KUBE_LEAVE_DOWN"
+
 // requireCluster skips (or, with CTRPERF_REQUIRE_KUBE=1, fails) where the
 // lab cluster cannot be made: not root, no bin/kube or bin/ctrperf.
 func requireCluster(t *testing.T) {
@@ -66,7 +70,11 @@ func kubectl(t *testing.T, args ...string) string {
 // nodes Ready, a pod of ctrperf's own image on each node, host to pod, pod
 // to pod across nodes and a Service's ClusterIP through kube-proxy, then
 // takes it down (make kube-down) and finds nothing of it left on the
-// machine. A cluster that was up before is brought up again at the end.
+// machine. A cluster that was up before is brought up again at the end
+// (others' tests use it), unless CTRPERF_KUBE_LEAVE_DOWN=1: .ci/run, whose
+// teardown takes the cluster down next, sets it and runs this test after
+// every other cluster test (make integration-kube), which spares it a
+// second make kube-up and image import (about 100 s of CI's 2 cores).
 func TestLabClusterKube(t *testing.T) {
 	requireCluster(t)
 	before, err := Leftovers()
@@ -135,7 +143,7 @@ func TestLabClusterKube(t *testing.T) {
 	if again, _ := Leftovers(); len(again) > 0 {
 		t.Errorf("a second make kube-down left:\n%s", strings.Join(again, "\n"))
 	}
-	if wasUp {
+	if wasUp && os.Getenv(leaveDownEnv) != "1" {
 		// As it was: up, with the images its nodes had (others' tests use it).
 		sh(t, 10*time.Minute, "make", "--no-print-directory", "kube-up")
 		if len(imported) > 0 {

@@ -634,14 +634,16 @@ func TestInstancesHostPathKube(t *testing.T) {
 // namespace that carries ctrperf's label but that ctrperf did not make,
 // even with --force; keeps a namespace of a host that is gone until
 // --force, which removes it; and removes one of an earlier boot of this
-// machine, whose pid means nothing now (issue 35 item 3).
+// machine, whose pid means nothing now (issue 35 item 3). The three cases
+// run side by side (each clean names its own sessions with --run): most of
+// their time is the namespace controller's, deleting.
 func TestCleanOwnershipKube(t *testing.T) {
 	parallelKube(t)
 	cs := requireKube(t)
 	bin := testenv.Ctrperf(t)
 	ctx := context.Background()
 	self := SelfOwner()
-	mk := func(name, session string, o Owner) {
+	mk := func(t *testing.T, name, session string, o Owner) {
 		t.Helper()
 		ns := namespace(name, session, o)
 		if o.PID == 0 { // no owner at all: a user's namespace, labelled
@@ -656,7 +658,7 @@ func TestCleanOwnershipKube(t *testing.T) {
 		_, err := cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 		return err == nil
 	}
-	clean := func(args ...string) string {
+	clean := func(t *testing.T, args ...string) string {
 		t.Helper()
 		c := exec.Command(bin, append([]string{"clean"}, args...)...)
 		c.Env = append(os.Environ(), "KUBECONFIG="+kubeconfigForTests())
@@ -670,44 +672,53 @@ func TestCleanOwnershipKube(t *testing.T) {
 	// A user's namespace named as they like, with ctrperf's label and a
 	// dead owner's annotations copied from one of ctrperf's; and one named
 	// like ctrperf's, labelled, without any owner.
-	forged, bare := testSession(t), testSession(t)
-	dead := self
-	dead.PID, dead.StartTime = 1<<22+1, 1
-	mk("team-"+forged, forged, dead)
-	mk(NamespaceName(bare), bare, Owner{})
-	for _, s := range []string{forged, bare} {
-		out := clean("--force", "--run", s)
-		if !strings.Contains(out, "is not one ctrperf made") {
-			t.Errorf("clean --force --run %s did not say why it left the namespace:\n%s", s, out)
+	t.Run("not ctrperf's", func(t *testing.T) {
+		t.Parallel()
+		forged, bare := testSession(t), testSession(t)
+		dead := self
+		dead.PID, dead.StartTime = 1<<22+1, 1
+		mk(t, "team-"+forged, forged, dead)
+		mk(t, NamespaceName(bare), bare, Owner{})
+		for _, s := range []string{forged, bare} {
+			out := clean(t, "--force", "--run", s)
+			if !strings.Contains(out, "is not one ctrperf made") {
+				t.Errorf("clean --force --run %s did not say why it left the namespace:\n%s", s, out)
+			}
 		}
-	}
-	if !exists("team-"+forged) || !exists(NamespaceName(bare)) {
-		t.Fatal("clean --force removed a namespace ctrperf did not make")
-	}
+		if !exists("team-"+forged) || !exists(NamespaceName(bare)) {
+			t.Fatal("clean --force removed a namespace ctrperf did not make")
+		}
+	})
 
 	// A host that is gone: another machine's owner.
-	gone := testSession(t)
-	mk(NamespaceName(gone), gone, Owner{Host: "gone-host", MachineID: "00000000000000000000000000000001", BootID: "b", PID: 4242, StartTime: 1})
-	out := clean("--run", gone)
-	if !exists(NamespaceName(gone)) || !strings.Contains(out, "--force") {
-		t.Fatalf("plain clean removed a namespace of another machine, or did not say how to:\n%s", out)
-	}
-	if out := clean("--dry-run", "--run", gone); !strings.Contains(out, "live") || !strings.Contains(out, "gone-host") {
-		t.Errorf("dry run does not list the namespace as live on gone-host:\n%s", out)
-	}
-	out = clean("--force", "--run", gone)
-	if exists(NamespaceName(gone)) {
-		t.Errorf("clean --force left the namespace of a host that is gone:\n%s", out)
-	}
+	t.Run("a host that is gone", func(t *testing.T) {
+		t.Parallel()
+		gone := testSession(t)
+		mk(t, NamespaceName(gone), gone, Owner{Host: "gone-host", MachineID: "00000000000000000000000000000001", BootID: "b", PID: 4242, StartTime: 1})
+		out := clean(t, "--run", gone)
+		if !exists(NamespaceName(gone)) || !strings.Contains(out, "--force") {
+			t.Fatalf("plain clean removed a namespace of another machine, or did not say how to:\n%s", out)
+		}
+		if out := clean(t, "--dry-run", "--run", gone); !strings.Contains(out, "live") || !strings.Contains(out, "gone-host") {
+			t.Errorf("dry run does not list the namespace as live on gone-host:\n%s", out)
+		}
+		out = clean(t, "--force", "--run", gone)
+		if exists(NamespaceName(gone)) {
+			t.Errorf("clean --force left the namespace of a host that is gone:\n%s", out)
+		}
+	})
 
 	// An earlier boot of this machine: the pid may be alive (this test's
 	// own), it is another process now.
-	rebooted := testSession(t)
-	earlier := self
-	earlier.BootID = "00000000-0000-0000-0000-000000000000"
-	mk(NamespaceName(rebooted), rebooted, earlier)
-	out = clean("--run", rebooted)
-	if exists(NamespaceName(rebooted)) {
-		t.Errorf("clean left the namespace of an earlier boot:\n%s", out)
-	}
+	t.Run("an earlier boot", func(t *testing.T) {
+		t.Parallel()
+		rebooted := testSession(t)
+		earlier := self
+		earlier.BootID = "00000000-0000-0000-0000-000000000000"
+		mk(t, NamespaceName(rebooted), rebooted, earlier)
+		out := clean(t, "--run", rebooted)
+		if exists(NamespaceName(rebooted)) {
+			t.Errorf("clean left the namespace of an earlier boot:\n%s", out)
+		}
+	})
 }
