@@ -86,6 +86,8 @@ func runAgent(cmd *cobra.Command, owners owner.Dir, fs kernel.FS) error {
 			}
 			return agent.DockerImages(d.Client()), nil
 		},
+		// A VM guest's disks with the images its host ships (internal/vm).
+		Disks: &agent.Disks{Sys: fs.Sys(), Dev: "/dev"},
 		Clean: func(ctx context.Context, p agent.CleanParams) (agent.CleanResult, error) {
 			list, err := owners.List()
 			if err != nil && !p.Force {

@@ -88,11 +88,17 @@ func (s *session) imageChunk(ctx context.Context, c ImageChunk) outcome {
 	if err != nil {
 		return fail(fmt.Errorf("load images: %w", err))
 	}
+	return s.arrived(ctx, l.want)
+}
+
+// arrived says which of want the engine has after a load, failing when
+// one did not arrive with its ID.
+func (s *session) arrived(ctx context.Context, want []Image) outcome {
 	im, err := s.images(ctx)
 	if err != nil {
 		return fail(err)
 	}
-	still, err := im.Missing(ctx, l.want)
+	still, err := im.Missing(ctx, want)
 	if err != nil {
 		return fail(err)
 	}
@@ -100,7 +106,7 @@ func (s *session) imageChunk(ctx context.Context, c ImageChunk) outcome {
 		return fail(fmt.Errorf("load images: %s did not arrive with its ID", still[0].ID))
 	}
 	var loaded []string
-	for _, i := range l.want {
+	for _, i := range want {
 		loaded = append(loaded, i.ID)
 	}
 	return ok(ImageLoaded{Loaded: loaded})

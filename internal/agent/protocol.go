@@ -91,7 +91,13 @@ const (
 	// (ImageChunk → nil, the last with Done → ImageLoaded).
 	MethodImagesMissing = "images.missing"
 	MethodImagesLoad    = "images.load"
-	MethodClean         = "clean" // CleanParams → CleanResult
+	// MethodImagesLoadDisk loads a `docker save` archive from a block
+	// device of the host (ImageDisk → ImageLoaded): a VM guest's disk that
+	// its QEMU attached with the archive on it (internal/vm), where the
+	// chunks' encoding through the agent's stream is the bottleneck (an
+	// emulated CPU decodes them).
+	MethodImagesLoadDisk = "images.load.disk"
+	MethodClean          = "clean" // CleanParams → CleanResult
 	// The real path between a load host and a SUT (engine.Reach):
 	// MethodSource asks a host which of its addresses talks to another
 	// (SourceParams → SourceResult, `ip route get`); MethodRouteAdd puts a
@@ -368,6 +374,15 @@ type ImageChunk struct {
 	Images []Image `json:"images,omitempty"`
 	Data   []byte  `json:"data,omitempty"`
 	Done   bool    `json:"done,omitempty"`
+}
+
+// ImageDisk names the block device of the host that holds a `docker save`
+// archive of Images: the device whose serial (sysfs block/*/serial) is
+// Serial, its first Size bytes.
+type ImageDisk struct {
+	Serial string  `json:"serial"`
+	Size   int64   `json:"size"`
+	Images []Image `json:"images"`
 }
 
 // ImageLoaded is the answer to the last chunk: what the host now has.

@@ -70,6 +70,9 @@ type Options struct {
 	Workload func(name string) (workload.Workload, error)
 	// Images moves images into the host's engine.
 	Images func(ctx context.Context) (Images, error)
+	// Disks opens the host's block devices by serial
+	// (images.load.disk); nil refuses that method.
+	Disks *Disks
 	// Clean is `ctrperf clean` on the host.
 	Clean func(ctx context.Context, p CleanParams) (CleanResult, error)
 	// Net is what a two-host plan asks of the host's network (the real
@@ -349,6 +352,9 @@ func (s *session) dispatch(ctx context.Context, m *Message) outcome {
 	case MethodImagesLoad:
 		var p ImageChunk
 		return with(m, &p, func() outcome { return s.imageChunk(ctx, p) })
+	case MethodImagesLoadDisk:
+		var p ImageDisk
+		return with(m, &p, func() outcome { return s.imageDisk(ctx, p) })
 	case MethodClean:
 		var p CleanParams
 		return with(m, &p, func() outcome { return s.clean(ctx, p) })

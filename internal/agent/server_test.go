@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -874,5 +875,103 @@ func TestPrivateEngineInfoIsItsOwn(t *testing.T) {
 	priv, err := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeDocker, Engine: engine.EngineSpec{UserlandProxy: &off}}, nil).Info(context.Background())
 	if err != nil || priv.Name != "fake" {
 		t.Errorf("private engine: %+v, %v; want the engine's own info", priv, err)
+	}
+}
+
+// diskImage is a disk of the host holding archive, padded past its end as
+// a block device is: Disks of a root with block/vdb (serial
+// ctrperf-ship-1) and the device itself.
+func diskImage(t *testing.T, archive string) *agent.Disks {
+	t.Helper()
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "sys", "block", "vdb"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "sys", "block", "vdb", "serial"), []byte("ctrperf-ship-1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "dev"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "dev", "vdb"), []byte(archive+strings.Repeat("\x00", 512)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return &agent.Disks{Sys: filepath.Join(root, "sys"), Dev: filepath.Join(root, "dev")}
+}
+
+// TestImagesLoadDisk: images.load.disk loads the archive's bytes from the
+// disk of that serial (not the padding after them) and answers which
+// images arrived; an archive whose image does not arrive with its ID
+// fails, and so does an agent without disks.
+func TestImagesLoadDisk(t *testing.T) {
+	const archive = "ID:sha256:ticketd\nlayers"
+	im := []agent.Image{{ID: "sha256:ticketd", Refs: []string{"ticketd"}}}
+	for _, tc := range []struct {
+		desc    string
+		disks   *agent.Disks
+		params  agent.ImageDisk
+		wantErr string
+	}{
+		{"the archive's bytes", diskImage(t, archive), agent.ImageDisk{Serial: "ctrperf-ship-1", Size: int64(len(archive)), Images: im}, ""},
+		{"an image that did not arrive", diskImage(t, archive), agent.ImageDisk{Serial: "ctrperf-ship-1", Size: int64(len(archive)),
+			Images: []agent.Image{{ID: "sha256:other"}}}, "did not arrive"},
+		{"no disks on this agent", nil, agent.ImageDisk{Serial: "ctrperf-ship-1", Size: int64(len(archive)), Images: im}, "no images from disks"},
+		{"no size", diskImage(t, archive), agent.ImageDisk{Serial: "ctrperf-ship-1", Images: im}, "of 0 bytes"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			h := startWith(t, func(o *agent.Options) { o.Disks = tc.disks })
+			defer h.c.Close(context.Background())
+			var res agent.ImageLoaded
+			err := h.c.Call(context.Background(), agent.MethodImagesLoadDisk, tc.params, &res, nil)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("err %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(res.Loaded, []string{"sha256:ticketd"}) {
+				t.Errorf("loaded %v, %v", res.Loaded, err)
+			}
+			if got := h.images.got.String(); got != archive {
+				t.Errorf("the engine read %q, want the archive's %d bytes", got, len(archive))
+			}
+		})
+	}
+}
+
+// fakeShipper takes the archive another way than the agent's stream.
+type fakeShipper struct {
+	got    []byte
+	images []agent.Image
+	err    error
+}
+
+func (f *fakeShipper) Ship(_ context.Context, _ *remote.Client, images []agent.Image, archive io.Reader) error {
+	b, err := io.ReadAll(archive)
+	f.got, f.images = append(f.got, b...), images
+	return errors.Join(err, f.err)
+}
+
+// TestImagesShippedByTheShipper: an engine with a shipper sends it the
+// archive and the agent's stream carries none of it; a failed shipment
+// fails the deploy and is tried again by the next.
+func TestImagesShippedByTheShipper(t *testing.T) {
+	h := start(t, nil, -1, remote.ClientOptions{})
+	defer h.c.Close(context.Background())
+	ship := &fakeShipper{err: errors.New("no disk")}
+	eng := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeDocker}, &smallImage{}, remote.WithShipper(ship))
+	spec := engine.DeploySpec{RunID: "r1", Services: []engine.Service{{Name: "app", Image: "ticketd"}}}
+	if _, err := eng.Deploy(context.Background(), spec); err == nil || !strings.Contains(err.Error(), "no disk") {
+		t.Fatalf("deploy with a failing shipper: %v", err)
+	}
+	ship.err, ship.got = nil, nil
+	if _, err := eng.Deploy(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	if len(ship.got) != len("ID:sha256:ticketd\n")+1<<20 || len(ship.images) != 1 || ship.images[0].ID != "sha256:ticketd" {
+		t.Errorf("the shipper got %d bytes of %+v", len(ship.got), ship.images)
+	}
+	if n := h.images.got.Len(); n != 0 {
+		t.Errorf("the agent's stream carried %d bytes too", n)
 	}
 }

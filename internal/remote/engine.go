@@ -26,13 +26,27 @@ type ImageSource interface {
 	Save(ctx context.Context, ids []string) (io.ReadCloser, error)
 }
 
+// Shipper carries a `docker save` archive of images into the host's
+// engine another way than the agent's stream of chunks: a VM guest's
+// QEMU attaches it as a disk (internal/vm).
+type Shipper interface {
+	Ship(ctx context.Context, c *Client, images []agent.Image, archive io.Reader) error
+}
+
+// EngineOption changes a remote engine.
+type EngineOption func(*Engine)
+
+// WithShipper ships the images the host lacks through s.
+func WithShipper(s Shipper) EngineOption { return func(e *Engine) { e.shipper = s } }
+
 // Engine is an engine of a remote host: every call goes to the host's
 // agent, which calls its own engine there (internal/engine). It is what
 // `hosts: {sut: …}` deploys on.
 type Engine struct {
-	c      *Client
-	ref    agent.EngineRef
-	images ImageSource
+	c       *Client
+	ref     agent.EngineRef
+	images  ImageSource
+	shipper Shipper // nil: chunks through the agent's stream
 
 	mu     sync.Mutex
 	loaded map[string]bool // image IDs the host has
@@ -44,8 +58,12 @@ var _ engine.Engine = (*Engine)(nil)
 // come from images (nil: the host must have them). The endpoints are the
 // host's engine's, as a client elsewhere dials them when the spec carries
 // a Reach.
-func NewEngine(c *Client, ref agent.EngineRef, images ImageSource) *Engine {
-	return &Engine{c: c, ref: ref, images: images, loaded: map[string]bool{}}
+func NewEngine(c *Client, ref agent.EngineRef, images ImageSource, opts ...EngineOption) *Engine {
+	e := &Engine{c: c, ref: ref, images: images, loaded: map[string]bool{}}
+	for _, o := range opts {
+		o(e)
+	}
+	return e
 }
 
 // Client is the agent connection the engine speaks through.
@@ -197,6 +215,12 @@ func (e *Engine) send(ctx context.Context, images []agent.Image) error {
 		return err
 	}
 	defer rc.Close()
+	if e.shipper != nil {
+		if err := e.shipper.Ship(ctx, e.c, images, rc); err != nil {
+			return fmt.Errorf("load images %v on %s: %w", ids, e.c.Name, err)
+		}
+		return nil
+	}
 	stream := fmt.Sprintf("%s-%d", ids[0], len(ids))
 	buf := make([]byte, imageChunk)
 	first := true

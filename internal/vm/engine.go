@@ -35,7 +35,8 @@ import (
 // there as on a remote host with Docker (remote.Engine with runtime
 // docker), each a container of the image the workload names for a
 // container (the Debian base where it names none), shipped into the
-// guest by docker save | load through the agent (never pulled), running
+// guest by docker save | load on a disk attached for it (ship.go; never
+// pulled), running
 // the service's command with the guest's ctrperf bound in, on the
 // guest's network (ContainerSpec).
 type Engine struct {
@@ -66,7 +67,7 @@ func Open(ctx context.Context, m *Machine, spec plan.VMSpec, clientOpts remote.C
 			err := fmt.Errorf("guest %s: %w: %s%s", g.Name, errNoGuestEngine, g.Client.Hello.EngineError, g.consoleSays())
 			return nil, engine.Info{}, errors.Join(err, g.Shutdown(context.WithoutCancel(ctx)))
 		}
-		e.eng = remote.NewEngine(g.Client, agent.EngineRef{Runtime: engine.RuntimeDocker}, m.Images)
+		e.eng = remote.NewEngine(g.Client, agent.EngineRef{Runtime: engine.RuntimeDocker}, m.Images, remote.WithShipper(g))
 		e.image = orDefault(m.ContainerImage, ContainerImage)
 		e.info.Name += "-docker"
 		e.info.Version, e.info.StorageDriver, e.info.BackingFS, e.info.DataRoot = in.Version, in.StorageDriver, in.BackingFS, in.DataRoot

@@ -50,8 +50,9 @@ type Machine struct {
 	// when a guest asks for it.
 	BaseDisk, DockerDisk func(ctx context.Context) (string, error)
 	// Images are where the images a guest's Docker engine lacks come
-	// from (this machine's engine: docker save | load through the agent,
-	// never a pull); nil: the guest's engine must have them.
+	// from (this machine's engine: docker save | load on a disk attached
+	// to the guest, Guest.Ship; never a pull); nil: the guest's engine
+	// must have them.
 	Images remote.ImageSource
 	// ContainerImage is the image a guest's containers run
 	// (ContainerImage by default).
@@ -81,9 +82,14 @@ type Guest struct {
 	// without); it ends when QEMU closes its socket.
 	virtiofsd       *exec.Cmd
 	virtiofsdExited chan struct{}
-	// forwards are the user-mode network's port forwards by run.
-	mu       sync.Mutex
-	forwards map[string][]forward
+	// forwards are the user-mode network's port forwards by run;
+	// shipments the image archives shipped on disks (ship.go), ships
+	// their count.
+	mu        sync.Mutex
+	forwards  map[string][]forward
+	shipments []Shipment
+	ships     int
+	log       io.Writer
 	// Booted is how long the boot took until the agent answered.
 	Booted time.Duration
 }
@@ -181,7 +187,7 @@ func (m *Machine) Boot(ctx context.Context, cfg Config, clientOpts remote.Client
 	}
 	name := fmt.Sprintf("ctrperf-vm-%s-%d", shortRun(m.RunID), slot)
 	g = &Guest{State: State{Name: name, RunID: m.RunID, Dir: filepath.Join(m.RunDir, name), DataDir: filepath.Join(m.DataDir, name),
-		Tap: tap, Network: cfg.Network, HostIP: hostIP, GuestIP: guestIP, Accel: cfg.Accel}, exited: make(chan struct{})}
+		Tap: tap, Network: cfg.Network, HostIP: hostIP, GuestIP: guestIP, Accel: cfg.Accel}, exited: make(chan struct{}), log: m.Log}
 	defer func() {
 		if err != nil {
 			_ = g.Shutdown(context.WithoutCancel(ctx))
