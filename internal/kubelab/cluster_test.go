@@ -67,7 +67,7 @@ func kubectl(t *testing.T, args ...string) string {
 }
 
 // TestLabClusterKube brings the lab cluster up (make kube-up), checks both
-// nodes Ready, a pod of ctrperf's own image on each node, host to pod, pod
+// nodes Ready, kube-proxy's mode, the FORWARD rules, a pod of ctrperf's own image on each node, host to pod, pod
 // to pod across nodes and a Service's ClusterIP through kube-proxy, then
 // takes it down (make kube-down) and finds nothing of it left on the
 // machine. A cluster that was up before is brought up again at the end
@@ -119,6 +119,7 @@ func TestLabClusterKube(t *testing.T) {
 			t.Errorf("ctrperf doctor does not report kube-proxy %s from a node's /proxyMode:\n%s", want, out)
 		}
 	})
+	t.Run("ForwardRules", forwardRules)
 	t.Run("PodsServicesAndPaths", func(t *testing.T) { podsAndPaths(t) })
 	// kube-node-2 runs the static CPU manager unless told otherwise (as
 	// make kube-up reads KUBE_STATIC_CPU_NODE: empty is kube-node-2).
