@@ -534,3 +534,24 @@ func TestContainerCgroup(t *testing.T) {
 		}
 	}
 }
+
+// A veth that goes away with its container is gone, not an error: its
+// queue's directory missing, or the device unregistered while its rps_cpus
+// was being written (ENODEV, as kernel.WriteFile wraps it); any other
+// failure is an error.
+func TestRPSDeviceGone(t *testing.T) {
+	s := rpsSetting(&fakeRPS{})
+	for _, c := range []struct {
+		err  error
+		gone bool
+	}{
+		{fmt.Errorf("no dev vetha: %w", os.ErrNotExist), true},
+		{fmt.Errorf("failed to write %q to rps_cpus in /sys/class/net/vetha/queues/rx-0: %w", "3", syscall.ENODEV), true},
+		{fmt.Errorf("failed to write %q to rps_cpus in /sys/class/net/vetha/queues/rx-0: %w", "3", syscall.EACCES), false},
+		{errors.New("some other failure"), false},
+	} {
+		if got := s.gone(c.err); got != c.gone {
+			t.Errorf("gone(%v) = %v, want %v", c.err, got, c.gone)
+		}
+	}
+}

@@ -89,6 +89,11 @@ func never(error) bool { return false }
 // notExist: an IRQ that went away with its device, a veth with its container.
 func notExist(err error) bool { return errors.Is(err, os.ErrNotExist) }
 
+// devGone: a veth that went away with its container, its queue's directory
+// missing, or (ENODEV) the device unregistered while its rps_cpus was being
+// written (TestChurnDocker met it when a container was removed mid-write).
+func devGone(err error) bool { return notExist(err) || errors.Is(err, syscall.ENODEV) }
+
 func containerEvent(id string) Event { return Event{Container: id} }
 
 func classSetting(d Demoter) setting[CPUClass] {
@@ -162,7 +167,7 @@ func rpsKey(k string) (dev, queue string) {
 }
 
 func rpsSetting(r RPSSetter) setting[string] {
-	s := setting[string]{what: "RPS mask", label: "rps", same: sameMask, str: ident, gone: notExist, landed: never,
+	s := setting[string]{what: "RPS mask", label: "rps", same: sameMask, str: ident, gone: devGone, landed: never,
 		event: func(k string) Event { return Event{Device: k} }}
 	if r != nil {
 		s.read = func(_ context.Context, k string) (string, error) {
