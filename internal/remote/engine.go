@@ -202,8 +202,16 @@ func (e *Engine) loadImages(ctx context.Context, spec engine.DeploySpec) (map[st
 	return ids, nil
 }
 
-// imageChunk is the size of one image message (base64 in JSON: 4/3 more).
-const imageChunk = 1 << 20
+// imageChunk is the most of a `docker save` archive one image message
+// carries: its base64 in JSON (4/3 more) and the message around it fit in
+// one line of the agent protocol (agent.FrameSize). A longer message goes
+// as frames, each base64 again: a third more bytes on the wire and two
+// decodes at the host (chunks of 1 MiB did so until 2026-11-29).
+const imageChunk = (agent.FrameSize - imageMessageSlack) / 4 * 3
+
+// imageMessageSlack is what an image message holds beside its data: the
+// envelope, the stream's name and, on the first chunk, the images.
+const imageMessageSlack = 16 << 10
 
 func (e *Engine) send(ctx context.Context, images []agent.Image) error {
 	var ids []string

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // fakeQEMU is a process whose command line names guest as QEMU's does
@@ -32,6 +33,20 @@ func fakeQEMU(t *testing.T, guest string) *exec.Cmd {
 			_ = cmd.Wait()
 		}
 	})
+	// Start returns once the child is forked, maybe before it has exec'd
+	// the shell: until then its command line is this test binary's, and
+	// the cleaner rightly takes it for another process (the test failed
+	// once so, "QEMU killed false"). Wait for the shell's.
+	want := "\x00-name\x00" + guest + "\x00"
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cmdline")
+		if strings.Contains(string(b), want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the fake QEMU's command line is %q after 10 s, want it to hold %q", b, want)
+		}
+	}
 	return cmd
 }
 
