@@ -46,10 +46,12 @@ func (s *session) imagesMissing(ctx context.Context, p ImagesParams) outcome {
 	return ok(ImagesMissing{Missing: missing})
 }
 
-// imageChunk feeds one chunk of a stream; the first starts the load, the
-// last (Done) waits for it and checks that every image arrived. Chunks of
-// one stream are sent one at a time (each waits for its answer), so they
-// arrive in order.
+// imageChunk feeds one chunk of a stream; the first (the one naming the
+// images) starts the load, the last (Done) waits for it and checks that
+// every image arrived. The session answers chunks one at a time in the
+// order they came (loop), so they arrive in order. A chunk of a stream
+// that is not loading, after an earlier one failed, is refused rather
+// than taken for the start of another archive.
 func (s *session) imageChunk(ctx context.Context, c ImageChunk) outcome {
 	if c.Stream == "" {
 		return fail(&Error{Code: CodeBadParams, Message: "image chunk without a stream"})
@@ -57,6 +59,9 @@ func (s *session) imageChunk(ctx context.Context, c ImageChunk) outcome {
 	s.mu.Lock()
 	l := s.loads[c.Stream]
 	s.mu.Unlock()
+	if l == nil && len(c.Images) == 0 {
+		return fail(&Error{Code: CodeBadParams, Message: fmt.Sprintf("image stream %s: a chunk with no load under way (an earlier chunk failed, or the first named no image)", c.Stream)})
+	}
 	if l == nil {
 		im, err := s.images(ctx)
 		if err != nil {

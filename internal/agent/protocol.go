@@ -367,6 +367,11 @@ type ImagesMissing struct {
 	Missing []Image `json:"missing,omitempty"`
 }
 
+// ChunksInFlight is how many image chunks a sender keeps unanswered; the
+// agent answers them in order, one at a time, and refuses a chunk that
+// finds more than four times as many waiting.
+const ChunksInFlight = 4
+
 // ImageChunk is a piece of a `docker save` archive. The chunks of one
 // archive share Stream; the first names the images; Done ends it.
 type ImageChunk struct {

@@ -213,6 +213,17 @@ func (s *session) loop(ctx context.Context, in *arrivals) error {
 			}
 		}
 	}()
+	// Image chunks are answered one at a time in the order they came: the
+	// sender keeps a few in flight (remote.Engine), and each chunk's data
+	// follows the one before it into the engine's load.
+	chunks := make(chan *Message, ChunksInFlight*4)
+	defer close(chunks)
+	go func() {
+		for m := range chunks {
+			s.reply(m, s.dispatch(ctx, m))
+			s.wg.Done()
+		}
+	}()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	timer.Stop()
@@ -253,6 +264,15 @@ func (s *session) loop(ctx context.Context, in *arrivals) error {
 				continue
 			}
 			s.wg.Add(1)
+			if m.Method == MethodImagesLoad {
+				select {
+				case chunks <- m:
+				default: // never waits: the watchdog and the other requests go on
+					s.reply(m, fail(&Error{Code: CodeBadParams, Message: fmt.Sprintf("more than %d image chunks in flight", cap(chunks))}))
+					s.wg.Done()
+				}
+				continue
+			}
 			go func() {
 				defer s.wg.Done()
 				s.reply(m, s.dispatch(ctx, m))

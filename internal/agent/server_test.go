@@ -208,7 +208,7 @@ func startWith(t *testing.T, set func(*agent.Options)) *harness {
 }
 
 // start runs an agent over in-memory pipes and says hello to it.
-func start(t *testing.T, docker error, heartbeat time.Duration, co remote.ClientOptions, with ...setup) *harness {
+func start(t testing.TB, docker error, heartbeat time.Duration, co remote.ClientOptions, with ...setup) *harness {
 	t.Helper()
 	h := &harness{engines: &fakeEngines{eng: &fakeEngine{}}, images: &fakeImages{have: map[string]bool{}},
 		owners: owner.Dir{Path: t.TempDir()}, done: make(chan error, 1)}
@@ -577,6 +577,47 @@ func TestImageLoadOnASlowLink(t *testing.T) {
 	}
 	if n := h.images.got.Len(); n != len("ID:sha256:ticketd\n")+1<<20 {
 		t.Errorf("the host loaded %d bytes", n)
+	}
+}
+
+// patternImage is an archive of several chunks whose bytes all differ
+// from their neighbours' (a chunk out of order changes the whole).
+type patternImage struct {
+	imageSource
+	archive []byte
+}
+
+func (p *patternImage) Save(_ context.Context, ids []string) (io.ReadCloser, error) {
+	p.archive = []byte("ID:" + ids[0] + "\n")
+	for i := range 3<<20 + 12345 {
+		p.archive = append(p.archive, byte(i*131+i/256))
+	}
+	return io.NopCloser(bytes.NewReader(p.archive)), nil
+}
+
+// TestImageChunksInOrder: with several chunks in flight, the host's engine
+// reads the archive byte for byte as it was saved; a chunk of a stream
+// with no load under way (an earlier chunk failed) is refused, not taken
+// for the start of another archive.
+func TestImageChunksInOrder(t *testing.T) {
+	h := start(t, nil, -1, remote.ClientOptions{})
+	defer h.c.Close(context.Background())
+	src := &patternImage{}
+	eng := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeDocker}, src)
+	spec := engine.DeploySpec{RunID: "r1", Services: []engine.Service{{Name: "app", Image: "ticketd"}}}
+	if _, err := eng.Deploy(context.Background(), spec); err != nil {
+		t.Fatalf("deploy: %v; agent: %s", err, h.log.String())
+	}
+	if got := h.images.got.Bytes(); !bytes.Equal(got, src.archive) {
+		i := 0
+		for i < min(len(got), len(src.archive)) && got[i] == src.archive[i] {
+			i++
+		}
+		t.Errorf("the engine read %d bytes, differing from the archive's %d from byte %d", len(got), len(src.archive), i)
+	}
+	err := h.c.Call(context.Background(), agent.MethodImagesLoad, agent.ImageChunk{Stream: "sha256:x-1", Data: []byte("layers")}, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "no load under way") {
+		t.Errorf("a chunk of no stream under way: %v", err)
 	}
 }
 
@@ -974,4 +1015,65 @@ func TestImagesShippedByTheShipper(t *testing.T) {
 	if n := h.images.got.Len(); n != 0 {
 		t.Errorf("the agent's stream carried %d bytes too", n)
 	}
+}
+
+// delayed is a link whose bytes arrive latency after they are written,
+// the writer not waiting for them: a long path, not a slow one.
+type delayed struct {
+	q       chan delayedWrite
+	latency time.Duration
+}
+
+type delayedWrite struct {
+	due time.Time
+	b   []byte
+}
+
+func newDelayed(w io.Writer, latency time.Duration) *delayed {
+	d := &delayed{q: make(chan delayedWrite, 1<<16), latency: latency}
+	go func() {
+		for dw := range d.q {
+			time.Sleep(time.Until(dw.due))
+			if _, err := w.Write(dw.b); err != nil {
+				return
+			}
+		}
+	}()
+	return d
+}
+
+func (d *delayed) Write(b []byte) (int, error) {
+	d.q <- delayedWrite{time.Now().Add(d.latency), bytes.Clone(b)}
+	return len(b), nil
+}
+
+// BenchmarkImageShipOverLatency ships an archive of 32 chunks to an agent
+// whose requests arrive 10 ms after they are sent: a chunk answered before
+// the next is sent costs a round trip each; chunks in flight share them.
+func BenchmarkImageShipOverLatency(b *testing.B) {
+	const latency = 10 * time.Millisecond
+	for range b.N {
+		b.StopTimer()
+		h := start(b, nil, -1, remote.ClientOptions{}, setup{link: func(w io.Writer) io.Writer { return newDelayed(w, latency) }})
+		src := &sizedImage{size: 24 << 20}
+		eng := remote.NewEngine(h.c, agent.EngineRef{Runtime: engine.RuntimeDocker}, src)
+		spec := engine.DeploySpec{RunID: "r1", Services: []engine.Service{{Name: "app", Image: "ticketd"}}}
+		b.StartTimer()
+		if _, err := eng.Deploy(context.Background(), spec); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		h.c.Close(context.Background())
+		b.SetBytes(int64(src.size))
+	}
+}
+
+// sizedImage is an archive of size bytes.
+type sizedImage struct {
+	imageSource
+	size int
+}
+
+func (s *sizedImage) Save(_ context.Context, ids []string) (io.ReadCloser, error) {
+	return io.NopCloser(io.MultiReader(strings.NewReader("ID:"+ids[0]+"\n"), bytes.NewReader(make([]byte, s.size)))), nil
 }

@@ -211,12 +211,30 @@ func (c *Client) Done() <-chan struct{} { return c.done }
 // onEvent (from the reading goroutine: keep it short). An error of the
 // agent is an *agent.Error; a lost connection wraps ErrDisconnected.
 func (c *Client) Call(ctx context.Context, method string, params, result any, onEvent func(event string, data json.RawMessage)) error {
+	p, err := c.start(method, params, onEvent)
+	if err != nil {
+		return err
+	}
+	return p.wait(ctx, result)
+}
+
+// sent is a request sent and not yet answered (Client.start).
+type sent struct {
+	c      *Client
+	id     uint64
+	cl     *call
+	method string
+}
+
+// start sends a request without waiting for its answer: requests started
+// one after another reach the agent in that order; wait takes the answer.
+func (c *Client) start(method string, params any, onEvent func(event string, data json.RawMessage)) (*sent, error) {
 	cl := &call{res: make(chan *agent.Message, 1), onEvent: onEvent}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
-		return err
+		return nil, err
 	}
 	c.next++
 	id := c.next
@@ -224,10 +242,16 @@ func (c *Client) Call(ctx context.Context, method string, params, result any, on
 	c.mu.Unlock()
 	if err := c.conn.Send(&agent.Message{ID: id, Method: method, Params: agent.Encode(params)}); err != nil {
 		c.fail(err)
-		return c.Err()
+		return nil, c.Err()
 	}
+	return &sent{c: c, id: id, cl: cl, method: method}, nil
+}
+
+// wait waits for the answer of a started request.
+func (p *sent) wait(ctx context.Context, result any) error {
+	c := p.c
 	select {
-	case m, ok := <-cl.res:
+	case m, ok := <-p.cl.res:
 		if !ok {
 			return c.Err()
 		}
@@ -236,13 +260,13 @@ func (c *Client) Call(ctx context.Context, method string, params, result any, on
 		}
 		if result != nil {
 			if err := agent.Decode(m.Result, result); err != nil {
-				return fmt.Errorf("%s: %s: answer: %w", c.Name, method, err)
+				return fmt.Errorf("%s: %s: answer: %w", c.Name, p.method, err)
 			}
 		}
 		return nil
 	case <-ctx.Done():
 		c.mu.Lock()
-		delete(c.pending, id)
+		delete(c.pending, p.id)
 		c.mu.Unlock()
 		return ctx.Err()
 	}

@@ -230,23 +230,48 @@ func (e *Engine) send(ctx context.Context, images []agent.Image) error {
 		return nil
 	}
 	stream := fmt.Sprintf("%s-%d", ids[0], len(ids))
-	buf := make([]byte, imageChunk)
+	// Up to agent.ChunksInFlight chunks unanswered: the agent decodes one
+	// and writes it into its engine's load while the next ones travel.
+	var inflight []*sent
+	failed := func(err error) error {
+		for _, p := range inflight { // their answers, so none is left pending
+			_ = p.wait(ctx, nil)
+		}
+		return fmt.Errorf("load images %v on %s: %w", ids, e.c.Name, err)
+	}
+	buf := make([]byte, imageChunk) // start encodes a chunk before it returns
 	first := true
 	for {
 		n, rerr := io.ReadFull(rc, buf)
 		done := errors.Is(rerr, io.EOF) || errors.Is(rerr, io.ErrUnexpectedEOF)
 		if rerr != nil && !done {
-			return fmt.Errorf("save images %v: %w", ids, rerr)
+			return failed(fmt.Errorf("save: %w", rerr))
 		}
 		ch := agent.ImageChunk{Stream: stream, Data: buf[:n], Done: done}
 		if first {
 			ch.Images, first = images, false
 		}
-		if err := e.c.Call(ctx, agent.MethodImagesLoad, ch, nil, nil); err != nil {
-			return fmt.Errorf("load images %v on %s: %w", ids, e.c.Name, err)
+		p, err := e.c.start(agent.MethodImagesLoad, ch, nil)
+		if err != nil {
+			return failed(err)
 		}
+		inflight = append(inflight, p)
 		if done {
+			for len(inflight) > 0 {
+				p := inflight[0]
+				inflight = inflight[1:]
+				if err := p.wait(ctx, nil); err != nil {
+					return failed(err)
+				}
+			}
 			return nil
+		}
+		if len(inflight) == agent.ChunksInFlight {
+			p := inflight[0]
+			inflight = inflight[1:]
+			if err := p.wait(ctx, nil); err != nil {
+				return failed(err)
+			}
 		}
 	}
 }
