@@ -256,22 +256,16 @@ func (e *Engine) send(ctx context.Context, images []agent.Image) error {
 			return failed(err)
 		}
 		inflight = append(inflight, p)
-		if done {
-			for len(inflight) > 0 {
-				p := inflight[0]
-				inflight = inflight[1:]
-				if err := p.wait(ctx, nil); err != nil {
-					return failed(err)
-				}
-			}
-			return nil
-		}
-		if len(inflight) == agent.ChunksInFlight {
+		// The oldest answer, when the window is full or the archive sent.
+		for len(inflight) == agent.ChunksInFlight || done && len(inflight) > 0 {
 			p := inflight[0]
 			inflight = inflight[1:]
 			if err := p.wait(ctx, nil); err != nil {
 				return failed(err)
 			}
+		}
+		if done {
+			return nil
 		}
 	}
 }
